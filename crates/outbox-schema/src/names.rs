@@ -1,0 +1,71 @@
+//! Topic names, consumer groups and Kafka message conventions (seed 001).
+//!
+//! Production brokers may need a namespace prefix (the seed's
+//! `rocketmq.namespace`); [`namespaced`] applies it in one place.
+
+/// Room facts, published by the outbox relay. Key = room_id.
+pub const TOPIC_ROOM_OUTBOX: &str = "hyapp_room_outbox";
+/// Delayed treasure-box wake-ups, published at `open_at_ms`.
+pub const TOPIC_TREASURE_OPEN: &str = "hyapp_room_treasure_open";
+
+/// activity-consumer's group on [`TOPIC_ROOM_OUTBOX`].
+pub const GROUP_ACTIVITY: &str = "hyapp-activity-room-outbox";
+/// notice-consumer's group on [`TOPIC_ROOM_OUTBOX`].
+pub const GROUP_NOTICE: &str = "hyapp-notice-room-outbox";
+/// im-bridge's group on [`TOPIC_ROOM_OUTBOX`].
+pub const GROUP_IM_BRIDGE: &str = "hyapp-room-im-bridge";
+/// room-service's treasure-open group on [`TOPIC_TREASURE_OPEN`].
+pub const GROUP_TREASURE_OPEN: &str = "hyapp-room-treasure-open";
+
+/// Producer group names of the seed, kept as Kafka `client.id`s.
+pub const PRODUCER_ROOM_OUTBOX: &str = "hyapp-room-outbox-producer";
+/// Producer of treasure-open wake-ups.
+pub const PRODUCER_TREASURE_OPEN: &str = "hyapp-room-treasure-open-producer";
+
+/// Header carrying the envelope's `event_id`.
+pub const HEADER_EVENT_ID: &str = "event_id";
+/// Header carrying the envelope's `event_type`.
+pub const HEADER_EVENT_TYPE: &str = "event_type";
+/// Header carrying the W3C trace context.
+pub const HEADER_TRACEPARENT: &str = "traceparent";
+/// Dead-letter header: why the message was dead-lettered.
+pub const HEADER_DLQ_REASON: &str = "dlq_reason";
+/// Dead-letter header: the consumer group that gave up.
+pub const HEADER_DLQ_GROUP: &str = "dlq_group";
+/// Dead-letter header: attempts made before giving up.
+pub const HEADER_DLQ_ATTEMPTS: &str = "dlq_attempts";
+/// Dead-letter header: source topic/partition/offset.
+pub const HEADER_DLQ_SOURCE: &str = "dlq_source";
+
+/// Applies a namespace prefix (`<namespace>.<name>`); empty namespace → unchanged.
+pub fn namespaced(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}.{name}")
+    }
+}
+
+/// The dead-letter topic of one consumer group, so one group's poison
+/// messages never mix with another's.
+pub fn dead_letter_topic(group: &str) -> String {
+    format!("{group}.dlq")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_seed() {
+        assert_eq!(namespaced("", TOPIC_ROOM_OUTBOX), "hyapp_room_outbox");
+        assert_eq!(
+            namespaced("prod", TOPIC_ROOM_OUTBOX),
+            "prod.hyapp_room_outbox"
+        );
+        assert_eq!(
+            dead_letter_topic(GROUP_NOTICE),
+            "hyapp-notice-room-outbox.dlq"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Faithful local fake of the wallet/v1 gRPC service with injectable faults.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Activity consumer: leaderboards, contribution totals and big-gift broadcasts.

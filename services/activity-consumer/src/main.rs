@@ -1,0 +1,3 @@
+//! Activity consumer: leaderboards, contribution totals and big-gift broadcasts.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! IM bridge: consumes room events and drives Tencent IM groups.

@@ -1,0 +1,3 @@
+//! IM bridge: consumes room events and drives Tencent IM groups.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Notice consumer: private notices delivered as C2C IM messages.

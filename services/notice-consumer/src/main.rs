@@ -1,0 +1,3 @@
+//! Notice consumer: private notices delivered as C2C IM messages.
+
+fn main() {}

@@ -1,0 +1,3 @@
+//! Outbox relay: claims room_outbox rows and publishes them in per-room order.
+
+fn main() {}

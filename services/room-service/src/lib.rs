@@ -1,0 +1,1 @@
+//! Room service: gRPC gateway API over the Room Cell, transactional outbox writer.

@@ -1,0 +1,262 @@
+//! The infrastructure the tests and the local stack need: reachability checks
+//! for MariaDB and Redis, the Tansu broker (installed with cargo when missing,
+//! cached in cargo's bin directory), free ports, and child-process hygiene.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The broker version the project is tested with (see DESIGN.md).
+pub const TANSU_VERSION: &str = "0.6.0";
+/// Without these features Tansu has no usable storage engine.
+const TANSU_FEATURES: &str = "dynostore,libsql";
+
+/// Root of the workspace (xtask's parent directory).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Fails with a precise message when MariaDB or Redis is not reachable.
+pub fn check_databases() -> Result<(), String> {
+    let mysql: SocketAddr = "127.0.0.1:3306".parse().map_err(|_| "bad address")?;
+    TcpStream::connect_timeout(&mysql, Duration::from_secs(3)).map_err(|error| {
+        format!(
+            "MariaDB is not reachable on 127.0.0.1:3306 ({error}). Start it (e.g. \
+             `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`) \
+             or install it with `apt-get install mariadb-server`; user root, empty password."
+        )
+    })?;
+    redis_ping().map_err(|error| {
+        format!(
+            "Redis is not reachable on 127.0.0.1:6379 ({error}). Start it with \
+             `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\"` \
+             or install it with `apt-get install redis-server`."
+        )
+    })
+}
+
+fn redis_ping() -> Result<(), String> {
+    let addr: SocketAddr = "127.0.0.1:6379".parse().map_err(|_| "bad address")?;
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|error| error.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .map_err(|error| error.to_string())?;
+    stream
+        .write_all(b"PING\r\n")
+        .map_err(|error| error.to_string())?;
+    let mut reply = [0u8; 7];
+    stream
+        .read_exact(&mut reply)
+        .map_err(|error| error.to_string())?;
+    if &reply == b"+PONG\r\n" {
+        Ok(())
+    } else {
+        Err(format!("unexpected reply {reply:?}"))
+    }
+}
+
+/// Path of a usable `tansu` binary, installing it with cargo when missing.
+pub fn ensure_tansu() -> Result<PathBuf, String> {
+    let candidates = tansu_candidates();
+    if let Some(found) = candidates.iter().find(|path| tansu_version_ok(path)) {
+        return Ok(found.clone());
+    }
+    eprintln!(
+        "xtask: installing Tansu {TANSU_VERSION} (features {TANSU_FEATURES}); this takes several \
+         minutes once and is cached in cargo's bin directory"
+    );
+    let status = Command::new(cargo())
+        .args([
+            "install",
+            "tansu",
+            "--version",
+            TANSU_VERSION,
+            "--locked",
+            "--features",
+            TANSU_FEATURES,
+        ])
+        .status()
+        .map_err(|error| format!("cannot run cargo install: {error}"))?;
+    if !status.success() {
+        return Err(format!(
+            "`cargo install tansu --version {TANSU_VERSION}` failed ({status})"
+        ));
+    }
+    candidates
+        .into_iter()
+        .find(|path| tansu_version_ok(path))
+        .ok_or_else(|| "tansu was installed but is not in cargo's bin directory".into())
+}
+
+fn tansu_candidates() -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Ok(home) = std::env::var("CARGO_HOME") {
+        candidates.push(PathBuf::from(home).join("bin/tansu"));
+    }
+    if let Ok(home) = std::env::var("HOME") {
+        candidates.push(PathBuf::from(home).join(".cargo/bin/tansu"));
+    }
+    candidates.push(PathBuf::from("tansu"));
+    candidates
+}
+
+fn tansu_version_ok(path: &Path) -> bool {
+    Command::new(path)
+        .arg("--version")
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).contains(TANSU_VERSION))
+        .unwrap_or(false)
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// A free loopback port (bound then released; the caller binds it next).
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|error| format!("cannot find a free port: {error}"))
+}
+
+/// A child process killed when dropped, so an early return or panic never
+/// leaves a broker or service running.
+#[derive(Debug)]
+pub struct Guarded {
+    child: Child,
+}
+
+impl Guarded {
+    /// Stops the process (SIGKILL; brokers and services are crash-safe by design).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Broker {
+    /// `127.0.0.1:PORT`.
+    pub bootstrap: String,
+    /// The broker process.
+    pub process: Guarded,
+}
+
+/// Where a broker keeps its data.
+#[derive(Debug, Clone)]
+pub enum BrokerStorage {
+    /// In memory: fastest, gone when the broker stops.
+    Memory,
+    /// SQLite file, survives a restart or kill -9.
+    Sqlite(PathBuf),
+}
+
+/// Starts Tansu on `port` and waits until it accepts connections.
+pub fn start_broker(
+    tansu: &Path,
+    port: u16,
+    storage: &BrokerStorage,
+    log_dir: &Path,
+) -> Result<Broker, String> {
+    std::fs::create_dir_all(log_dir)
+        .map_err(|error| format!("create {}: {error}", log_dir.display()))?;
+    let log_path = log_dir.join(format!("tansu-{port}.log"));
+    let log =
+        std::fs::File::create(&log_path).map_err(|error| format!("create broker log: {error}"))?;
+    let log_err = log.try_clone().map_err(|error| error.to_string())?;
+    let url = format!("tcp://127.0.0.1:{port}");
+    let storage_url = match storage {
+        BrokerStorage::Memory => "memory://tansu/".to_string(),
+        BrokerStorage::Sqlite(path) => format!("sqlite://{}", path.display()),
+    };
+    let child = Command::new(tansu)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", &storage_url])
+        .current_dir(log_dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|error| format!("cannot start tansu: {error}"))?;
+    let mut process = Guarded { child };
+    let addr: SocketAddr = format!("127.0.0.1:{port}")
+        .parse()
+        .map_err(|_| "bad address")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(Broker {
+                bootstrap: format!("127.0.0.1:{port}"),
+                process,
+            });
+        }
+        if !process.is_running() {
+            return Err(format!(
+                "tansu exited during start-up; see {}",
+                log_path.display()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "tansu did not listen on {addr} within 30s; see {}",
+                log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `cargo xtask broker [--sqlite FILE]`: a broker on 127.0.0.1:9092 until Ctrl-C.
+pub fn run_broker_foreground(args: &[String]) -> Result<(), String> {
+    let storage = match args {
+        [] => BrokerStorage::Memory,
+        [flag, file] if flag == "--sqlite" => BrokerStorage::Sqlite(PathBuf::from(file)),
+        _ => return Err("usage: cargo xtask broker [--sqlite FILE]".into()),
+    };
+    let tansu = ensure_tansu()?;
+    let log_dir = workspace_root().join("target/tansu");
+    let mut broker = start_broker(&tansu, 9092, &storage, &log_dir)?;
+    println!("broker listening on {} (Ctrl-C to stop)", broker.bootstrap);
+    while broker.process.is_running() {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Err("broker exited".into())
+}
+
+/// Runs `command`, failing with its name when it cannot start or exits non-zero.
+pub fn run_checked(command: &mut Command) -> Result<(), String> {
+    let description = format!("{command:?}");
+    let status = command
+        .status()
+        .map_err(|error| format!("cannot run {description}: {error}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{description} failed ({status})"))
+    }
+}

@@ -1,0 +1,74 @@
+//! `cargo xtask test`: the README's test command and what CI runs.
+//!
+//! From nothing to a full run: check MariaDB and Redis, install Tansu if
+//! missing, start a broker on a free port, drop databases left over by earlier
+//! runs, run every workspace test (cargo-nextest when installed, else
+//! `cargo test`), stop the broker.
+
+use crate::infra::{self, BrokerStorage};
+use std::process::Command;
+
+/// Runs the whole suite; extra args are passed to the test runner.
+pub fn run(extra: &[String]) -> Result<(), String> {
+    infra::check_databases()?;
+    drop_leftover_databases();
+    let tansu = infra::ensure_tansu()?;
+    let port = infra::free_port()?;
+    let log_dir = infra::workspace_root().join("target/tansu");
+    let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &log_dir)?;
+    eprintln!("xtask: broker {} started for this run", broker.bootstrap);
+
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    if has_nextest() {
+        command.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+    } else {
+        command.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    command
+        .args(extra)
+        .current_dir(infra::workspace_root())
+        .env("HYAPP_TEST_KAFKA_BOOTSTRAP", &broker.bootstrap)
+        .env("HYAPP_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306")
+        .env("HYAPP_TEST_REDIS_URL", "redis://127.0.0.1:6379")
+        .env("HYAPP_TEST_TANSU", &tansu);
+    let result = infra::run_checked(&mut command);
+    drop(broker);
+    result
+}
+
+fn has_nextest() -> bool {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["nextest", "--version"])
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false)
+}
+
+/// Each test makes its own database (`hyapp_t_*`); a test that fails keeps
+/// its database for inspection until the next run, which removes it here.
+fn drop_leftover_databases() {
+    let list = Command::new("mysql")
+        .args([
+            "-uroot",
+            "-h127.0.0.1",
+            "-N",
+            "-e",
+            "SHOW DATABASES LIKE 'hyapp\\_t\\_%'",
+        ])
+        .output();
+    let Ok(output) = list else {
+        eprintln!("xtask: mysql client not found; leftover test databases are not cleaned");
+        return;
+    };
+    let names = String::from_utf8_lossy(&output.stdout);
+    let statements: String = names
+        .lines()
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("DROP DATABASE `{name}`;"))
+        .collect();
+    if !statements.is_empty() {
+        let _ = Command::new("mysql")
+            .args(["-uroot", "-h127.0.0.1", "-e", &statements])
+            .status();
+    }
+}
