@@ -22,6 +22,11 @@ pub const PRODUCER_ROOM_OUTBOX: &str = "hyapp-room-outbox-producer";
 /// Producer of treasure-open wake-ups.
 pub const PRODUCER_TREASURE_OPEN: &str = "hyapp-room-treasure-open-producer";
 
+/// Redis pub/sub channel room-service publishes to after each commit that
+/// wrote outbox rows (payload: the shard number), so the relay publishes at
+/// once instead of waiting for its next poll.
+pub const NUDGE_CHANNEL: &str = "hyapp:room_outbox:nudge";
+
 /// Header carrying the envelope's `event_id`.
 pub const HEADER_EVENT_ID: &str = "event_id";
 /// Header carrying the envelope's `event_type`.

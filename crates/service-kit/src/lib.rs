@@ -7,6 +7,7 @@ pub mod admin_http;
 pub mod config;
 pub mod db;
 pub mod duration;
+pub mod mq;
 pub mod secret;
 pub mod shutdown;
 pub mod telemetry;

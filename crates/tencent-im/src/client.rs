@@ -185,7 +185,7 @@ impl Client {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
-        let span = tracing::debug_span!(
+        let span = tracing::info_span!(
             "tencent_im_call",
             im_api = api.path(),
             error_code = tracing::field::Empty

@@ -1,0 +1,180 @@
+//! The relay's configuration: the seed's `outbox_worker` section plus what a
+//! standalone relay needs (MySQL, the `rocketmq` broker section, direct-mode
+//! sinks, admin HTTP). Validation follows seeds 000/001: zero or negative
+//! `poll_interval`, `batch_size`, `publish_timeout` fall back to defaults; an
+//! unknown `retry_strategy` or `publish_mode`, or `mq`/`dual` without the MQ
+//! publisher enabled, refuses to start with a message naming the key.
+
+use serde::{Deserialize, Serialize};
+use service_kit::{
+    Secret, db::MysqlConfig, duration::ConfigDuration, mq::MqConfig, telemetry::LogConfig,
+};
+
+/// Where delivered events go (seed 001 `outbox_worker.publish_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublishMode {
+    /// Tencent IM + activity gRPC directly; delivered when all direct sinks succeed.
+    Direct,
+    /// The `hyapp_room_outbox` topic; delivered when the broker accepted it.
+    Mq,
+    /// Both; delivered when everything succeeded.
+    Dual,
+}
+
+/// How the wait before the next attempt grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryStrategy {
+    /// `initial_backoff * 2^(retry_count-1)`, capped at `max_backoff`, with jitter.
+    ExponentialBackoff,
+    /// Always `initial_backoff`.
+    FixedInterval,
+}
+
+/// The seed's `outbox_worker` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboxWorkerConfig {
+    /// Run the relay (in room-service: the embedded relay).
+    pub enabled: bool,
+    /// `direct`, `mq` or `dual`.
+    pub publish_mode: String,
+    /// Idle polling interval (the commit nudge makes it a fallback).
+    pub poll_interval: ConfigDuration,
+    /// Rows claimed per batch.
+    pub batch_size: i64,
+    /// Deadline of one event's publish.
+    pub publish_timeout: ConfigDuration,
+    /// `exponential_backoff` or `fixed_interval`.
+    pub retry_strategy: String,
+    /// Attempts before a row becomes `failed` (dead letter).
+    pub max_retry_count: i64,
+    /// First retry delay.
+    pub initial_backoff: ConfigDuration,
+    /// Retry delay cap.
+    pub max_backoff: ConfigDuration,
+    /// How long a claim (status `delivering`) is exclusive.
+    pub claim_lease: ConfigDuration,
+    /// How long a shard lease lasts without renewal.
+    pub shard_lease: ConfigDuration,
+    /// Listen for room-service's commit nudge on Redis pub/sub.
+    pub nudge_enabled: bool,
+    /// Redis URL of the nudge channel.
+    pub redis_url: String,
+    /// Delivered rows older than this are purged by `purge`.
+    pub retention: ConfigDuration,
+    /// Node id in logs and leases; empty = hostname + pid.
+    pub node_id: String,
+}
+
+impl Default for OutboxWorkerConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            publish_mode: "direct".into(),
+            poll_interval: ConfigDuration::from_secs(1),
+            batch_size: 100,
+            publish_timeout: ConfigDuration::from_secs(3),
+            retry_strategy: "exponential_backoff".into(),
+            max_retry_count: 10,
+            initial_backoff: ConfigDuration::from_secs(5),
+            max_backoff: ConfigDuration::from_secs(300),
+            claim_lease: ConfigDuration::from_secs(30),
+            shard_lease: ConfigDuration::from_secs(10),
+            nudge_enabled: true,
+            redis_url: "redis://127.0.0.1:6379".into(),
+            retention: ConfigDuration::from_secs(7 * 86_400),
+            node_id: String::new(),
+        }
+    }
+}
+
+/// Direct-mode sinks (seed 001: Tencent IM publisher + activity gRPC publisher).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DirectConfig {
+    /// Tencent IM REST settings.
+    pub tencent_im: TencentImConfig,
+    /// activity-service gRPC endpoint, e.g. `http://127.0.0.1:7301`; empty disables the sink.
+    pub activity_endpoint: String,
+}
+
+impl Default for DirectConfig {
+    fn default() -> Self {
+        Self {
+            tencent_im: TencentImConfig::default(),
+            activity_endpoint: String::new(),
+        }
+    }
+}
+
+/// Tencent IM REST settings as they appear in config files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TencentImConfig {
+    /// Enable the IM sink.
+    pub enabled: bool,
+    /// `https://console.tim.qq.com` in production, the fake's URL locally.
+    pub base_url: String,
+    /// Application id.
+    pub sdk_app_id: u64,
+    /// Admin account the UserSig is issued for.
+    pub admin_identifier: String,
+    /// Application secret key.
+    pub secret_key: Secret,
+    /// Per-call timeout.
+    pub request_timeout: ConfigDuration,
+    /// Client-side limit per API.
+    pub rate_limit_per_api: u32,
+    /// Group id template; `{room_id}` is replaced.
+    pub group_id_template: String,
+}
+
+impl Default for TencentImConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            base_url: "https://console.tim.qq.com".into(),
+            sdk_app_id: 0,
+            admin_identifier: "administrator".into(),
+            secret_key: Secret::default(),
+            request_timeout: ConfigDuration::from_secs(3),
+            rate_limit_per_api: 200,
+            group_id_template: "room_{room_id}".into(),
+        }
+    }
+}
+
+/// The standalone relay binary's whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RelayServiceConfig {
+    /// Logging.
+    pub log: LogConfig,
+    /// MySQL holding `room_outbox`.
+    pub mysql: MysqlConfig,
+    /// Broker (`rocketmq` section of the seed).
+    pub rocketmq: MqConfig,
+    /// The relay itself.
+    pub outbox_worker: OutboxWorkerConfig,
+    /// Direct-mode sinks.
+    pub direct: DirectConfig,
+    /// Admin HTTP listen address (`/healthz`, `/readyz`, `/metrics`, `/admin/*`).
+    pub http_listen: String,
+    /// Bearer token for `/admin/*`; empty disables the admin endpoints.
+    pub admin_token: Secret,
+}
+
+impl Default for RelayServiceConfig {
+    fn default() -> Self {
+        Self {
+            log: LogConfig::default(),
+            mysql: MysqlConfig::default(),
+            rocketmq: MqConfig::default(),
+            outbox_worker: OutboxWorkerConfig::default(),
+            direct: DirectConfig::default(),
+            http_listen: "127.0.0.1:7201".into(),
+            admin_token: Secret::default(),
+        }
+    }
+}

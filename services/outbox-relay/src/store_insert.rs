@@ -1,0 +1,37 @@
+//! Writing outbox rows. room-service calls [`insert_outbox_rows`] inside its
+//! SaveMutation transaction, so the rows commit atomically with the command
+//! log and the room meta; this is the only INSERT into `room_outbox`.
+
+use outbox_schema::NewOutboxRow;
+use sqlx::{MySql, QueryBuilder};
+
+/// Inserts `rows` (status `pending`) with one multi-row statement.
+pub async fn insert_outbox_rows(
+    connection: &mut sqlx::MySqlConnection,
+    rows: &[NewOutboxRow],
+) -> Result<(), sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut builder: QueryBuilder<'_, MySql> = QueryBuilder::new(
+        "INSERT INTO room_outbox (event_id, app_code, room_id, shard, lane, room_event_seq, \
+         event_type, topic, payload, traceparent, status, next_retry_at_ms, created_at_ms) ",
+    );
+    builder.push_values(rows, |mut row, new| {
+        row.push_bind(&new.event_id)
+            .push_bind(&new.app_code)
+            .push_bind(&new.room_id)
+            .push_bind(new.shard)
+            .push_bind(new.lane)
+            .push_bind(new.room_event_seq)
+            .push_bind(&new.event_type)
+            .push_bind(&new.topic)
+            .push_bind(&new.payload)
+            .push_bind(&new.traceparent)
+            .push_bind("pending")
+            .push_bind(new.not_before_ms)
+            .push_bind(new.created_at_ms);
+    });
+    builder.build().execute(connection).await?;
+    Ok(())
+}
