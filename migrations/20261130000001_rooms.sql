@@ -1,3 +1,8 @@
+-- Collation note (all tables): ids are restricted by the services to
+-- [A-Za-z0-9_.:-] and compared case-insensitively (utf8mb4_general_ci, which
+-- exists in both MySQL 8 and MariaDB). A `_bin` collation would make drivers
+-- report the columns as binary strings.
+
 -- Room meta: one row per room. `version` is the compare-and-set fence of
 -- SaveMutation: a stale owner (one whose Redis lease was taken over) commits
 -- with an old expected version and matches zero rows.
@@ -13,7 +18,7 @@ CREATE TABLE rooms (
     created_at_ms  BIGINT          NOT NULL,
     updated_at_ms  BIGINT          NOT NULL,
     PRIMARY KEY (room_id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Every applied write command, in room version order. The unique
 -- `command_id` is the idempotency key; `request_fingerprint` detects a reused
@@ -32,7 +37,7 @@ CREATE TABLE room_command_log (
     PRIMARY KEY (id),
     UNIQUE KEY uk_command_id (command_id),
     UNIQUE KEY uk_room_version (room_id, room_version)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Periodic full RoomState images (every `snapshot_every_n` versions), so a
 -- cell is rebuilt without replaying the whole log. Old ones are pruned.
@@ -42,4 +47,4 @@ CREATE TABLE room_snapshots (
     state          MEDIUMBLOB      NOT NULL,
     created_at_ms  BIGINT          NOT NULL,
     PRIMARY KEY (room_id, version)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;

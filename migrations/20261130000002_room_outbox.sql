@@ -45,7 +45,7 @@ CREATE TABLE room_outbox (
     KEY idx_status_room (status, room_id, id),
     -- Bounded purge of old delivered rows.
     KEY idx_purge (open_flag, created_at_ms)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Shard leases of the relay instances. `epoch` increments on every change of
 -- owner and is the fencing token stamped on claims: a relay whose lease was

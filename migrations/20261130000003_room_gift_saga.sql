@@ -14,4 +14,4 @@ CREATE TABLE room_gift_saga (
     updated_at_ms   BIGINT          NOT NULL,
     PRIMARY KEY (command_id),
     KEY idx_sweep (status, updated_at_ms)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;

@@ -7,7 +7,7 @@ CREATE TABLE consumer_dedup (
     processed_at_ms  BIGINT       NOT NULL,
     PRIMARY KEY (consumer_group, event_id),
     KEY idx_purge (consumer_group, processed_at_ms)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Private notices to deliver as C2C IM messages, one per (event, recipient).
 -- The unique key makes a redelivered event a no-op; idx_due feeds the retry
@@ -28,7 +28,7 @@ CREATE TABLE notice_delivery_events (
     PRIMARY KEY (id),
     UNIQUE KEY uk_event_recipient (event_id, recipient_id),
     KEY idx_due (status, next_attempt_at_ms)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Daily (UTC) gift leaderboard per activity: score per user per day.
 -- idx_rank serves "top N of a day" without a sort of the whole day.
@@ -40,7 +40,7 @@ CREATE TABLE activity_gift_leaderboard (
     updated_at_ms BIGINT         NOT NULL,
     PRIMARY KEY (activity_id, day, user_id),
     KEY idx_rank (activity_id, day, score)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Lifetime gift totals per room as seen by the activity service.
 CREATE TABLE activity_room_contribution (
@@ -49,7 +49,7 @@ CREATE TABLE activity_room_contribution (
     gift_count     BIGINT UNSIGNED NOT NULL,
     updated_at_ms  BIGINT          NOT NULL,
     PRIMARY KEY (room_id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Big-gift broadcasts: one row per qualifying gift event (the primary key
 -- makes it once per event); `status` tracks the global-group IM message.
@@ -65,4 +65,4 @@ CREATE TABLE activity_broadcasts (
     delivered_at_ms BIGINT          NULL,
     PRIMARY KEY (event_id),
     KEY idx_status (status, created_at_ms)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;

@@ -20,9 +20,16 @@ pub fn run(extra: &[String]) -> Result<(), String> {
 
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     if has_nextest() {
-        command.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        command.args(["nextest", "run", "--no-fail-fast"]);
     } else {
-        command.args(["test", "--workspace", "--no-fail-fast"]);
+        command.args(["test", "--no-fail-fast"]);
+    }
+    // Whole workspace unless the caller picked packages.
+    if !extra
+        .iter()
+        .any(|arg| arg == "-p" || arg == "--package" || arg.starts_with("--package="))
+    {
+        command.arg("--workspace");
     }
     command
         .args(extra)
@@ -43,6 +50,9 @@ fn has_nextest() -> bool {
         .map(|output| output.status.success())
         .unwrap_or(false)
 }
+
+/// Test databases younger than this are left alone.
+const STALE_AFTER_SECS: u64 = 3 * 3600;
 
 /// Each test makes its own database (`hyapp_t_*`); a test that fails keeps
 /// its database for inspection until the next run, which removes it here.

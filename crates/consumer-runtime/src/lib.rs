@@ -1,1 +1,62 @@
-//! Kafka consumer runtime: per-partition order, dedup by event_id, retries, dead letters.
+//! The Kafka consumer runtime shared by im-bridge, activity-consumer,
+//! notice-consumer and room-service's treasure-open consumer.
+//!
+//! What it guarantees, whatever the handler:
+//! - **Per-partition order, cross-partition parallelism.** One `StreamConsumer`
+//!   dispatches each message to a worker task of its partition; a worker
+//!   handles its messages strictly in offset order. A partition whose queue
+//!   fills up is paused instead of blocking the others.
+//! - **Offsets only after the effect.** A worker stores `offset + 1` only after
+//!   the handler returned (or the message was dead-lettered); librdkafka
+//!   commits stored offsets (`enable.auto.offset.store=false`), and shutdown
+//!   and partition revocation commit what is done.
+//! - **Bounded retries, then a dead letter.** A failing message is retried in
+//!   place with exponential backoff up to `consumer_max_reconsume_times`, then
+//!   produced to the group's dead-letter topic with the reason in headers. An
+//!   undecodable message goes there at once. No message crashes the consumer
+//!   or stalls its partition forever.
+//! - **Dedup by `event_id`** helpers ([`dedup`]) for handlers: claim in the
+//!   effect's transaction, or check-and-record around an external effect, plus
+//!   the bounded purge of old dedup rows.
+//!
+//! The message type is generic ([`Decode`]): the room outbox envelope or a
+//! treasure-open wake-up.
+
+pub mod config;
+pub mod dead_letter;
+pub mod dedup;
+pub mod handler;
+pub mod message;
+pub mod metrics;
+pub mod testing;
+mod consumer;
+mod worker;
+
+pub use config::{ConsumerConfig, ConsumerSettings, RetryPolicy};
+pub use consumer::Consumer;
+pub use handler::{Handler, HandlerError, Outcome};
+pub use message::{Decode, Delivery};
+pub use metrics::{ConsumerMetrics, GroupMetrics};
+
+/// Errors of the consumer runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration cannot work; the message names the key.
+    #[error("invalid consumer configuration: {0}")]
+    Config(String),
+    /// A Kafka client operation failed.
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    /// A dedup table operation failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// An event id that cannot be a dedup key (empty or longer than the column).
+    #[error("invalid event id `{0}`: must be 1..=36 bytes")]
+    InvalidEventId(String),
+}
+
+impl From<service_kit::Error> for Error {
+    fn from(error: service_kit::Error) -> Self {
+        Error::Config(error.to_string())
+    }
+}

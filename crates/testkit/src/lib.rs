@@ -15,7 +15,8 @@ use rdkafka::{
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 use std::time::Duration;
 
-/// Prefix of every per-test database; `cargo xtask test` drops leftovers.
+/// Prefix of every per-test database (`hyapp_t_<unix secs>_<random>`);
+/// `cargo xtask test` drops leftovers older than a few hours.
 pub const TEST_DB_PREFIX: &str = "hyapp_t_";
 
 /// Server URL (no database) of the MariaDB the tests use.
@@ -63,7 +64,13 @@ impl TestDb {
     /// # Panics
     /// When MariaDB is unreachable or the migrations fail: the test cannot run.
     pub async fn new() -> Self {
-        let name = unique(TEST_DB_PREFIX);
+        // The creation time in the name lets `cargo xtask test` drop only
+        // databases old enough not to belong to a concurrent run.
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_secs())
+            .unwrap_or(0);
+        let name = unique(&format!("{TEST_DB_PREFIX}{secs}_"));
         let server = mysql_server_url();
         let mut admin = MySqlConnection::connect(&server)
             .await
@@ -86,13 +93,98 @@ impl TestDb {
     }
 }
 
-/// Creates a topic on the test broker and waits until it is usable.
+/// Creates a topic on the test broker.
 ///
 /// # Panics
 /// When the broker refuses to create it.
 pub async fn create_topic(name: &str, partitions: i32) {
+    create_topic_on(&kafka_bootstrap(), name, partitions).await;
+}
+
+/// A private broker for tests that stop and restart it (broker outages),
+/// started from the Tansu binary `cargo xtask test` found (`HYAPP_TEST_TANSU`).
+#[derive(Debug)]
+pub struct PrivateBroker {
+    /// `127.0.0.1:PORT`.
+    pub bootstrap: String,
+    port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateBroker {
+    /// Starts a memory-backed broker on a free port and waits until it listens.
+    ///
+    /// # Panics
+    /// When Tansu is unavailable or does not start within 30 s.
+    pub async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut broker = Self {
+            bootstrap: format!("127.0.0.1:{port}"),
+            port,
+            child: None,
+        };
+        broker.restart().await;
+        broker
+    }
+
+    /// Kills the broker (like a crash).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port (memory storage: topics start empty).
+    pub async fn restart(&mut self) {
+        self.stop();
+        let tansu = std::env::var("HYAPP_TEST_TANSU").unwrap_or_else(|_| "tansu".into());
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let child = std::process::Command::new(&tansu)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {tansu}: {error}"));
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(&self.bootstrap)
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "private broker did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for PrivateBroker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Creates a topic on a specific broker.
+///
+/// # Panics
+/// When the broker refuses.
+pub async fn create_topic_on(bootstrap: &str, name: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", kafka_bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .create()
         .expect("admin client");
     let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));

@@ -1,10 +1,46 @@
 //! The outbox relay: claims `room_outbox` rows and publishes them — to the
 //! `hyapp_room_outbox` topic (`mq`), directly to Tencent IM and activity
 //! (`direct`), or both (`dual`) — in per-room commit order, fenced by shard
-//! leases, with retries, backoff and dead letters. A library with a thin
-//! binary; room-service embeds the same library.
+//! leases and claim tokens, with retries, backoff and dead letters. A library
+//! with a thin binary; room-service embeds the same [`Relay`].
 
+pub mod backoff;
 pub mod config;
+pub mod direct;
+pub mod leases;
+pub mod metrics;
+pub mod nudge;
+pub mod ops;
+pub mod publish;
+pub mod relay;
+pub mod settings;
+pub mod store;
 pub mod store_insert;
+pub mod worker;
 
+pub use relay::Relay;
+pub use settings::RelaySettings;
 pub use store_insert::insert_outbox_rows;
+
+/// Errors of the relay library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Invalid configuration; the message names the key.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A MySQL statement failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// The Kafka client could not be created.
+    #[error("broker client: {0}")]
+    Mq(String),
+}
+
+impl From<service_kit::Error> for Error {
+    fn from(error: service_kit::Error) -> Self {
+        match error {
+            service_kit::Error::Database(error) => Error::Database(error),
+            other => Error::Config(other.to_string()),
+        }
+    }
+}

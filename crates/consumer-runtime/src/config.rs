@@ -1,0 +1,287 @@
+//! The `consumer` section every consumer service carries, and the resolved
+//! [`ConsumerSettings`] one consumer runs with. Broker address, credentials and
+//! namespace come from the seed's `rocketmq` section ([`MqConfig`]); the retry
+//! budget from its `consumer_max_reconsume_times`.
+
+use crate::Error;
+use serde::{Deserialize, Serialize};
+use service_kit::{duration::ConfigDuration, mq::MqConfig};
+use std::{collections::BTreeMap, time::Duration};
+
+/// The `consumer` section of a consumer service's config.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsumerConfig {
+    /// Consumer group; empty means the service's default group.
+    pub group: String,
+    /// First retry delay of a failing message.
+    pub initial_backoff: ConfigDuration,
+    /// Retry delay cap.
+    pub max_backoff: ConfigDuration,
+    /// Most messages of one partition handed to the handler at once.
+    pub max_batch: usize,
+    /// Queued messages per partition above which the partition is paused.
+    pub partition_queue_limit: usize,
+    /// How often stored offsets are committed.
+    pub commit_interval: ConfigDuration,
+    /// Group session timeout: how fast a dead member's partitions move.
+    pub session_timeout: ConfigDuration,
+    /// librdkafka's pre-fetch buffer per consumer, in KiB (bounds memory).
+    pub fetch_queue_kbytes: u32,
+    /// How long in-flight work may finish after shutdown starts.
+    pub shutdown_grace: ConfigDuration,
+    /// Dedup rows older than this are purged.
+    pub dedup_retention: ConfigDuration,
+    /// How often the dedup purge runs.
+    pub dedup_purge_interval: ConfigDuration,
+    /// Rows deleted per purge statement, so a purge never holds long locks.
+    pub dedup_purge_batch: u32,
+    /// Extra librdkafka properties, applied last.
+    pub client_properties: BTreeMap<String, String>,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self {
+            group: String::new(),
+            initial_backoff: ConfigDuration::from_millis(200),
+            max_backoff: ConfigDuration::from_secs(30),
+            max_batch: 64,
+            partition_queue_limit: 1000,
+            commit_interval: ConfigDuration::from_secs(1),
+            session_timeout: ConfigDuration::from_secs(10),
+            fetch_queue_kbytes: 8 * 1024,
+            shutdown_grace: ConfigDuration::from_secs(10),
+            dedup_retention: ConfigDuration::from_secs(7 * 86_400),
+            dedup_purge_interval: ConfigDuration::from_secs(600),
+            dedup_purge_batch: 1000,
+            client_properties: BTreeMap::new(),
+        }
+    }
+}
+
+/// Exponential backoff between attempts of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Delay after the first failure.
+    pub initial_backoff: Duration,
+    /// Delay cap.
+    pub max_backoff: Duration,
+    /// Retries after the first attempt before the message is dead-lettered.
+    pub max_reconsume_times: u32,
+}
+
+impl RetryPolicy {
+    /// Delay before attempt `attempt + 1`, given `attempt` (1-based) failed.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(20);
+        self.initial_backoff
+            .saturating_mul(1u32 << shift)
+            .min(self.max_backoff)
+    }
+
+    /// Total attempts a message gets.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_reconsume_times.saturating_add(1)
+    }
+}
+
+/// Everything one consumer needs, resolved from config.
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    /// Consumer group id.
+    pub consumer_group: String,
+    /// Topic consumed, namespace applied.
+    pub topic: String,
+    /// The group's dead-letter topic, namespace applied.
+    pub dead_letter_topic: String,
+    /// librdkafka properties shared by the consumer and the dead-letter producer.
+    pub client_properties: Vec<(String, String)>,
+    /// Retry budget and backoff.
+    pub retry: RetryPolicy,
+    /// Most messages per handler batch.
+    pub max_batch: usize,
+    /// Queue depth that pauses a partition.
+    pub partition_queue_limit: usize,
+    /// Offset commit interval.
+    pub commit_interval: Duration,
+    /// Group session timeout.
+    pub session_timeout: Duration,
+    /// librdkafka pre-fetch buffer, KiB.
+    pub fetch_queue_kbytes: u32,
+    /// Dead-letter publish timeout.
+    pub send_timeout: Duration,
+    /// Grace period for in-flight work at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl ConsumerSettings {
+    /// Resolves one consumer of `topic` (un-namespaced) in `default_group`
+    /// (used when `section.group` is empty), with `max_reconsume_times` from
+    /// the seed's `rocketmq.*.consumer_max_reconsume_times`.
+    pub fn resolve(
+        mq: &MqConfig,
+        section: &ConsumerConfig,
+        topic: &str,
+        default_group: &str,
+        max_reconsume_times: u32,
+    ) -> Result<Self, Error> {
+        let consumer_group = if section.group.is_empty() {
+            default_group.to_string()
+        } else {
+            section.group.clone()
+        };
+        if consumer_group.is_empty() {
+            return Err(Error::Config("consumer.group is empty".into()));
+        }
+        let defaults = ConsumerConfig::default();
+        let mut client_properties: Vec<(String, String)> = mq
+            .client_properties()?
+            .into_iter()
+            .map(|(key, value)| (key.to_string(), value))
+            .collect();
+        client_properties.extend(
+            section
+                .client_properties
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone())),
+        );
+        Ok(Self {
+            dead_letter_topic: mq.topic(&outbox_schema::names::dead_letter_topic(&consumer_group)),
+            topic: mq.topic(topic),
+            consumer_group,
+            client_properties,
+            retry: RetryPolicy {
+                initial_backoff: section
+                    .initial_backoff
+                    .positive_or(defaults.initial_backoff)
+                    .as_std(),
+                max_backoff: section
+                    .max_backoff
+                    .positive_or(defaults.max_backoff)
+                    .as_std(),
+                max_reconsume_times,
+            },
+            max_batch: section.max_batch.max(1),
+            partition_queue_limit: section.partition_queue_limit.max(1),
+            commit_interval: section
+                .commit_interval
+                .positive_or(defaults.commit_interval)
+                .as_std(),
+            session_timeout: section
+                .session_timeout
+                .positive_or(defaults.session_timeout)
+                .as_std(),
+            fetch_queue_kbytes: section.fetch_queue_kbytes.max(1024),
+            send_timeout: mq
+                .send_timeout
+                .positive_or(ConfigDuration::from_secs(3))
+                .as_std(),
+            shutdown_grace: section
+                .shutdown_grace
+                .positive_or(defaults.shutdown_grace)
+                .as_std(),
+        })
+    }
+
+    /// Properties of the group consumer: manual offset store, auto commit of
+    /// stored offsets, earliest start for a new group.
+    pub(crate) fn consumer_properties(&self) -> Vec<(String, String)> {
+        let mut properties = vec![
+            ("group.id".to_string(), self.consumer_group.clone()),
+            ("client.id".to_string(), self.consumer_group.clone()),
+            ("enable.auto.commit".to_string(), "true".to_string()),
+            ("enable.auto.offset.store".to_string(), "false".to_string()),
+            (
+                "auto.commit.interval.ms".to_string(),
+                self.commit_interval.as_millis().to_string(),
+            ),
+            ("auto.offset.reset".to_string(), "earliest".to_string()),
+            (
+                "session.timeout.ms".to_string(),
+                self.session_timeout.as_millis().to_string(),
+            ),
+            (
+                "queued.max.messages.kbytes".to_string(),
+                self.fetch_queue_kbytes.to_string(),
+            ),
+        ];
+        // User properties come last so they win.
+        properties.extend(self.client_properties.iter().cloned());
+        properties
+    }
+
+    /// Properties of the dead-letter producer.
+    pub(crate) fn producer_properties(&self) -> Vec<(String, String)> {
+        let mut properties = vec![
+            (
+                "client.id".to_string(),
+                format!("{}-dead-letter", self.consumer_group),
+            ),
+            ("acks".to_string(), "all".to_string()),
+            (
+                "message.timeout.ms".to_string(),
+                self.send_timeout.as_millis().to_string(),
+            ),
+        ];
+        properties.extend(self.client_properties.iter().cloned());
+        properties
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let policy = RetryPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(1000),
+            max_reconsume_times: 16,
+        };
+        assert_eq!(policy.backoff(1), Duration::from_millis(100));
+        assert_eq!(policy.backoff(2), Duration::from_millis(200));
+        assert_eq!(policy.backoff(4), Duration::from_millis(800));
+        assert_eq!(policy.backoff(5), Duration::from_millis(1000));
+        assert_eq!(policy.backoff(60), Duration::from_millis(1000));
+        assert_eq!(policy.max_attempts(), 17);
+    }
+
+    #[test]
+    fn resolve_applies_namespace_defaults_and_fallbacks() {
+        let mq = MqConfig {
+            name_servers: vec!["b:9092".into()],
+            namespace: "prod".into(),
+            ..MqConfig::default()
+        };
+        let section = ConsumerConfig {
+            initial_backoff: ConfigDuration::from_millis(0),
+            max_batch: 0,
+            ..ConsumerConfig::default()
+        };
+        let settings =
+            ConsumerSettings::resolve(&mq, &section, "hyapp_room_outbox", "g1", 16).unwrap();
+        assert_eq!(settings.consumer_group, "g1");
+        assert_eq!(settings.topic, "prod.hyapp_room_outbox");
+        assert_eq!(settings.dead_letter_topic, "prod.g1.dlq");
+        assert_eq!(settings.retry.initial_backoff, Duration::from_millis(200));
+        assert_eq!(settings.max_batch, 1);
+        let properties = settings.consumer_properties();
+        assert!(properties.contains(&("enable.auto.offset.store".into(), "false".into())));
+        assert!(properties.contains(&("bootstrap.servers".into(), "b:9092".into())));
+    }
+
+    #[test]
+    fn missing_broker_is_a_config_error() {
+        let error = ConsumerSettings::resolve(
+            &MqConfig::default(),
+            &ConsumerConfig::default(),
+            "t",
+            "g",
+            16,
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("rocketmq.name_servers"), "{error}");
+    }
+}

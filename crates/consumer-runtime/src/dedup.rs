@@ -1,0 +1,223 @@
+//! Dedup by `event_id` per consumer group, in `consumer_dedup`.
+//!
+//! Two ways to use it:
+//! - **DB effect**: claim the event ids inside the effect's transaction
+//!   ([`try_claim_in_tx`], [`claim_many_in_tx`]); the claim and the effect
+//!   commit or roll back together, so the effect happens exactly once.
+//! - **External effect** (an IM call): skip ids already [`processed`], apply the
+//!   effect, then [`record`] the ids. A crash between the effect and the record
+//!   repeats the effect once, which the remote side must absorb (Tencent drops
+//!   a repeated `Random`).
+//!
+//! Rows older than the dedup horizon are deleted in bounded batches by
+//! [`run_purger`].
+
+use crate::Error;
+use sqlx::{MySqlConnection, MySqlPool, QueryBuilder, Row};
+use std::{collections::HashSet, time::Duration};
+use tokio_util::sync::CancellationToken;
+
+/// Width of `consumer_dedup.event_id`.
+pub const MAX_EVENT_ID_BYTES: usize = 36;
+
+fn check_event_id(event_id: &str) -> Result<(), Error> {
+    if event_id.is_empty() || event_id.len() > MAX_EVENT_ID_BYTES {
+        return Err(Error::InvalidEventId(event_id.to_string()));
+    }
+    Ok(())
+}
+
+/// Claims `event_id` for `group` inside the caller's transaction. True when
+/// the id is new (apply the effect), false when it was claimed before.
+pub async fn try_claim_in_tx(
+    tx: &mut MySqlConnection,
+    group: &str,
+    event_id: &str,
+    now_ms: i64,
+) -> Result<bool, Error> {
+    check_event_id(event_id)?;
+    let inserted = sqlx::query(
+        "INSERT IGNORE INTO consumer_dedup (consumer_group, event_id, processed_at_ms) \
+         VALUES (?, ?, ?)",
+    )
+    .bind(group)
+    .bind(event_id)
+    .bind(now_ms)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    Ok(inserted == 1)
+}
+
+/// Claims several event ids in two round trips; returns the ids that were new.
+/// An id repeated within `event_ids` is claimed once (its later copies are
+/// duplicates). When another transaction claims one of the ids concurrently,
+/// the insert count comes up short and this fails, so the caller rolls back
+/// and retries.
+pub async fn claim_many_in_tx(
+    tx: &mut MySqlConnection,
+    group: &str,
+    event_ids: &[&str],
+    now_ms: i64,
+) -> Result<HashSet<String>, Error> {
+    for event_id in event_ids {
+        check_event_id(event_id)?;
+    }
+    let existing = select_existing(&mut *tx, group, event_ids).await?;
+    let mut fresh: Vec<&str> = Vec::with_capacity(event_ids.len());
+    let mut seen = HashSet::with_capacity(event_ids.len());
+    for event_id in event_ids {
+        if !existing.contains(*event_id) && seen.insert(*event_id) {
+            fresh.push(event_id);
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let inserted = insert_ignore(&mut *tx, group, &fresh, now_ms).await?;
+    if inserted != fresh.len() as u64 {
+        return Err(Error::Database(sqlx::Error::Protocol(format!(
+            "concurrent dedup claim in group {group}: inserted {inserted} of {}",
+            fresh.len()
+        ))));
+    }
+    Ok(fresh.into_iter().map(str::to_string).collect())
+}
+
+/// The ids among `event_ids` already handled by `group`.
+pub async fn processed(
+    pool: &MySqlPool,
+    group: &str,
+    event_ids: &[&str],
+) -> Result<HashSet<String>, Error> {
+    let mut connection = pool.acquire().await?;
+    select_existing(&mut connection, group, event_ids).await
+}
+
+/// Records `event_ids` as handled by `group` (already-recorded ids are kept).
+pub async fn record(
+    pool: &MySqlPool,
+    group: &str,
+    event_ids: &[&str],
+    now_ms: i64,
+) -> Result<(), Error> {
+    for event_id in event_ids {
+        check_event_id(event_id)?;
+    }
+    if event_ids.is_empty() {
+        return Ok(());
+    }
+    let mut connection = pool.acquire().await?;
+    insert_ignore(&mut connection, group, event_ids, now_ms).await?;
+    Ok(())
+}
+
+async fn select_existing(
+    connection: &mut MySqlConnection,
+    group: &str,
+    event_ids: &[&str],
+) -> Result<HashSet<String>, Error> {
+    if event_ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut query = QueryBuilder::new(
+        "SELECT event_id FROM consumer_dedup WHERE consumer_group = ",
+    );
+    query.push_bind(group).push(" AND event_id IN (");
+    let mut ids = query.separated(", ");
+    for event_id in event_ids {
+        ids.push_bind(*event_id);
+    }
+    ids.push_unseparated(")");
+    let rows = query.build().fetch_all(&mut *connection).await?;
+    // The column's binary collation makes the driver report BINARY, so read bytes.
+    rows.iter()
+        .map(|row| {
+            row.try_get::<Vec<u8>, _>(0)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .map_err(Error::from)
+        })
+        .collect()
+}
+
+async fn insert_ignore(
+    connection: &mut MySqlConnection,
+    group: &str,
+    event_ids: &[&str],
+    now_ms: i64,
+) -> Result<u64, Error> {
+    let mut query = QueryBuilder::new(
+        "INSERT IGNORE INTO consumer_dedup (consumer_group, event_id, processed_at_ms) ",
+    );
+    query.push_values(event_ids, |mut row, event_id| {
+        row.push_bind(group).push_bind(*event_id).push_bind(now_ms);
+    });
+    Ok(query.build().execute(&mut *connection).await?.rows_affected())
+}
+
+/// Deletes up to `batch` rows of `group` processed before `cutoff_ms`;
+/// returns how many went.
+pub async fn purge_batch(
+    pool: &MySqlPool,
+    group: &str,
+    cutoff_ms: i64,
+    batch: u32,
+) -> Result<u64, Error> {
+    let deleted = sqlx::query(
+        "DELETE FROM consumer_dedup WHERE consumer_group = ? AND processed_at_ms < ? LIMIT ?",
+    )
+    .bind(group)
+    .bind(cutoff_ms)
+    .bind(batch.max(1))
+    .execute(pool)
+    .await?
+    .rows_affected();
+    Ok(deleted)
+}
+
+/// Deletes every row of `group` older than `retention`, one bounded batch at
+/// a time; returns the total.
+pub async fn purge_older_than(
+    pool: &MySqlPool,
+    group: &str,
+    retention: Duration,
+    batch: u32,
+) -> Result<u64, Error> {
+    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+    let cutoff_ms = service_kit::time::now_ms().saturating_sub(retention_ms);
+    let mut total = 0;
+    loop {
+        let deleted = purge_batch(pool, group, cutoff_ms, batch).await?;
+        total += deleted;
+        if deleted < u64::from(batch.max(1)) {
+            return Ok(total);
+        }
+        // Let other work at the table between batches.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Purges `group`'s old dedup rows every `interval` until `shutdown`.
+pub async fn run_purger(
+    pool: MySqlPool,
+    group: String,
+    retention: Duration,
+    interval: Duration,
+    batch: u32,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_secs(1)));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        match purge_older_than(&pool, &group, retention, batch).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(consumer_group = %group, deleted, "dedup rows purged"),
+            Err(error) => {
+                tracing::warn!(consumer_group = %group, %error, "dedup purge failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The handler contract: what a consumer does with its messages, and how it
+//! tells the runtime to retry, dead-letter, or move on.
+
+use crate::message::{Decode, Delivery};
+use std::future::Future;
+
+/// What handling one message amounted to (for metrics and logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The effect was applied now.
+    Applied,
+    /// The event id had been handled before; nothing was done.
+    Duplicate,
+    /// The message needs nothing from this consumer; acknowledged.
+    Ignored,
+}
+
+/// Why handling failed, which decides what the runtime does next.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandlerError {
+    /// Worth another attempt (timeout, rate limit, database hiccup): retried
+    /// with backoff until the budget is spent, then dead-lettered.
+    #[error("{0}")]
+    Retryable(String),
+    /// Retrying cannot help (rejected by the remote side, invalid content):
+    /// dead-lettered at once.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl HandlerError {
+    /// A retryable error from anything printable.
+    pub fn retryable(error: impl std::fmt::Display) -> Self {
+        HandlerError::Retryable(error.to_string())
+    }
+
+    /// A permanent error from anything printable.
+    pub fn permanent(error: impl std::fmt::Display) -> Self {
+        HandlerError::Permanent(error.to_string())
+    }
+
+    /// True for [`HandlerError::Permanent`].
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, HandlerError::Permanent(_))
+    }
+}
+
+impl From<sqlx::Error> for HandlerError {
+    /// Database failures are worth retrying: connections drop, deadlocks
+    /// resolve, and the transaction rolled back so nothing half-applied remains.
+    fn from(error: sqlx::Error) -> Self {
+        HandlerError::Retryable(format!("database: {error}"))
+    }
+}
+
+impl From<crate::Error> for HandlerError {
+    fn from(error: crate::Error) -> Self {
+        match error {
+            crate::Error::InvalidEventId(_) | crate::Error::Config(_) => {
+                HandlerError::Permanent(error.to_string())
+            }
+            other => HandlerError::Retryable(other.to_string()),
+        }
+    }
+}
+
+/// A consumer's business logic. Every method must be idempotent by event id:
+/// the runtime delivers at least once.
+pub trait Handler<M: Decode>: Send + Sync + 'static {
+    /// Handles one message. The runtime stores the offset only after this
+    /// returns `Ok`.
+    fn handle(
+        &self,
+        delivery: &Delivery<M>,
+    ) -> impl Future<Output = Result<Outcome, HandlerError>> + Send;
+
+    /// Handles consecutive messages of one partition, in order, returning one
+    /// outcome per message. Override it to amortise a transaction over the
+    /// batch. On error the runtime falls back to [`Handler::handle`] for each
+    /// message, so an implementation may have applied a prefix before failing
+    /// (the retries then see those as duplicates).
+    fn handle_batch<'a>(
+        &'a self,
+        batch: &'a [Delivery<M>],
+    ) -> impl Future<Output = Result<Vec<Outcome>, HandlerError>> + Send + 'a {
+        async move {
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for delivery in batch {
+                outcomes.push(self.handle(delivery).await?);
+            }
+            Ok(outcomes)
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! One partition's worker: takes the partition's messages in offset order,
+//! decodes them, runs the handler (a batch when several are queued, one by
+//! one with retries when something fails), dead-letters what cannot be
+//! handled, and stores `offset + 1` only once a message is done.
+
+use crate::{
+    ConsumerSettings,
+    consumer::KafkaConsumer,
+    dead_letter::{self, DeadLetterProducer},
+    handler::{Handler, HandlerError, Outcome},
+    message::{Decode, Delivery},
+    metrics::GroupMetrics,
+};
+use rdkafka::{
+    Message, Offset, TopicPartitionList,
+    consumer::Consumer as _,
+    message::OwnedMessage,
+};
+use std::{
+    collections::VecDeque,
+    marker::PhantomData,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// What every worker of one consumer shares.
+pub(crate) struct Shared<M, H> {
+    pub settings: ConsumerSettings,
+    pub handler: Arc<H>,
+    pub consumer: Arc<KafkaConsumer>,
+    pub dead_letters: DeadLetterProducer,
+    pub metrics: GroupMetrics,
+    pub message: PhantomData<fn() -> M>,
+}
+
+/// One partition's worker and its inbox.
+pub(crate) struct PartitionWorker<M, H> {
+    pub shared: Arc<Shared<M, H>>,
+    pub partition: i32,
+    pub inbox: mpsc::UnboundedReceiver<OwnedMessage>,
+    /// Messages dispatched but not yet taken from the inbox (pause/resume).
+    pub depth: Arc<AtomicUsize>,
+    /// Set by the rebalance callback when the partition is taken away.
+    pub revoked: Arc<AtomicBool>,
+    pub shutdown: CancellationToken,
+    /// The previous worker of this partition, which must finish first so two
+    /// workers never handle one partition at once.
+    pub previous: Option<CancellationToken>,
+    /// Cancelled when this worker exits.
+    pub done: CancellationToken,
+}
+
+/// Whether the worker may go on after a step.
+enum Step {
+    Continue,
+    Stop,
+}
+
+impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
+    pub(crate) async fn run(mut self) {
+        let _done = self.done.clone().drop_guard();
+        if let Some(previous) = self.previous.take() {
+            tokio::select! {
+                _ = previous.cancelled() => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+        }
+        // First offset not yet done; earlier ones arriving again (a partition
+        // handed back after a rebalance) are skipped.
+        let mut next_offset = i64::MIN;
+        let mut queue: VecDeque<OwnedMessage> = VecDeque::new();
+        loop {
+            if queue.is_empty() {
+                let received = tokio::select! {
+                    biased;
+                    _ = self.shutdown.cancelled() => return,
+                    received = self.inbox.recv() => received,
+                };
+                let Some(message) = received else { return };
+                self.depth.fetch_sub(1, Ordering::Relaxed);
+                queue.push_back(message);
+            }
+            while queue.len() < self.shared.settings.max_batch {
+                let Ok(message) = self.inbox.try_recv() else {
+                    break;
+                };
+                self.depth.fetch_sub(1, Ordering::Relaxed);
+                queue.push_back(message);
+            }
+            if self.stopped() {
+                return;
+            }
+            while queue.front().is_some_and(|m| m.offset() < next_offset) {
+                queue.pop_front();
+            }
+            if queue.is_empty() {
+                continue;
+            }
+            if let Step::Stop = self.handle_front(&mut queue, &mut next_offset).await {
+                return;
+            }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.shutdown.is_cancelled() || self.revoked.load(Ordering::Relaxed)
+    }
+
+    /// Handles the undecodable message at the front, or the longest run of
+    /// decodable ones (up to `max_batch`).
+    async fn handle_front(
+        &self,
+        queue: &mut VecDeque<OwnedMessage>,
+        next_offset: &mut i64,
+    ) -> Step {
+        let mut batch: Vec<Delivery<M>> = Vec::new();
+        let mut raws: Vec<OwnedMessage> = Vec::new();
+        while batch.len() < self.shared.settings.max_batch {
+            let Some(raw) = queue.front() else { break };
+            match M::decode(raw.payload().unwrap_or_default()) {
+                Ok(message) => {
+                    batch.push(Delivery {
+                        message: Arc::new(message),
+                        partition: self.partition,
+                        offset: raw.offset(),
+                        attempt: 1,
+                    });
+                    raws.extend(queue.pop_front());
+                }
+                Err(error) if batch.is_empty() => {
+                    let Some(raw) = queue.pop_front() else {
+                        return Step::Continue;
+                    };
+                    return self.dead_letter_undecodable(&raw, &error, next_offset).await;
+                }
+                // Handle the run before it; the bad one is next.
+                Err(_) => break,
+            }
+        }
+        let now_ms = service_kit::time::now_ms();
+        for delivery in &batch {
+            self.shared
+                .metrics
+                .observe_lag(delivery.message.occurred_at_ms(), now_ms);
+        }
+        if batch.len() > 1 {
+            let started = Instant::now();
+            if let Some(last_offset) = self.run_batch(&batch).await {
+                let elapsed = started.elapsed().as_secs_f64();
+                for _ in &batch {
+                    self.shared.metrics.processing.observe(elapsed);
+                }
+                self.store(last_offset, next_offset);
+                return Step::Continue;
+            }
+        }
+        for (delivery, raw) in batch.into_iter().zip(&raws) {
+            let started = Instant::now();
+            if let Step::Stop = self.handle_one(delivery, raw, next_offset).await {
+                return Step::Stop;
+            }
+            self.shared
+                .metrics
+                .processing
+                .observe(started.elapsed().as_secs_f64());
+        }
+        Step::Continue
+    }
+
+    /// Runs the handler once over the whole batch; `None` means "handle the
+    /// messages one by one" (with retries and dead letters).
+    async fn run_batch(&self, batch: &[Delivery<M>]) -> Option<i64> {
+        let size = batch.len();
+        let first_offset = batch.first().map_or(0, |d| d.offset);
+        let last_offset = batch.last().map_or(0, |d| d.offset);
+        let handler = self.shared.handler.clone();
+        let owned: Vec<Delivery<M>> = batch.to_vec();
+        let span = tracing::info_span!(
+            "consume_batch",
+            consumer_group = %self.shared.settings.consumer_group,
+            partition = self.partition,
+            first_offset,
+            size
+        );
+        // A task of its own, so a panicking handler is an error, not a dead worker.
+        let task = tokio::spawn(
+            async move { handler.handle_batch(&owned).await }.instrument(span),
+        );
+        let reason = match task.await {
+            Ok(Ok(outcomes)) if outcomes.len() == size => {
+                for outcome in outcomes {
+                    self.count(outcome);
+                }
+                return Some(last_offset);
+            }
+            Ok(Ok(outcomes)) => format!("{} outcomes for {size} messages", outcomes.len()),
+            Ok(Err(error)) => error.to_string(),
+            Err(join_error) => format!("handler panicked: {join_error}"),
+        };
+        tracing::info!(
+            consumer_group = %self.shared.settings.consumer_group,
+            partition = self.partition,
+            first_offset,
+            size,
+            error = %reason,
+            "batch failed, handling one by one"
+        );
+        None
+    }
+
+    /// One message: retry with backoff up to the budget, then dead-letter.
+    async fn handle_one(
+        &self,
+        mut delivery: Delivery<M>,
+        raw: &OwnedMessage,
+        next_offset: &mut i64,
+    ) -> Step {
+        let settings = &self.shared.settings;
+        let group = settings.consumer_group.as_str();
+        let offset = delivery.offset;
+        loop {
+            let attempt = delivery.attempt;
+            let error = match self.run_handler(delivery.clone()).await {
+                Ok(outcome) => {
+                    self.count(outcome);
+                    self.store(offset, next_offset);
+                    return Step::Continue;
+                }
+                Err(error) => error,
+            };
+            let event_id = delivery.message.event_id();
+            let room_id = delivery.message.room_id();
+            if !error.is_permanent() && attempt < settings.retry.max_attempts() {
+                self.shared.metrics.retried.inc();
+                let delay = settings.retry.backoff(attempt);
+                tracing::warn!(
+                    consumer_group = group,
+                    event_id,
+                    room_id,
+                    partition = self.partition,
+                    offset,
+                    attempt,
+                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    %error,
+                    "handler failed, retrying"
+                );
+                tokio::select! {
+                    _ = self.shutdown.cancelled() => return Step::Stop,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                if self.stopped() {
+                    return Step::Stop;
+                }
+                delivery.attempt += 1;
+                continue;
+            }
+            tracing::error!(
+                consumer_group = group,
+                event_id,
+                room_id,
+                partition = self.partition,
+                offset,
+                attempt,
+                permanent = error.is_permanent(),
+                %error,
+                "handler gave up, dead-lettering"
+            );
+            let kind = if error.is_permanent() { "permanent" } else { "retries exhausted" };
+            let reason = format!("{kind}: {error}");
+            if let Step::Stop = self.publish_dead_letter(raw, &reason, attempt).await {
+                return Step::Stop;
+            }
+            self.shared.metrics.dead_lettered_handler.inc();
+            self.store(offset, next_offset);
+            return Step::Continue;
+        }
+    }
+
+    /// Calls the handler in its own task so a panic becomes a retryable error.
+    async fn run_handler(&self, delivery: Delivery<M>) -> Result<Outcome, HandlerError> {
+        let handler = self.shared.handler.clone();
+        let span = tracing::info_span!(
+            "consume",
+            consumer_group = %self.shared.settings.consumer_group,
+            event_id = %delivery.message.event_id(),
+            room_id = %delivery.message.room_id(),
+            partition = delivery.partition,
+            offset = delivery.offset,
+            attempt = delivery.attempt
+        );
+        let task = tokio::spawn(async move { handler.handle(&delivery).await }.instrument(span));
+        task.await.unwrap_or_else(|join_error| {
+            Err(HandlerError::Retryable(format!(
+                "handler panicked: {join_error}"
+            )))
+        })
+    }
+
+    async fn dead_letter_undecodable(
+        &self,
+        raw: &OwnedMessage,
+        error: &outbox_schema::Error,
+        next_offset: &mut i64,
+    ) -> Step {
+        let event_id = dead_letter::header_text(raw, outbox_schema::names::HEADER_EVENT_ID);
+        tracing::error!(
+            consumer_group = %self.shared.settings.consumer_group,
+            event_id = event_id.as_deref().unwrap_or(""),
+            partition = self.partition,
+            offset = raw.offset(),
+            dead_letter_topic = self.shared.dead_letters.topic(),
+            %error,
+            "undecodable {} message, dead-lettering",
+            M::KIND
+        );
+        let reason = format!("undecodable: {error}");
+        if let Step::Stop = self.publish_dead_letter(raw, &reason, 1).await {
+            return Step::Stop;
+        }
+        self.shared.metrics.dead_lettered_undecodable.inc();
+        self.store(raw.offset(), next_offset);
+        Step::Continue
+    }
+
+    /// Publishes a dead letter, retrying until the broker takes it: the
+    /// partition waits rather than lose the message.
+    async fn publish_dead_letter(&self, raw: &OwnedMessage, reason: &str, attempts: u32) -> Step {
+        let mut failures = 0;
+        loop {
+            match self.shared.dead_letters.send(raw, reason, attempts).await {
+                Ok(()) => return Step::Continue,
+                Err(error) => {
+                    failures += 1;
+                    tracing::error!(
+                        consumer_group = %self.shared.settings.consumer_group,
+                        dead_letter_topic = self.shared.dead_letters.topic(),
+                        partition = self.partition,
+                        offset = raw.offset(),
+                        failures,
+                        %error,
+                        "dead-letter publish failed"
+                    );
+                    tokio::select! {
+                        _ = self.shutdown.cancelled() => return Step::Stop,
+                        _ = tokio::time::sleep(self.shared.settings.retry.backoff(failures)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn count(&self, outcome: Outcome) {
+        self.shared.metrics.consumed.inc();
+        if outcome == Outcome::Duplicate {
+            self.shared.metrics.duplicates.inc();
+        }
+    }
+
+    /// Marks `offset` done: librdkafka commits `offset + 1` with the next commit.
+    fn store(&self, offset: i64, next_offset: &mut i64) {
+        *next_offset = offset + 1;
+        let mut offsets = TopicPartitionList::with_capacity(1);
+        let added = offsets.add_partition_offset(
+            &self.shared.settings.topic,
+            self.partition,
+            Offset::Offset(offset + 1),
+        );
+        let stored = added.and_then(|()| self.shared.consumer.store_offsets(&offsets));
+        if let Err(error) = stored {
+            // After a revocation the partition is no longer ours; the new
+            // owner redelivers and dedup absorbs it.
+            tracing::debug!(
+                consumer_group = %self.shared.settings.consumer_group,
+                partition = self.partition,
+                offset,
+                %error,
+                "offset not stored"
+            );
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! The runtime against the real broker (and MariaDB where the effect is a DB
+//! write): order per partition, retries then dead letter while other
+//! partitions flow, malformed messages, commit on graceful shutdown, no
+//! duplicate effect after a kill between effect and commit, independent
+//! groups, and a treasure-open wake-up handler.
+
+use consumer_runtime::{
+    Consumer, ConsumerMetrics, Delivery, Handler, HandlerError, Outcome, dedup,
+    testing::{TestProducer, envelope, header, read_topic, test_settings, wait_until},
+};
+use outbox_schema::{
+    names::{
+        HEADER_DLQ_ATTEMPTS, HEADER_DLQ_GROUP, HEADER_DLQ_REASON, HEADER_DLQ_SOURCE,
+        HEADER_EVENT_ID, dead_letter_topic,
+    },
+    pb,
+};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::{sync::Semaphore, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn joined(user: &str) -> pb::room_outbox_event::Payload {
+    pb::room_outbox_event::Payload::RoomUserJoined(pb::RoomUserJoined {
+        user_id: user.into(),
+    })
+}
+
+fn new_event_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Topic with `partitions` partitions, a fresh group, and its dead-letter topic.
+async fn fixture(partitions: i32) -> (String, String) {
+    let topic = testkit::unique("rt_topic_");
+    let group = testkit::unique("rt_group_");
+    testkit::create_topic(&topic, partitions).await;
+    testkit::create_topic(&dead_letter_topic(&group), 1).await;
+    (topic, group)
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    event_id: String,
+    room_id: String,
+    seq: u64,
+    partition: i32,
+}
+
+/// Records what it handles; can fail everything, or hold one event behind a gate.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<Seen>>,
+    fail_all: bool,
+    /// The gated event: each attempt takes a permit, then fails.
+    poison: Option<(String, Arc<Semaphore>)>,
+    poison_attempts: Mutex<u32>,
+}
+
+impl Recorder {
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn has(&self, event_id: &str) -> bool {
+        self.seen().iter().any(|seen| seen.event_id == event_id)
+    }
+}
+
+impl Handler<pb::RoomOutboxEvent> for Recorder {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::RoomOutboxEvent>,
+    ) -> Result<Outcome, HandlerError> {
+        if self.fail_all {
+            return Err(HandlerError::retryable("downstream unavailable"));
+        }
+        if let Some((poison, gate)) = &self.poison {
+            if &delivery.message.event_id == poison {
+                *self.poison_attempts.lock().unwrap() += 1;
+                gate.acquire().await.expect("gate open").forget();
+                return Err(HandlerError::retryable("poison event refused"));
+            }
+        }
+        self.seen.lock().unwrap().push(Seen {
+            event_id: delivery.message.event_id.clone(),
+            room_id: delivery.message.room_id.clone(),
+            seq: delivery.message.room_event_seq,
+            partition: delivery.partition,
+        });
+        Ok(Outcome::Applied)
+    }
+}
+
+fn start<H: Handler<pb::RoomOutboxEvent>>(
+    topic: &str,
+    group: &str,
+    max_reconsume_times: u32,
+    handler: Arc<H>,
+    metrics: &ConsumerMetrics,
+) -> (CancellationToken, JoinHandle<()>) {
+    let settings = test_settings(
+        &testkit::kafka_bootstrap(),
+        topic,
+        group,
+        max_reconsume_times,
+    )
+    .expect("settings");
+    let consumer = Consumer::new(settings, handler, metrics).expect("consumer");
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { consumer.run(shutdown).await.expect("consumer run") }
+    });
+    (shutdown, task)
+}
+
+async fn stop(consumer: (CancellationToken, JoinHandle<()>)) {
+    consumer.0.cancel();
+    consumer.1.await.expect("consumer task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_a_room_are_handled_once_in_order_across_partitions() {
+    let (topic, group) = fixture(3).await;
+    let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
+    for seq in 1..=15u64 {
+        for room in 0..6 {
+            let event = envelope(&new_event_id(), &format!("room-{room}"), seq, joined("u"));
+            producer.send_event(&topic, &event).await.unwrap();
+        }
+    }
+    let recorder = Arc::new(Recorder::default());
+    let consumer = start(&topic, &group, 16, recorder.clone(), &ConsumerMetrics::unregistered());
+    assert!(wait_until(WAIT, || async { recorder.count() >= 90 }).await);
+    stop(consumer).await;
+
+    let seen = recorder.seen();
+    assert_eq!(seen.len(), 90, "each event exactly once");
+    let mut by_room: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut partitions = HashSet::new();
+    for entry in &seen {
+        by_room.entry(entry.room_id.clone()).or_default().push(entry.seq);
+        partitions.insert(entry.partition);
+    }
+    for (room, seqs) in by_room {
+        assert_eq!(seqs, (1..=15).collect::<Vec<_>>(), "order of {room}");
+    }
+    assert!(partitions.len() > 1, "rooms spread over partitions");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_message_is_retried_then_dead_lettered_while_other_partitions_flow() {
+    let (topic, group) = fixture(3).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    let producer = TestProducer::new(&bootstrap).unwrap();
+    let poison = envelope(&new_event_id(), "poison-room", 1, joined("p"));
+    let after_poison = envelope(&new_event_id(), "poison-room", 2, joined("q"));
+    producer.send_event(&topic, &poison).await.unwrap();
+
+    let gate = Arc::new(Semaphore::new(1));
+    let recorder = Arc::new(Recorder {
+        poison: Some((poison.event_id.clone(), gate.clone())),
+        ..Recorder::default()
+    });
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = ConsumerMetrics::register(&mut registry);
+    let consumer = start(&topic, &group, 3, recorder.clone(), &metrics);
+
+    // The poison failed once and is held in its second attempt.
+    assert!(wait_until(WAIT, || async { *recorder.poison_attempts.lock().unwrap() >= 2 }).await);
+    let (poison_partition, _) = producer.send_event(&topic, &after_poison).await.unwrap();
+    let mut elsewhere = Vec::new();
+    let mut behind_poison = Vec::new();
+    for room in 0..12 {
+        let event = envelope(&new_event_id(), &format!("other-{room}"), 1, joined("u"));
+        let (partition, _) = producer.send_event(&topic, &event).await.unwrap();
+        if partition == poison_partition {
+            behind_poison.push(event.event_id);
+        } else {
+            elsewhere.push(event.event_id);
+        }
+    }
+    assert!(!elsewhere.is_empty(), "12 rooms cannot all hash to one of 3 partitions");
+    assert!(wait_until(WAIT, || async { elsewhere.iter().all(|id| recorder.has(id)) }).await);
+    assert!(!recorder.has(&after_poison.event_id), "the poison's partition waits");
+    assert!(behind_poison.iter().all(|id| !recorder.has(id)));
+    assert_eq!(*recorder.poison_attempts.lock().unwrap(), 2);
+
+    gate.add_permits(10);
+    assert!(wait_until(WAIT, || async { recorder.has(&after_poison.event_id) }).await);
+    assert!(wait_until(WAIT, || async { behind_poison.iter().all(|id| recorder.has(id)) }).await);
+    stop(consumer).await;
+
+    assert_eq!(*recorder.poison_attempts.lock().unwrap(), 4, "1 attempt + 3 retries");
+    let group_metrics = metrics.for_group(&group);
+    assert_eq!(group_metrics.retried.get(), 3);
+    assert_eq!(group_metrics.dead_lettered_handler.get(), 1);
+
+    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let letter = &dead[0];
+    assert_eq!(header(letter, HEADER_EVENT_ID).as_deref(), Some(poison.event_id.as_str()));
+    assert_eq!(header(letter, HEADER_DLQ_GROUP).as_deref(), Some(group.as_str()));
+    assert_eq!(header(letter, HEADER_DLQ_ATTEMPTS).as_deref(), Some("4"));
+    let reason = header(letter, HEADER_DLQ_REASON).unwrap();
+    assert!(reason.contains("poison event refused"), "{reason}");
+    assert!(header(letter, HEADER_DLQ_SOURCE).unwrap().starts_with(&topic));
+    let decoded = outbox_schema::decode_envelope(rdkafka::Message::payload(letter).unwrap());
+    assert_eq!(decoded.unwrap(), poison, "the dead letter is the original message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_message_goes_to_the_dead_letter_topic_and_the_partition_moves_on() {
+    let (topic, group) = fixture(1).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    let producer = TestProducer::new(&bootstrap).unwrap();
+    producer
+        .send_raw(&topic, "room-x", b"\xff\xff not protobuf", None)
+        .await
+        .unwrap();
+    let good = envelope(&new_event_id(), "room-x", 1, joined("u"));
+    producer.send_event(&topic, &good).await.unwrap();
+
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let consumer = start(&topic, &group, 16, recorder.clone(), &metrics);
+    assert!(wait_until(WAIT, || async { recorder.has(&good.event_id) }).await);
+    stop(consumer).await;
+
+    assert_eq!(metrics.for_group(&group).dead_lettered_undecodable.get(), 1);
+    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let reason = header(&dead[0], HEADER_DLQ_REASON).unwrap();
+    assert!(reason.starts_with("undecodable"), "{reason}");
+    assert_eq!(header(&dead[0], HEADER_DLQ_ATTEMPTS).as_deref(), Some("1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_commits_what_is_done() {
+    let (topic, group) = fixture(1).await;
+    let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
+    for seq in 1..=10 {
+        let event = envelope(&new_event_id(), "room-c", seq, joined("u"));
+        producer.send_event(&topic, &event).await.unwrap();
+    }
+    let first = Arc::new(Recorder::default());
+    let consumer = start(&topic, &group, 16, first.clone(), &ConsumerMetrics::unregistered());
+    assert!(wait_until(WAIT, || async { first.count() == 10 }).await);
+    stop(consumer).await;
+
+    let second = Arc::new(Recorder::default());
+    let consumer = start(&topic, &group, 16, second.clone(), &ConsumerMetrics::unregistered());
+    let next = envelope(&new_event_id(), "room-c", 11, joined("u"));
+    producer.send_event(&topic, &next).await.unwrap();
+    assert!(wait_until(WAIT, || async { second.has(&next.event_id) }).await);
+    stop(consumer).await;
+    // One partition, in order: had anything been redelivered it would come first.
+    assert_eq!(second.seen()[0].event_id, next.event_id);
+    assert_eq!(second.count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_groups_progress_independently_when_one_is_failing() {
+    let (topic, failing_group) = fixture(2).await;
+    let healthy_group = testkit::unique("rt_group_");
+    testkit::create_topic(&dead_letter_topic(&healthy_group), 1).await;
+    let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
+    for room in 0..20 {
+        let event = envelope(&new_event_id(), &format!("room-{room}"), 1, joined("u"));
+        producer.send_event(&topic, &event).await.unwrap();
+    }
+    let metrics = ConsumerMetrics::unregistered();
+    let failing = Arc::new(Recorder {
+        fail_all: true,
+        ..Recorder::default()
+    });
+    let healthy = Arc::new(Recorder::default());
+    let failing_consumer = start(&topic, &failing_group, 1000, failing.clone(), &metrics);
+    let healthy_consumer = start(&topic, &healthy_group, 1000, healthy.clone(), &metrics);
+    assert!(wait_until(WAIT, || async { healthy.count() == 20 }).await);
+    assert!(
+        wait_until(WAIT, || async { metrics.for_group(&failing_group).retried.get() >= 2 }).await
+    );
+    stop(healthy_consumer).await;
+    stop(failing_consumer).await;
+    assert_eq!(failing.count(), 0);
+    assert_eq!(metrics.for_group(&healthy_group).retried.get(), 0);
+}
+
+/// The DB effect of the kill test: one transaction claims the event id and
+/// bumps a per-room counter; after the commit it can hang to simulate a
+/// process killed before its offset was committed.
+struct CountingEffect {
+    pool: sqlx::MySqlPool,
+    group: String,
+    hang_after: Option<String>,
+    hanging: CancellationToken,
+    release: CancellationToken,
+    outcomes: Mutex<Vec<(String, Outcome)>>,
+}
+
+impl Handler<pb::RoomOutboxEvent> for CountingEffect {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::RoomOutboxEvent>,
+    ) -> Result<Outcome, HandlerError> {
+        let event = &delivery.message;
+        let mut tx = self.pool.begin().await?;
+        let outcome = if dedup::try_claim_in_tx(&mut tx, &self.group, &event.event_id, 1).await? {
+            sqlx::query(
+                "INSERT INTO activity_room_contribution (room_id, total_value, gift_count, updated_at_ms) \
+                 VALUES (?, 0, 1, 0) ON DUPLICATE KEY UPDATE gift_count = gift_count + 1",
+            )
+            .bind(&event.room_id)
+            .execute(&mut *tx)
+            .await?;
+            Outcome::Applied
+        } else {
+            Outcome::Duplicate
+        };
+        tx.commit().await?;
+        self.outcomes
+            .lock()
+            .unwrap()
+            .push((event.event_id.clone(), outcome));
+        if self.hang_after.as_deref() == Some(event.event_id.as_str()) {
+            self.hanging.cancel();
+            self.release.cancelled().await;
+        }
+        Ok(outcome)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_killed_after_the_effect_before_the_commit_does_not_repeat_it() {
+    let db = testkit::TestDb::new().await;
+    let (topic, group) = fixture(1).await;
+    let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
+    let events: Vec<_> = (1..=6)
+        .map(|seq| envelope(&new_event_id(), "room-k", seq, joined("u")))
+        .collect();
+    for event in &events {
+        producer.send_event(&topic, event).await.unwrap();
+    }
+    let release = CancellationToken::new();
+    let first = Arc::new(CountingEffect {
+        pool: db.pool.clone(),
+        group: group.clone(),
+        hang_after: Some(events[2].event_id.clone()),
+        hanging: CancellationToken::new(),
+        release: release.clone(),
+        outcomes: Mutex::new(Vec::new()),
+    });
+    let (_, task) = start(&topic, &group, 16, first.clone(), &ConsumerMetrics::unregistered());
+    first.hanging.cancelled().await;
+    // Killed: no drain, no final commit for the event in hand.
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+
+    let second = Arc::new(CountingEffect {
+        pool: db.pool.clone(),
+        group: group.clone(),
+        hang_after: None,
+        hanging: CancellationToken::new(),
+        release: CancellationToken::new(),
+        outcomes: Mutex::new(Vec::new()),
+    });
+    let consumer = start(&topic, &group, 16, second.clone(), &ConsumerMetrics::unregistered());
+    let last = events[5].event_id.clone();
+    assert!(
+        wait_until(WAIT, || async {
+            second.outcomes.lock().unwrap().iter().any(|(id, _)| *id == last)
+        })
+        .await
+    );
+    stop(consumer).await;
+    release.cancel();
+
+    let redelivered = second.outcomes.lock().unwrap().clone();
+    assert!(
+        redelivered.contains(&(events[2].event_id.clone(), Outcome::Duplicate)),
+        "the hung event comes again and is recognised: {redelivered:?}"
+    );
+    let count: (u64,) = sqlx::query_as(
+        "SELECT gift_count FROM activity_room_contribution WHERE room_id = 'room-k'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(count.0, 6, "one effect per event");
+}
+
+/// Stands in for room-service's treasure-open consumer: issues OpenTreasure
+/// with the wake-up's deterministic command id, once per command id.
+#[derive(Default)]
+struct OpenTreasureIssuer {
+    issued: Mutex<Vec<String>>,
+}
+
+impl Handler<pb::TreasureOpenWakeup> for OpenTreasureIssuer {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::TreasureOpenWakeup>,
+    ) -> Result<Outcome, HandlerError> {
+        let wakeup = &delivery.message;
+        let command_id =
+            outbox_schema::treasure_open_command_id(&wakeup.room_id, &wakeup.box_id, wakeup.level);
+        if command_id != wakeup.command_id {
+            return Err(HandlerError::permanent("wake-up carries a foreign command id"));
+        }
+        let mut issued = self.issued.lock().unwrap();
+        if issued.contains(&command_id) {
+            return Ok(Outcome::Duplicate);
+        }
+        issued.push(command_id);
+        Ok(Outcome::Applied)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wakeup_handler_issues_open_treasure_once_per_command_id() {
+    use prost::Message as _;
+    let (topic, group) = fixture(1).await;
+    let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
+    let wakeup = |box_id: &str| pb::TreasureOpenWakeup {
+        app_code: "hyapp".into(),
+        room_id: "room-t".into(),
+        box_id: box_id.into(),
+        level: 2,
+        open_at_ms: service_kit::time::now_ms(),
+        command_id: outbox_schema::treasure_open_command_id("room-t", box_id, 2),
+        source_event_id: new_event_id(),
+    };
+    for box_id in ["box-1", "box-1", "box-2"] {
+        let payload = wakeup(box_id).encode_to_vec();
+        producer.send_raw(&topic, "room-t", &payload, None).await.unwrap();
+    }
+    let issuer = Arc::new(OpenTreasureIssuer::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let settings = test_settings(&testkit::kafka_bootstrap(), &topic, &group, 16).unwrap();
+    let consumer = Consumer::new(settings, issuer.clone(), &metrics).unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    assert!(
+        wait_until(WAIT, || async { metrics.for_group(&group).consumed.get() == 3 }).await
+    );
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        *issuer.issued.lock().unwrap(),
+        vec![
+            "treasure-open:room-t:box-1:2".to_string(),
+            "treasure-open:room-t:box-2:2".to_string()
+        ]
+    );
+    assert_eq!(metrics.for_group(&group).duplicates.get(), 1);
+}
+
+#[tokio::test]
+async fn dedup_claims_once_and_purges_in_bounded_batches() {
+    let db = testkit::TestDb::new().await;
+    let group = "g-dedup";
+    let ids: Vec<String> = (0..5).map(|_| new_event_id()).collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+
+    let mut tx = db.pool.begin().await.unwrap();
+    assert!(dedup::try_claim_in_tx(&mut tx, group, refs[0], 1_000).await.unwrap());
+    assert!(!dedup::try_claim_in_tx(&mut tx, group, refs[0], 1_000).await.unwrap());
+    let repeated = [refs[1], refs[0], refs[1], refs[2]];
+    let claimed = dedup::claim_many_in_tx(&mut tx, group, &repeated, 1_000).await.unwrap();
+    assert_eq!(claimed, HashSet::from([ids[1].clone(), ids[2].clone()]));
+    tx.commit().await.unwrap();
+    assert!(dedup::try_claim_in_tx(&mut *db.pool.acquire().await.unwrap(), "other", refs[0], 1)
+        .await
+        .unwrap(), "groups dedup independently");
+
+    dedup::record(&db.pool, group, &refs[3..], service_kit::time::now_ms()).await.unwrap();
+    let processed = dedup::processed(&db.pool, group, &refs).await.unwrap();
+    assert_eq!(processed.len(), 5);
+    assert!(dedup::try_claim_in_tx(&mut *db.pool.acquire().await.unwrap(), group, &"x".repeat(37), 1)
+        .await
+        .is_err());
+
+    // Three rows are old (processed_at_ms = 1000), two are fresh.
+    let purged = dedup::purge_older_than(&db.pool, group, Duration::from_secs(3600), 2)
+        .await
+        .unwrap();
+    assert_eq!(purged, 3);
+    let left = dedup::processed(&db.pool, group, &refs).await.unwrap();
+    assert_eq!(left, HashSet::from([ids[3].clone(), ids[4].clone()]));
+}

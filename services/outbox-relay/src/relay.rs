@@ -1,0 +1,188 @@
+//! [`Relay`]: the running relay — lease upkeep, the batch loop with nudge and
+//! poll wake-ups, and the backlog gauges. Embeddable: room-service runs the
+//! same `Relay` in-process when `outbox_worker.enabled`.
+
+use crate::{
+    Error,
+    leases::ShardLeases,
+    metrics::RelayMetrics,
+    publish::Publishers,
+    settings::RelaySettings,
+    worker::{BatchProcessor, BatchReport},
+};
+use service_kit::time::now_ms;
+use sqlx::{MySqlPool, Row};
+use std::{sync::Arc, time::Duration};
+use tokio::sync::{Notify, watch};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+/// How often backlog gauges are refreshed.
+const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A configured relay, ready to [`Relay::run`].
+#[derive(Debug, Clone)]
+pub struct Relay {
+    processor: BatchProcessor,
+    leases: ShardLeases,
+    nudge: Arc<Notify>,
+}
+
+impl Relay {
+    /// Assembles a relay from validated settings and its publishers.
+    pub fn new(
+        pool: MySqlPool,
+        settings: RelaySettings,
+        publishers: Publishers,
+        metrics: RelayMetrics,
+    ) -> Self {
+        let lease_ms = i64::try_from(settings.shard_lease.as_millis()).unwrap_or(i64::MAX);
+        let leases = ShardLeases::new(pool.clone(), settings.node_id.clone(), lease_ms);
+        Self {
+            processor: BatchProcessor {
+                pool,
+                settings,
+                publishers,
+                metrics,
+            },
+            leases,
+            nudge: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &RelaySettings {
+        &self.processor.settings
+    }
+
+    /// Wakes the loop now (what a nudge does); used by embedders and tests.
+    pub fn nudge(&self) {
+        self.nudge.notify_one();
+    }
+
+    /// The shard leases of this instance (tests and operations).
+    pub fn leases(&self) -> &ShardLeases {
+        &self.leases
+    }
+
+    /// One batch over the given shards (tests and benchmarks drive this directly).
+    pub async fn run_batch(&self, shards: &[u16]) -> Result<BatchReport, Error> {
+        self.processor.run_batch(shards).await
+    }
+
+    /// Runs until `shutdown`: stops claiming new batches, lets the in-flight
+    /// batch finish (each publish is bounded by `publish_timeout`), gives its
+    /// shard leases back, and returns.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let settings = self.processor.settings.clone();
+        self.leases.ensure_shards().await?;
+        let tasks = TaskTracker::new();
+        let (owned_tx, owned_rx) = watch::channel(Vec::<u16>::new());
+        let background = shutdown.child_token();
+        tasks.spawn(lease_loop(
+            self.leases.clone(),
+            owned_tx,
+            self.nudge.clone(),
+            self.processor.metrics.clone(),
+            settings.shard_lease,
+            background.clone(),
+        ));
+        tasks.spawn(gauge_loop(
+            self.processor.pool.clone(),
+            self.processor.metrics.clone(),
+            background.clone(),
+        ));
+        if settings.nudge_enabled {
+            tasks.spawn(crate::nudge::listen(
+                settings.redis_url.clone(),
+                self.nudge.clone(),
+                background.clone(),
+            ));
+        }
+        tasks.close();
+        tracing::info!(worker = "room_outbox", node_id = %settings.node_id, mode = ?settings.publish_mode, "relay started");
+
+        while !shutdown.is_cancelled() {
+            let shards = owned_rx.borrow().clone();
+            let full = match self.processor.run_batch(&shards).await {
+                Ok(report) => report.claimed >= settings.batch_size,
+                Err(error) => {
+                    // MySQL trouble: the rows stay where they are; try again after a poll interval.
+                    tracing::warn!(worker = "room_outbox", node_id = %settings.node_id, %error, "relay batch failed");
+                    false
+                }
+            };
+            if full {
+                continue;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = self.nudge.notified() => {}
+                _ = tokio::time::sleep(settings.poll_interval) => {}
+            }
+        }
+        background.cancel();
+        tasks.wait().await;
+        if let Some(mq) = &self.processor.publishers.mq {
+            mq.flush(settings.publish_timeout);
+        }
+        if let Err(error) = self.leases.leave().await {
+            tracing::warn!(%error, "could not release shard leases; peers take them after expiry");
+        }
+        tracing::info!(worker = "room_outbox", node_id = %settings.node_id, "relay stopped");
+        Ok(())
+    }
+}
+
+async fn lease_loop(
+    leases: ShardLeases,
+    owned: watch::Sender<Vec<u16>>,
+    nudge: Arc<Notify>,
+    metrics: RelayMetrics,
+    lease: Duration,
+    shutdown: CancellationToken,
+) {
+    // Renew well before expiry so one slow round does not lose the shards.
+    let interval = (lease / 3).max(Duration::from_millis(100));
+    while !shutdown.is_cancelled() {
+        match leases.refresh(now_ms()).await {
+            Ok(shards) => {
+                metrics.owned_shards.set(shards.len() as i64);
+                let changed = *owned.borrow() != shards;
+                owned.send_replace(shards);
+                if changed {
+                    // New shards may hold a backlog: look at once.
+                    nudge.notify_one();
+                }
+            }
+            Err(error) => tracing::warn!(%error, "shard lease refresh failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: CancellationToken) {
+    while !shutdown.is_cancelled() {
+        // idx_purge (open_flag, created_at_ms) makes both of these touch only the backlog.
+        let result = sqlx::query("SELECT COUNT(*) AS pending, MIN(created_at_ms) AS oldest FROM room_outbox WHERE open_flag = 1")
+            .fetch_one(&pool)
+            .await;
+        match result {
+            Ok(row) => {
+                let pending: i64 = row.try_get("pending").unwrap_or(0);
+                let oldest: Option<i64> = row.try_get("oldest").unwrap_or(None);
+                metrics.pending.set(pending);
+                metrics
+                    .oldest_pending_age_ms
+                    .set(oldest.map_or(0, |oldest| (now_ms() - oldest).max(0)));
+            }
+            Err(error) => tracing::debug!(%error, "backlog gauge query failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = tokio::time::sleep(GAUGE_INTERVAL) => {}
+        }
+    }
+}

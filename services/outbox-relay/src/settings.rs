@@ -1,0 +1,225 @@
+//! Validated, normalised relay settings derived from [`OutboxWorkerConfig`]
+//! and the `rocketmq` section. This is where seed 000/001's rules live:
+//! non-positive durations and sizes fall back to defaults (never a busy loop,
+//! a full scan or an unbounded call); unknown strategies or modes, or `mq`/
+//! `dual` without the MQ publisher enabled, are start-up errors naming the key.
+
+use crate::{
+    Error,
+    config::{OutboxWorkerConfig, PublishMode, RetryStrategy},
+};
+use service_kit::{duration::ConfigDuration, mq::MqConfig};
+use std::time::Duration;
+
+/// Largest accepted `batch_size`; bigger values are clamped (one claim
+/// statement must stay small enough not to hold locks for long).
+pub const MAX_BATCH_SIZE: usize = 5_000;
+
+/// Settings the relay runs with.
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    /// Where events go.
+    pub publish_mode: PublishMode,
+    /// Idle polling interval.
+    pub poll_interval: Duration,
+    /// Rows claimed per batch.
+    pub batch_size: usize,
+    /// Deadline of one publish.
+    pub publish_timeout: Duration,
+    /// Backoff shape.
+    pub retry_strategy: RetryStrategy,
+    /// Attempts before dead-lettering.
+    pub max_retry_count: u32,
+    /// First retry delay.
+    pub initial_backoff: Duration,
+    /// Retry delay cap.
+    pub max_backoff: Duration,
+    /// Exclusive claim duration.
+    pub claim_lease: Duration,
+    /// Shard lease duration.
+    pub shard_lease: Duration,
+    /// Subscribe to the commit nudge.
+    pub nudge_enabled: bool,
+    /// Redis URL of the nudge channel.
+    pub redis_url: String,
+    /// Delivered-row retention for purge.
+    pub retention: Duration,
+    /// This instance's id (leases, logs, `claimed_by`).
+    pub node_id: String,
+    /// Full name of the room-events topic (namespace applied).
+    pub room_outbox_topic: String,
+    /// Full name of the treasure wake-up topic (namespace applied).
+    pub treasure_open_topic: String,
+}
+
+impl RelaySettings {
+    /// Validates the config; errors name the offending key.
+    pub fn from_config(worker: &OutboxWorkerConfig, mq: &MqConfig) -> Result<Self, Error> {
+        let defaults = OutboxWorkerConfig::default();
+        let publish_mode = match worker.publish_mode.as_str() {
+            "direct" => PublishMode::Direct,
+            "mq" => PublishMode::Mq,
+            "dual" => PublishMode::Dual,
+            other => {
+                return Err(Error::Config(format!(
+                    "outbox_worker.publish_mode `{other}` is not one of direct, mq, dual"
+                )));
+            }
+        };
+        if matches!(publish_mode, PublishMode::Mq | PublishMode::Dual)
+            && !(mq.enabled && mq.room_outbox.enabled)
+        {
+            return Err(Error::Config(format!(
+                "outbox_worker.publish_mode={} requires rocketmq.enabled=true and rocketmq.room_outbox.enabled=true",
+                worker.publish_mode
+            )));
+        }
+        let retry_strategy = match worker.retry_strategy.as_str() {
+            "exponential_backoff" => RetryStrategy::ExponentialBackoff,
+            // Seed 000: an empty value means the phase-1 default.
+            "fixed_interval" | "" => RetryStrategy::FixedInterval,
+            other => {
+                return Err(Error::Config(format!(
+                    "outbox_worker.retry_strategy `{other}` is not one of exponential_backoff, fixed_interval"
+                )));
+            }
+        };
+        let positive =
+            |value: ConfigDuration, default: ConfigDuration| value.positive_or(default).as_std();
+        let batch_size = if worker.batch_size > 0 {
+            worker.batch_size
+        } else {
+            defaults.batch_size
+        };
+        let max_retry_count = if worker.max_retry_count > 0 {
+            worker.max_retry_count
+        } else {
+            defaults.max_retry_count
+        };
+        let initial_backoff = positive(worker.initial_backoff, defaults.initial_backoff);
+        let max_backoff = positive(worker.max_backoff, defaults.max_backoff).max(initial_backoff);
+        let node_id = if worker.node_id.is_empty() {
+            default_node_id()
+        } else {
+            worker.node_id.clone()
+        };
+        Ok(Self {
+            publish_mode,
+            poll_interval: positive(worker.poll_interval, defaults.poll_interval),
+            batch_size: usize::try_from(batch_size)
+                .unwrap_or(MAX_BATCH_SIZE)
+                .min(MAX_BATCH_SIZE),
+            publish_timeout: positive(worker.publish_timeout, defaults.publish_timeout),
+            retry_strategy,
+            max_retry_count: u32::try_from(max_retry_count).unwrap_or(u32::MAX),
+            initial_backoff,
+            max_backoff,
+            claim_lease: positive(worker.claim_lease, defaults.claim_lease),
+            shard_lease: positive(worker.shard_lease, defaults.shard_lease),
+            nudge_enabled: worker.nudge_enabled,
+            redis_url: worker.redis_url.clone(),
+            retention: positive(worker.retention, defaults.retention),
+            node_id,
+            room_outbox_topic: mq.topic(&mq.room_outbox.topic),
+            treasure_open_topic: mq.topic(&mq.treasure_open.topic),
+        })
+    }
+
+    /// True when the mode includes the broker.
+    pub fn uses_mq(&self) -> bool {
+        matches!(self.publish_mode, PublishMode::Mq | PublishMode::Dual)
+    }
+
+    /// True when the mode includes the direct sinks.
+    pub fn uses_direct(&self) -> bool {
+        matches!(self.publish_mode, PublishMode::Direct | PublishMode::Dual)
+    }
+}
+
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|_| "relay".into());
+    format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mq_enabled() -> MqConfig {
+        let mut mq = MqConfig {
+            enabled: true,
+            ..MqConfig::default()
+        };
+        mq.room_outbox.enabled = true;
+        mq
+    }
+
+    #[test]
+    fn non_positive_values_fall_back_to_defaults() {
+        let worker = OutboxWorkerConfig {
+            poll_interval: ConfigDuration::from_millis(0),
+            batch_size: -5,
+            publish_timeout: ConfigDuration::from_millis(-1),
+            max_retry_count: 0,
+            ..OutboxWorkerConfig::default()
+        };
+        let settings = RelaySettings::from_config(&worker, &MqConfig::default()).unwrap();
+        assert_eq!(settings.poll_interval, Duration::from_secs(1));
+        assert_eq!(settings.batch_size, 100);
+        assert_eq!(settings.publish_timeout, Duration::from_secs(3));
+        assert_eq!(settings.max_retry_count, 10);
+    }
+
+    #[test]
+    fn unknown_strategy_and_mode_name_the_key() {
+        let worker = OutboxWorkerConfig {
+            retry_strategy: "linear".into(),
+            ..OutboxWorkerConfig::default()
+        };
+        let error = RelaySettings::from_config(&worker, &MqConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("outbox_worker.retry_strategy") && error.contains("linear"),
+            "{error}"
+        );
+
+        let worker = OutboxWorkerConfig {
+            publish_mode: "kafka".into(),
+            ..OutboxWorkerConfig::default()
+        };
+        let error = RelaySettings::from_config(&worker, &MqConfig::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("outbox_worker.publish_mode"), "{error}");
+    }
+
+    #[test]
+    fn mq_and_dual_require_the_mq_publisher() {
+        for mode in ["mq", "dual"] {
+            let worker = OutboxWorkerConfig {
+                publish_mode: mode.into(),
+                ..OutboxWorkerConfig::default()
+            };
+            let error = RelaySettings::from_config(&worker, &MqConfig::default())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("rocketmq.room_outbox.enabled"), "{error}");
+            assert!(RelaySettings::from_config(&worker, &mq_enabled()).is_ok());
+        }
+    }
+
+    #[test]
+    fn empty_strategy_means_fixed_interval_and_batch_is_clamped() {
+        let worker = OutboxWorkerConfig {
+            retry_strategy: String::new(),
+            batch_size: 1_000_000,
+            ..OutboxWorkerConfig::default()
+        };
+        let settings = RelaySettings::from_config(&worker, &MqConfig::default()).unwrap();
+        assert_eq!(settings.retry_strategy, RetryStrategy::FixedInterval);
+        assert_eq!(settings.batch_size, MAX_BATCH_SIZE);
+    }
+}

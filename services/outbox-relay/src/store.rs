@@ -1,0 +1,287 @@
+//! Every SQL statement the relay issues against `room_outbox`: scanning the
+//! backlog of owned shards, fenced claims, marking outcomes. SQL errors are
+//! mapped once, here, into [`crate::Error`]. All values are bound parameters.
+
+use crate::Error;
+use outbox_schema::row::{LANE_CHAIN, LANE_DELAYED};
+use sqlx::{MySql, MySqlPool, QueryBuilder, Row, mysql::MySqlRow};
+
+/// One backlog row as scanned, with everything needed to publish it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxRow {
+    /// Commit-order id.
+    pub id: u64,
+    /// Envelope event id.
+    pub event_id: String,
+    /// App code.
+    pub app_code: String,
+    /// Room id (Kafka key).
+    pub room_id: String,
+    /// Shard of the room.
+    pub shard: u16,
+    /// Chain or delayed lane.
+    pub lane: u8,
+    /// Per-room sequence.
+    pub room_event_seq: u64,
+    /// Event type (header).
+    pub event_type: String,
+    /// Destination topic before namespacing.
+    pub topic: String,
+    /// Encoded protobuf.
+    pub payload: Vec<u8>,
+    /// W3C trace context.
+    pub traceparent: String,
+    /// Current status column.
+    pub status: String,
+    /// Failures so far.
+    pub retry_count: u32,
+    /// Earliest publish time.
+    pub next_retry_at_ms: i64,
+    /// Claim expiry.
+    pub lock_until_ms: i64,
+    /// Commit time.
+    pub created_at_ms: i64,
+}
+
+impl OutboxRow {
+    /// May this row be claimed at `now_ms`? Pending rows always; retryable
+    /// rows once due; delivering rows once their claim expired.
+    pub fn is_due(&self, now_ms: i64) -> bool {
+        match self.status.as_str() {
+            "pending" => self.next_retry_at_ms <= now_ms,
+            "retryable" => self.next_retry_at_ms <= now_ms,
+            "delivering" => self.lock_until_ms < now_ms,
+            _ => false,
+        }
+    }
+}
+
+const ROW_COLUMNS: &str = "id, event_id, app_code, room_id, shard, lane, room_event_seq, event_type, \
+     topic, payload, traceparent, status, retry_count, next_retry_at_ms, lock_until_ms, created_at_ms";
+
+fn row_from(row: &MySqlRow) -> Result<OutboxRow, sqlx::Error> {
+    Ok(OutboxRow {
+        id: row.try_get("id")?,
+        event_id: row.try_get("event_id")?,
+        app_code: row.try_get("app_code")?,
+        room_id: row.try_get("room_id")?,
+        shard: row.try_get("shard")?,
+        lane: row.try_get("lane")?,
+        room_event_seq: row.try_get("room_event_seq")?,
+        event_type: row.try_get("event_type")?,
+        topic: row.try_get("topic")?,
+        payload: row.try_get("payload")?,
+        traceparent: row.try_get("traceparent")?,
+        status: row.try_get("status")?,
+        retry_count: row.try_get("retry_count")?,
+        next_retry_at_ms: row.try_get("next_retry_at_ms")?,
+        lock_until_ms: row.try_get("lock_until_ms")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+    })
+}
+
+fn push_in_list<'a, T>(builder: &mut QueryBuilder<'a, MySql>, values: &'a [T])
+where
+    T: 'a + sqlx::Encode<'a, MySql> + sqlx::Type<MySql> + Send + Sync,
+{
+    builder.push("(");
+    let mut separated = builder.separated(", ");
+    for value in values {
+        separated.push_bind(value);
+    }
+    separated.push_unseparated(")");
+}
+
+/// Backlog rows of the ordered chain in `shards`, in commit order, after `after_id`.
+/// Uses idx_claim, so only open rows are touched.
+pub async fn scan_chain(
+    pool: &MySqlPool,
+    shards: &[u16],
+    after_id: u64,
+    limit: usize,
+) -> Result<Vec<OutboxRow>, Error> {
+    if shards.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut builder = QueryBuilder::new(format!(
+        "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = "
+    ));
+    builder
+        .push_bind(LANE_CHAIN)
+        .push(" AND open_flag = 1 AND id > ")
+        .push_bind(after_id);
+    builder.push(" AND shard IN ");
+    push_in_list(&mut builder, shards);
+    builder.push(" ORDER BY id LIMIT ").push_bind(limit as u64);
+    let rows = builder.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(row_from)
+        .collect::<Result<_, _>>()
+        .map_err(Error::from)
+}
+
+/// Due delayed wake-ups in `shards`, earliest first.
+pub async fn scan_delayed(
+    pool: &MySqlPool,
+    shards: &[u16],
+    now_ms: i64,
+    limit: usize,
+) -> Result<Vec<OutboxRow>, Error> {
+    if shards.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut builder = QueryBuilder::new(format!(
+        "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_delayed) WHERE lane = "
+    ));
+    builder
+        .push_bind(LANE_DELAYED)
+        .push(" AND open_flag = 1 AND next_retry_at_ms <= ")
+        .push_bind(now_ms);
+    builder.push(" AND shard IN ");
+    push_in_list(&mut builder, shards);
+    builder
+        .push(" ORDER BY next_retry_at_ms LIMIT ")
+        .push_bind(limit as u64);
+    let rows = builder.build().fetch_all(pool).await?;
+    let mut rows: Vec<OutboxRow> = rows.iter().map(row_from).collect::<Result<_, _>>()?;
+    rows.retain(|row| row.is_due(now_ms));
+    Ok(rows)
+}
+
+/// Claims `ids` for this relay: only rows that are still due, and only while
+/// the relay holds a live lease on the row's shard (checked in the same
+/// statement, so a relay whose lease lapsed claims nothing). Returns the ids
+/// actually claimed.
+pub async fn claim(
+    pool: &MySqlPool,
+    ids: &[u64],
+    node_id: &str,
+    claim_token: u64,
+    now_ms: i64,
+    lock_until_ms: i64,
+) -> Result<Vec<u64>, Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut builder = QueryBuilder::new(
+        "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
+         SET o.status = 'delivering', o.lock_until_ms = ",
+    );
+    builder.push_bind(lock_until_ms);
+    builder.push(", o.claim_token = ").push_bind(claim_token);
+    builder.push(", o.claimed_by = ").push_bind(node_id);
+    builder.push(" WHERE o.id IN ");
+    push_in_list(&mut builder, ids);
+    builder.push(" AND l.owner = ").push_bind(node_id);
+    builder.push(" AND l.lease_until_ms > ").push_bind(now_ms);
+    builder.push(" AND ((o.status IN ('pending', 'retryable') AND o.next_retry_at_ms <= ");
+    builder.push_bind(now_ms);
+    builder
+        .push(") OR (o.status = 'delivering' AND o.lock_until_ms < ")
+        .push_bind(now_ms);
+    builder.push("))");
+    let affected = builder.build().execute(pool).await?.rows_affected();
+    if affected == ids.len() as u64 {
+        return Ok(ids.to_vec());
+    }
+    // Some rows changed under us (another claim, or our lease lapsed): ask
+    // which ones carry our token, by primary key.
+    let mut builder = QueryBuilder::new("SELECT id FROM room_outbox WHERE id IN ");
+    push_in_list(&mut builder, ids);
+    builder.push(" AND claim_token = ").push_bind(claim_token);
+    builder.push(" AND status = 'delivering'");
+    let rows = builder.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(|row| row.try_get::<u64, _>("id"))
+        .collect::<Result<_, _>>()
+        .map_err(Error::from)
+}
+
+/// Marks claimed rows delivered. The claim token fences the update: a row
+/// re-claimed by another relay is left alone. Returns rows updated.
+pub async fn mark_delivered(
+    pool: &MySqlPool,
+    ids: &[u64],
+    claim_token: u64,
+    now_ms: i64,
+) -> Result<u64, Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut builder =
+        QueryBuilder::new("UPDATE room_outbox SET status = 'delivered', delivered_at_ms = ");
+    builder.push_bind(now_ms);
+    builder.push(", lock_until_ms = 0, last_error = '' WHERE id IN ");
+    push_in_list(&mut builder, ids);
+    builder.push(" AND claim_token = ").push_bind(claim_token);
+    builder.push(" AND status = 'delivering'");
+    Ok(builder.build().execute(pool).await?.rows_affected())
+}
+
+/// Returns claimed-but-unpublished rows to `pending` (they queue behind a
+/// failed head of their room). Fenced by the claim token.
+pub async fn release(pool: &MySqlPool, ids: &[u64], claim_token: u64) -> Result<u64, Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut builder = QueryBuilder::new(
+        "UPDATE room_outbox SET status = 'pending', lock_until_ms = 0 WHERE id IN ",
+    );
+    push_in_list(&mut builder, ids);
+    builder.push(" AND claim_token = ").push_bind(claim_token);
+    builder.push(" AND status = 'delivering'");
+    Ok(builder.build().execute(pool).await?.rows_affected())
+}
+
+/// Records a failed attempt: `retryable` due at `next_retry_at_ms`, or
+/// `failed` (dead letter) when `dead_letter`. Fenced by the claim token.
+/// Returns whether the row was updated.
+pub async fn mark_failure(
+    pool: &MySqlPool,
+    id: u64,
+    claim_token: u64,
+    dead_letter: bool,
+    next_retry_at_ms: i64,
+    error: &str,
+) -> Result<bool, Error> {
+    let status = if dead_letter { "failed" } else { "retryable" };
+    let result = sqlx::query(
+        "UPDATE room_outbox SET status = ?, retry_count = retry_count + 1, next_retry_at_ms = ?, \
+         last_error = ?, lock_until_ms = 0 WHERE id = ? AND claim_token = ? AND status = 'delivering'",
+    )
+    .bind(status)
+    .bind(next_retry_at_ms)
+    .bind(truncate_error(error))
+    .bind(id)
+    .bind(claim_token)
+    .execute(pool)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// `last_error` is short by contract (seed 000): never a whole response body.
+pub fn truncate_error(error: &str) -> String {
+    const LIMIT: usize = 500;
+    if error.len() <= LIMIT {
+        return error.to_string();
+    }
+    let mut end = LIMIT;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &error[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_truncated_on_a_char_boundary() {
+        let long = "é".repeat(600);
+        let short = truncate_error(&long);
+        assert!(short.len() <= 503);
+        assert!(short.ends_with('…'));
+        assert_eq!(truncate_error("boom"), "boom");
+    }
+}

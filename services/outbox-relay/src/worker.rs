@@ -1,0 +1,339 @@
+//! The relay loop: claim a batch of due rows from the owned shards, publish
+//! them with per-room order, mark the outcomes; repeat at once after a full
+//! batch, otherwise wait for a commit nudge or the poll interval.
+//!
+//! Per-room order: rows are scanned in commit (`id`) order; a room whose
+//! earliest open row is not due (retry pending, or claimed elsewhere) is
+//! skipped entirely, so nothing overtakes its head. Within a batch a room's
+//! rows form a chain published one after another; different rooms' chains run
+//! concurrently. When a chain link fails, the rest of that chain is released
+//! unpublished, to follow the head once it succeeds or is dead-lettered.
+
+use crate::{
+    backoff::retry_delay,
+    metrics::RelayMetrics,
+    publish::{PublishFailure, Publishers},
+    settings::RelaySettings,
+    store::{self, OutboxRow},
+};
+use service_kit::time::now_ms;
+use sqlx::MySqlPool;
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+/// Scan pages per batch: rows of blocked rooms do not count towards the batch,
+/// so a few blocked rooms with long backlogs cannot starve the rest of a shard.
+const MAX_SCAN_PAGES: usize = 4;
+
+/// What one batch did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BatchReport {
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Rows marked delivered.
+    pub delivered: usize,
+    /// Rows marked retryable.
+    pub retried: usize,
+    /// Rows marked failed (dead letters).
+    pub dead_lettered: usize,
+    /// Rows released behind a failed head.
+    pub released: usize,
+    /// Marks refused by the fencing token.
+    pub fenced: usize,
+}
+
+impl BatchReport {
+    fn add(&mut self, other: BatchReport) {
+        self.claimed += other.claimed;
+        self.delivered += other.delivered;
+        self.retried += other.retried;
+        self.dead_lettered += other.dead_lettered;
+        self.released += other.released;
+        self.fenced += other.fenced;
+    }
+}
+
+/// One relay's batch processor.
+#[derive(Debug, Clone)]
+pub struct BatchProcessor {
+    pub(crate) pool: MySqlPool,
+    pub(crate) settings: RelaySettings,
+    pub(crate) publishers: Publishers,
+    pub(crate) metrics: RelayMetrics,
+}
+
+enum Outcome {
+    Delivered(u64),
+    Failed(OutboxRow, PublishFailure),
+    Released(u64),
+}
+
+impl BatchProcessor {
+    /// Processes one batch of the chain lane and one of the delayed lane in `shards`.
+    pub async fn run_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
+        let mut report = self.run_chain_batch(shards).await?;
+        report.add(self.run_delayed_batch(shards).await?);
+        Ok(report)
+    }
+
+    async fn run_chain_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
+        let now = now_ms();
+        let chosen = self.choose_chain_rows(shards, now).await?;
+        if chosen.is_empty() {
+            return Ok(BatchReport::default());
+        }
+        let token = claim_token();
+        let ids: Vec<u64> = chosen.iter().map(|row| row.id).collect();
+        let claimed: HashSet<u64> = store::claim(
+            &self.pool,
+            &ids,
+            &self.settings.node_id,
+            token,
+            now,
+            now + millis(self.settings.claim_lease),
+        )
+        .await?
+        .into_iter()
+        .collect();
+
+        // Chains per room, in commit order. A room whose row was not claimed
+        // (someone else changed it) must not publish anything after it.
+        let mut chains: Vec<Vec<OutboxRow>> = Vec::new();
+        let mut chain_of_room: HashMap<String, usize> = HashMap::new();
+        let mut broken_rooms: HashSet<String> = HashSet::new();
+        let mut orphans = Vec::new();
+        for row in chosen {
+            if !claimed.contains(&row.id) {
+                broken_rooms.insert(row.room_id.clone());
+                continue;
+            }
+            if broken_rooms.contains(&row.room_id) {
+                orphans.push(row.id);
+                continue;
+            }
+            let index = *chain_of_room.entry(row.room_id.clone()).or_insert_with(|| {
+                chains.push(Vec::new());
+                chains.len() - 1
+            });
+            chains[index].push(row);
+        }
+        let mut report = BatchReport {
+            claimed: claimed.len(),
+            ..BatchReport::default()
+        };
+        let outcomes =
+            futures::future::join_all(chains.into_iter().map(|chain| self.publish_chain(chain)))
+                .await;
+        let outcomes = outcomes.into_iter().flatten().collect();
+        report.add(self.record(outcomes, token).await?);
+        report.released += store::release(&self.pool, &orphans, token).await? as usize;
+        Ok(report)
+    }
+
+    /// Scans the owned shards' backlog in commit order and picks up to
+    /// `batch_size` due rows, never one that would overtake its room's head.
+    async fn choose_chain_rows(
+        &self,
+        shards: &[u16],
+        now: i64,
+    ) -> Result<Vec<OutboxRow>, crate::Error> {
+        let batch = self.settings.batch_size;
+        let page = batch.saturating_mul(2);
+        let mut blocked: HashSet<String> = HashSet::new();
+        let mut chosen = Vec::with_capacity(batch);
+        let mut after_id = 0;
+        for _ in 0..MAX_SCAN_PAGES {
+            let rows = store::scan_chain(&self.pool, shards, after_id, page).await?;
+            let full_page = rows.len() == page;
+            for row in rows {
+                after_id = row.id;
+                if blocked.contains(&row.room_id) {
+                    continue;
+                }
+                if !row.is_due(now) {
+                    blocked.insert(row.room_id.clone());
+                    continue;
+                }
+                chosen.push(row);
+                if chosen.len() == batch {
+                    return Ok(chosen);
+                }
+            }
+            if !full_page {
+                break;
+            }
+        }
+        Ok(chosen)
+    }
+
+    async fn publish_chain(&self, chain: Vec<OutboxRow>) -> Vec<Outcome> {
+        let mut outcomes = Vec::with_capacity(chain.len());
+        let mut rows = chain.into_iter();
+        while let Some(row) = rows.next() {
+            match self.publish_one(&row).await {
+                Ok(()) => outcomes.push(Outcome::Delivered(row.id)),
+                Err(failure) => {
+                    outcomes.push(Outcome::Failed(row, failure));
+                    outcomes.extend(rows.by_ref().map(|rest| Outcome::Released(rest.id)));
+                }
+            }
+        }
+        outcomes
+    }
+
+    async fn publish_one(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
+        let started = Instant::now();
+        let timeout = self.settings.publish_timeout;
+        let result =
+            match tokio::time::timeout(timeout, self.publishers.publish(row, timeout)).await {
+                Ok(result) => result,
+                Err(_) => Err(PublishFailure::transient(format!(
+                    "publish timed out after {timeout:?}"
+                ))),
+            };
+        self.metrics
+            .publish_latency_ms
+            .observe(started.elapsed().as_secs_f64() * 1_000.0);
+        match &result {
+            Ok(()) => {
+                self.metrics.publish_success.inc();
+                // Commit → publish lag of room events; wake-ups are late on purpose.
+                if row.lane == outbox_schema::row::LANE_CHAIN {
+                    let lag = (now_ms() - row.created_at_ms).max(0);
+                    self.metrics.commit_to_publish_lag_ms.observe(lag as f64);
+                }
+            }
+            Err(failure) => {
+                self.metrics.publish_failure.inc();
+                tracing::warn!(
+                    worker = "room_outbox",
+                    node_id = %self.settings.node_id,
+                    event_id = %row.event_id,
+                    event_type = %row.event_type,
+                    room_id = %row.room_id,
+                    retry_count = row.retry_count,
+                    error = %failure.message,
+                    "outbox publish failed"
+                );
+            }
+        }
+        result
+    }
+
+    async fn record(
+        &self,
+        outcomes: Vec<Outcome>,
+        token: u64,
+    ) -> Result<BatchReport, crate::Error> {
+        let mut report = BatchReport::default();
+        let mut delivered = Vec::new();
+        let mut released = Vec::new();
+        let now = now_ms();
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Delivered(id) => delivered.push(id),
+                Outcome::Released(id) => released.push(id),
+                Outcome::Failed(row, failure) => {
+                    let attempts = row.retry_count.saturating_add(1);
+                    let dead = !failure.retryable || attempts >= self.settings.max_retry_count;
+                    let delay = retry_delay(
+                        self.settings.retry_strategy,
+                        self.settings.initial_backoff,
+                        self.settings.max_backoff,
+                        attempts,
+                        rand::random::<f64>(),
+                    );
+                    let marked = store::mark_failure(
+                        &self.pool,
+                        row.id,
+                        token,
+                        dead,
+                        now + millis(delay),
+                        &failure.message,
+                    )
+                    .await?;
+                    if !marked {
+                        report.fenced += 1;
+                        self.metrics.fenced_marks.inc();
+                    } else if dead {
+                        report.dead_lettered += 1;
+                        self.metrics.dead_letters.inc();
+                        tracing::error!(
+                            worker = "room_outbox",
+                            node_id = %self.settings.node_id,
+                            event_id = %row.event_id,
+                            event_type = %row.event_type,
+                            room_id = %row.room_id,
+                            retry_count = attempts,
+                            status = "failed",
+                            error = %failure.message,
+                            "outbox event dead-lettered; room moves on"
+                        );
+                    } else {
+                        report.retried += 1;
+                    }
+                }
+            }
+        }
+        let marked = store::mark_delivered(&self.pool, &delivered, token, now).await? as usize;
+        if marked < delivered.len() {
+            let fenced = delivered.len() - marked;
+            report.fenced += fenced;
+            self.metrics.fenced_marks.inc_by(fenced as u64);
+            tracing::warn!(node_id = %self.settings.node_id, fenced, "delivered marks refused by a newer claim");
+        }
+        report.delivered += marked;
+        report.released += store::release(&self.pool, &released, token).await? as usize;
+        Ok(report)
+    }
+
+    /// Delayed wake-ups: independent of each other and of the room chain.
+    async fn run_delayed_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
+        let now = now_ms();
+        let due = store::scan_delayed(&self.pool, shards, now, self.settings.batch_size).await?;
+        if due.is_empty() {
+            return Ok(BatchReport::default());
+        }
+        let token = claim_token();
+        let ids: Vec<u64> = due.iter().map(|row| row.id).collect();
+        let claimed: HashSet<u64> = store::claim(
+            &self.pool,
+            &ids,
+            &self.settings.node_id,
+            token,
+            now,
+            now + millis(self.settings.claim_lease),
+        )
+        .await?
+        .into_iter()
+        .collect();
+        let rows: Vec<OutboxRow> = due
+            .into_iter()
+            .filter(|row| claimed.contains(&row.id))
+            .collect();
+        let outcomes = futures::future::join_all(rows.into_iter().map(|row| async move {
+            match self.publish_one(&row).await {
+                Ok(()) => Outcome::Delivered(row.id),
+                Err(failure) => Outcome::Failed(row, failure),
+            }
+        }))
+        .await;
+        let mut report = self.record(outcomes, token).await?;
+        report.claimed = claimed.len();
+        Ok(report)
+    }
+}
+
+/// A fresh fencing token for one claim: random, non-zero (0 means "never claimed").
+fn claim_token() -> u64 {
+    loop {
+        let token = rand::random::<u64>() >> 1;
+        if token != 0 {
+            return token;
+        }
+    }
+}
+
+fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

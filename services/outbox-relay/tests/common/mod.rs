@@ -1,0 +1,212 @@
+//! Shared fixtures of the relay tests: outbox rows as room-service writes
+//! them, relays wired to a real database and broker, and a topic reader.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use outbox_relay::{
+    Relay, RelaySettings,
+    config::OutboxWorkerConfig,
+    metrics::RelayMetrics,
+    publish::{MqPublisher, Publishers},
+};
+use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, names, row, shard_of};
+use prost::Message as _;
+use rdkafka::{
+    ClientConfig, Message,
+    consumer::{Consumer, StreamConsumer},
+    message::Headers,
+};
+use room_core::{EventKind, RoomEvent};
+use service_kit::{duration::ConfigDuration, mq::MqConfig, time::now_ms};
+use sqlx::MySqlPool;
+use std::time::Duration;
+
+/// A broker namespace private to one test, so topics never collide.
+pub fn mq_config(bootstrap: &str, namespace: &str) -> MqConfig {
+    let mut mq = MqConfig {
+        enabled: true,
+        name_servers: vec![bootstrap.to_string()],
+        namespace: namespace.to_string(),
+        send_timeout: ConfigDuration::from_secs(2),
+        ..MqConfig::default()
+    };
+    mq.room_outbox.enabled = true;
+    mq.treasure_open.enabled = true;
+    mq
+}
+
+/// Fast settings for tests: fixed 1 ms backoff, short leases, no Redis nudge.
+pub fn worker_config(node_id: &str) -> OutboxWorkerConfig {
+    OutboxWorkerConfig {
+        publish_mode: "mq".into(),
+        poll_interval: ConfigDuration::from_millis(50),
+        batch_size: 100,
+        publish_timeout: ConfigDuration::from_secs(2),
+        retry_strategy: "fixed_interval".into(),
+        max_retry_count: 3,
+        initial_backoff: ConfigDuration::from_millis(1),
+        max_backoff: ConfigDuration::from_millis(1),
+        claim_lease: ConfigDuration::from_secs(30),
+        shard_lease: ConfigDuration::from_secs(10),
+        nudge_enabled: false,
+        node_id: node_id.to_string(),
+        ..OutboxWorkerConfig::default()
+    }
+}
+
+/// A relay in `mq` mode against `pool` and `mq`.
+pub fn mq_relay(pool: &MySqlPool, mq: &MqConfig, worker: &OutboxWorkerConfig) -> Relay {
+    let settings = RelaySettings::from_config(worker, mq).expect("valid settings");
+    let publishers = Publishers {
+        mq: Some(MqPublisher::new(mq).expect("producer")),
+        direct: None,
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    Relay::new(
+        pool.clone(),
+        settings,
+        publishers,
+        RelayMetrics::register(&mut registry),
+    )
+}
+
+/// Makes `relay` own every shard now (what its lease loop does when alone).
+pub async fn own_all_shards(relay: &Relay) -> Vec<u16> {
+    relay.leases().ensure_shards().await.unwrap();
+    let shards = relay.leases().refresh(now_ms()).await.unwrap();
+    assert_eq!(shards.len(), usize::from(outbox_schema::OUTBOX_SHARDS));
+    shards
+}
+
+/// `count` RoomUserJoined rows for `room_id` with sequences `first_seq..`.
+pub fn room_rows(room_id: &str, first_seq: u64, count: u64) -> Vec<NewOutboxRow> {
+    (first_seq..first_seq + count)
+        .map(|seq| {
+            let now = now_ms();
+            let context = EnvelopeContext {
+                app_code: "hyapp".into(),
+                room_id: room_id.into(),
+                room_version: seq,
+                command_id: format!("cmd-{room_id}-{seq}"),
+                occurred_at_ms: now,
+                ..EnvelopeContext::default()
+            };
+            let event = RoomEvent {
+                seq,
+                kind: EventKind::RoomUserJoined {
+                    user_id: format!("u{seq}"),
+                },
+            };
+            let event_id = uuid::Uuid::now_v7().to_string();
+            let envelope = envelope_for(&context, event_id.clone(), &event);
+            NewOutboxRow {
+                event_id,
+                app_code: "hyapp".into(),
+                room_id: room_id.into(),
+                shard: shard_of(room_id),
+                lane: row::LANE_CHAIN,
+                room_event_seq: seq,
+                event_type: envelope.event_type.clone(),
+                topic: names::TOPIC_ROOM_OUTBOX.into(),
+                payload: envelope.encode_to_vec(),
+                traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+                not_before_ms: now,
+                created_at_ms: now,
+            }
+        })
+        .collect()
+}
+
+/// Inserts rows as room-service does (one transaction).
+pub async fn insert(pool: &MySqlPool, rows: &[NewOutboxRow]) {
+    let mut tx = pool.begin().await.unwrap();
+    outbox_relay::insert_outbox_rows(&mut tx, rows)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// One consumed record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    pub key: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub traceparent: String,
+    pub payload: Vec<u8>,
+}
+
+/// Reads exactly `count` records from `topic` (from the beginning), failing
+/// after 60 s without progress. Afterwards checks nothing more arrives
+/// within a short grace period when `expect_no_more`.
+pub async fn read_topic(bootstrap: &str, topic: &str, count: usize) -> Vec<Received> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", testkit::unique("reader_"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut received = Vec::with_capacity(count);
+    while received.len() < count {
+        let message = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {count} records on {topic}", received.len()))
+            .unwrap();
+        let header = |name: &str| {
+            message
+                .headers()
+                .and_then(|headers| headers.iter().find(|header| header.key == name))
+                .and_then(|header| header.value)
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+                .unwrap_or_default()
+        };
+        received.push(Received {
+            key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+            event_id: header(names::HEADER_EVENT_ID),
+            event_type: header(names::HEADER_EVENT_TYPE),
+            traceparent: header(names::HEADER_TRACEPARENT),
+            payload: message.payload().unwrap_or_default().to_vec(),
+        });
+    }
+    received
+}
+
+/// Room sequences per room, in the order they appear on the topic.
+pub fn sequences_by_room(records: &[Received]) -> std::collections::BTreeMap<String, Vec<u64>> {
+    let mut by_room: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for record in records {
+        let envelope =
+            outbox_schema::decode_envelope(&record.payload).expect("valid envelope on the topic");
+        assert_eq!(envelope.room_id, record.key, "key is the room id");
+        assert_eq!(
+            envelope.event_id, record.event_id,
+            "event_id header matches the envelope"
+        );
+        by_room
+            .entry(envelope.room_id)
+            .or_default()
+            .push(envelope.room_event_seq);
+    }
+    by_room
+}
+
+/// Status of every row of `room_id`, by sequence.
+pub async fn statuses(pool: &MySqlPool, room_id: &str) -> Vec<(u64, String)> {
+    sqlx::query_as(
+        "SELECT room_event_seq, status FROM room_outbox WHERE room_id = ? AND lane = 0 ORDER BY id",
+    )
+    .bind(room_id)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Count of rows still open (pending/delivering/retryable).
+pub async fn open_rows(pool: &MySqlPool) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM room_outbox WHERE open_flag = 1")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}

@@ -1,0 +1,286 @@
+//! The registry of loaded rooms and the per-room actor.
+//!
+//! Each room has at most one actor on this node, owning its [`Cell`] and a
+//! bounded mailbox: commands of one room are serialised, different rooms run
+//! in parallel. The actor acquires the room's Redis lease and rebuilds the
+//! cell on first use, renews the lease at a third of its TTL, drains up to
+//! `group_commit_max_batch` queued commands into one transaction, and drops
+//! the cell (releasing the lease) after `idle_ttl` without traffic, which
+//! keeps memory bounded by the number of active rooms.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::Error;
+use crate::app::Deps;
+use crate::cell::{Cell, CommandJob, Job, rebuild};
+use crate::pipeline::{CellFate, process_batch};
+
+struct Entry {
+    sender: mpsc::Sender<Job>,
+    generation: u64,
+}
+
+/// Loaded rooms of this node.
+pub struct Cells {
+    deps: Arc<Deps>,
+    entries: Mutex<HashMap<String, Entry>>,
+    next_generation: AtomicU64,
+    tracker: TaskTracker,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Cells {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cells").field("loaded", &self.loaded()).finish_non_exhaustive()
+    }
+}
+
+impl Cells {
+    /// An empty registry.
+    pub fn new(deps: Arc<Deps>) -> Arc<Self> {
+        Arc::new(Self {
+            deps,
+            entries: Mutex::new(HashMap::new()),
+            next_generation: AtomicU64::new(1),
+            tracker: TaskTracker::new(),
+            stop: CancellationToken::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Number of loaded rooms.
+    pub fn loaded(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Queues a job on the room's actor, starting it if needed.
+    pub fn submit(self: &Arc<Self>, room_id: &str, job: Job) {
+        let mut job = job;
+        // Two tries: the first may hit an actor that is just shutting down.
+        for _ in 0..2 {
+            if self.stop.is_cancelled() {
+                job.fail(Error::ShuttingDown);
+                return;
+            }
+            let (sender, generation) = self.sender(room_id);
+            match sender.try_send(job) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Full(returned)) => {
+                    returned.fail(Error::Overloaded { room_id: room_id.to_owned() });
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Closed(returned)) => {
+                    self.forget(room_id, generation);
+                    job = returned;
+                }
+            }
+        }
+        job.fail(Error::Overloaded { room_id: room_id.to_owned() });
+    }
+
+    fn sender(self: &Arc<Self>, room_id: &str) -> (mpsc::Sender<Job>, u64) {
+        let mut entries = self.lock();
+        if let Some(entry) = entries.get(room_id) {
+            return (entry.sender.clone(), entry.generation);
+        }
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = mpsc::channel(self.deps.settings.mailbox_capacity);
+        entries.insert(room_id.to_owned(), Entry { sender: sender.clone(), generation });
+        self.deps.metrics.cells_loaded.set(entries.len() as i64);
+        drop(entries);
+        let actor = Actor {
+            cells: Arc::clone(self),
+            room_id: room_id.to_owned(),
+            generation,
+            receiver,
+        };
+        self.tracker.spawn(actor.run());
+        (sender, generation)
+    }
+
+    /// Removes the room's entry if it still belongs to actor `generation`.
+    fn forget(&self, room_id: &str, generation: u64) {
+        let mut entries = self.lock();
+        if entries.get(room_id).is_some_and(|entry| entry.generation == generation) {
+            entries.remove(room_id);
+        }
+        self.deps.metrics.cells_loaded.set(entries.len() as i64);
+    }
+
+    /// Stops every actor (their queued jobs still run) and waits for them to
+    /// release their leases. Called after the gRPC server stopped.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+struct Actor {
+    cells: Arc<Cells>,
+    room_id: String,
+    generation: u64,
+    receiver: mpsc::Receiver<Job>,
+}
+
+/// Why an actor loop ended.
+enum Exit {
+    Idle,
+    Stopped,
+    LeaseLost,
+    LoadFailed,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let exit = self.serve().await;
+        self.cells.forget(&self.room_id, self.generation);
+        self.receiver.close();
+        let error = match exit {
+            Exit::Stopped => Error::ShuttingDown,
+            _ => Error::Overloaded { room_id: self.room_id.clone() },
+        };
+        // Jobs that slipped in before the close: their callers retry.
+        while let Ok(job) = self.receiver.try_recv() {
+            job.fail(error.clone());
+        }
+        if !matches!(exit, Exit::LeaseLost | Exit::LoadFailed)
+            && let Err(error) = self.cells.deps.redis.release_lease(&self.room_id).await
+        {
+            tracing::debug!(room_id = %self.room_id, %error, "lease release failed");
+        }
+    }
+
+    async fn serve(&mut self) -> Exit {
+        let deps = Arc::clone(&self.cells.deps);
+        let settings = &deps.settings;
+        let lease_ttl = Duration::from_millis(deps.redis.lease_ttl_ms().unsigned_abs());
+        let renew_every = lease_ttl / 3;
+        let mut cell: Option<Cell> = None;
+        let mut lease_valid_until = Instant::now();
+        let mut last_renewed = Instant::now();
+        let mut idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
+        loop {
+            let renew_at = tokio::time::Instant::from_std(last_renewed + renew_every);
+            let first = tokio::select! {
+                job = self.receiver.recv() => match job {
+                    Some(job) => job,
+                    None => return Exit::Stopped,
+                },
+                () = tokio::time::sleep_until(renew_at), if cell.is_some() => {
+                    match deps.redis.renew_lease(&self.room_id).await {
+                        Ok(true) => {
+                            last_renewed = Instant::now();
+                            lease_valid_until = last_renewed + lease_ttl;
+                        }
+                        Ok(false) => {
+                            tracing::warn!(room_id = %self.room_id, "room lease lost, dropping cell");
+                            return Exit::LeaseLost;
+                        }
+                        Err(error) => {
+                            tracing::warn!(room_id = %self.room_id, %error, "room lease renewal failed");
+                            // Retry soon; give up once the lease may have expired.
+                            last_renewed = Instant::now().checked_sub(renew_every).unwrap_or_else(Instant::now)
+                                + Duration::from_millis(500);
+                            if Instant::now() >= lease_valid_until {
+                                return Exit::LeaseLost;
+                            }
+                        }
+                    }
+                    continue;
+                }
+                () = tokio::time::sleep_until(idle_deadline) => return Exit::Idle,
+                () = self.cells.stop.cancelled() => return Exit::Stopped,
+            };
+            idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
+
+            // Load the cell (lease + rebuild) on first use or after a reload request.
+            let mut lease_time = Duration::ZERO;
+            if cell.is_none() || Instant::now() >= lease_valid_until {
+                let started = Instant::now();
+                let loaded = async {
+                    deps.redis.acquire_lease(&self.room_id).await?;
+                    let acquired = Instant::now();
+                    let loaded = if let Some(loaded) = cell.take() {
+                        loaded
+                    } else {
+                        rebuild(&deps.store, &self.room_id, &settings.rules, settings.recent_per_room).await?
+                    };
+                    Ok::<_, Error>((loaded, acquired))
+                }
+                .await;
+                lease_time = started.elapsed();
+                match loaded {
+                    Ok((loaded, acquired)) => {
+                        cell = Some(loaded);
+                        last_renewed = acquired;
+                        lease_valid_until = acquired + lease_ttl;
+                    }
+                    Err(error) => {
+                        first.fail(error.clone());
+                        let mut rest = Vec::new();
+                        while let Ok(job) = self.receiver.try_recv() {
+                            rest.push(job);
+                        }
+                        for job in rest {
+                            job.fail(error.clone());
+                        }
+                        return Exit::LoadFailed;
+                    }
+                }
+            }
+            let Some(loaded) = cell.as_mut() else {
+                continue;
+            };
+
+            // Group commit: take what is already queued, up to the batch limit.
+            let limit = if settings.group_commit { settings.max_batch } else { 1 };
+            let mut jobs = vec![first];
+            while jobs.len() < limit {
+                match self.receiver.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            let mut batch: Vec<CommandJob> = Vec::new();
+            let mut fate = CellFate::Keep;
+            for job in jobs {
+                match job {
+                    Job::Command(command) => batch.push(command),
+                    Job::Read(read) => {
+                        if !batch.is_empty() {
+                            fate = process_batch(&deps, loaded, std::mem::take(&mut batch), lease_time).await;
+                            if fate == CellFate::Reload {
+                                read(Err(Error::StaleOwner { room_id: self.room_id.clone() }));
+                                continue;
+                            }
+                        }
+                        read(Ok(&loaded.state));
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                if fate == CellFate::Reload {
+                    for job in batch {
+                        job.answer(Err(Error::StaleOwner { room_id: self.room_id.clone() }), Default::default());
+                    }
+                } else {
+                    fate = process_batch(&deps, loaded, batch, lease_time).await;
+                }
+            }
+            if fate == CellFate::Reload {
+                cell = None;
+            }
+        }
+    }
+}

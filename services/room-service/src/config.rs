@@ -1,0 +1,369 @@
+//! room-service configuration: built-in defaults → `configs/room-service.yaml`
+//! (or `--config FILE`) → `ROOM__*` environment variables → [`Config::validate`],
+//! whose messages name the offending key. Section names follow seeds 000/001.
+
+use std::path::PathBuf;
+
+use outbox_relay::config::{OutboxWorkerConfig, TencentImConfig};
+use room_core::RoomRules;
+use serde::{Deserialize, Serialize};
+use service_kit::config::ConfigSources;
+use service_kit::db::MysqlConfig;
+use service_kit::duration::ConfigDuration;
+use service_kit::mq::MqConfig;
+use service_kit::telemetry::LogConfig;
+
+use crate::Error;
+use crate::validate::{MAX_APP_CODE_LEN, is_id_charset};
+
+/// The whole room-service configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Logging.
+    pub log: LogConfig,
+    /// MySQL holding rooms, the command log, snapshots, the outbox and sagas.
+    pub mysql: MysqlConfig,
+    /// Redis: room leases, projections, presence, the relay nudge.
+    pub redis: RedisConfig,
+    /// gRPC listen address (port 0 picks a free one).
+    pub grpc_listen: String,
+    /// Admin HTTP listen address: `/healthz`, `/readyz`, `/metrics`.
+    pub http_listen: String,
+    /// This node's id, the value of the room leases it holds; empty = `$HOSTNAME-<pid>`.
+    pub node_id: String,
+    /// `app_code` used when a request leaves it empty.
+    pub app_code: String,
+    /// Room pipeline tunables and room-core rules.
+    pub room: RoomConfig,
+    /// The wallet service.
+    pub wallet: WalletConfig,
+    /// Broker section of seed 001 (only `treasure_open.enabled` matters to the writer).
+    pub rocketmq: MqConfig,
+    /// The embedded relay.
+    pub outbox_worker: OutboxWorkerConfig,
+    /// Tencent IM (CreateRoom's synchronous group creation; also the relay's direct sink).
+    pub tencent_im: TencentImConfig,
+    /// Wallet saga recovery.
+    pub saga: SagaConfig,
+    /// Longest the graceful drain may take before the process exits anyway.
+    pub shutdown_grace: ConfigDuration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log: LogConfig::default(),
+            mysql: MysqlConfig::default(),
+            redis: RedisConfig::default(),
+            grpc_listen: "127.0.0.1:7101".into(),
+            http_listen: "127.0.0.1:7102".into(),
+            node_id: String::new(),
+            app_code: "hyapp".into(),
+            room: RoomConfig::default(),
+            wallet: WalletConfig::default(),
+            rocketmq: MqConfig::default(),
+            outbox_worker: OutboxWorkerConfig::default(),
+            tencent_im: TencentImConfig::default(),
+            saga: SagaConfig::default(),
+            shutdown_grace: ConfigDuration::from_secs(20),
+        }
+    }
+}
+
+/// The `redis` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Room lease validity; renewed at a third of it while the cell is loaded.
+    pub lease_ttl: ConfigDuration,
+    /// Deadline of one Redis command, so an outage fails requests instead of hanging them.
+    pub command_timeout: ConfigDuration,
+    /// Connections in the client pool.
+    pub pool_size: usize,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379".into(),
+            lease_ttl: ConfigDuration::from_secs(30),
+            command_timeout: ConfigDuration::from_secs(1),
+            pool_size: 4,
+        }
+    }
+}
+
+/// The `room` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoomConfig {
+    /// Write a full snapshot every this many versions.
+    pub snapshot_every_n: u64,
+    /// Commit several queued commands of one room in one transaction.
+    pub group_commit: bool,
+    /// Largest number of commands in one group commit.
+    pub group_commit_max_batch: usize,
+    /// Queued requests per room before new ones are refused (RESOURCE_EXHAUSTED).
+    pub mailbox_capacity: usize,
+    /// A loaded room cell idle this long is dropped and its lease released.
+    pub idle_ttl: ConfigDuration,
+    /// Recent command replies kept per loaded room for cheap idempotent replays.
+    pub recent_commands_per_room: usize,
+    /// A user whose heartbeat is older than this leaves the room.
+    pub presence_ttl: ConfigDuration,
+    /// How often the presence worker looks for expired users.
+    pub presence_sweep_interval: ConfigDuration,
+    /// room-core tunables for new rooms (existing rooms keep theirs).
+    pub rules: RulesConfig,
+}
+
+impl Default for RoomConfig {
+    fn default() -> Self {
+        Self {
+            snapshot_every_n: 100,
+            group_commit: true,
+            group_commit_max_batch: 64,
+            mailbox_capacity: 1024,
+            idle_ttl: ConfigDuration::from_secs(300),
+            recent_commands_per_room: 16,
+            presence_ttl: ConfigDuration::from_secs(60),
+            presence_sweep_interval: ConfigDuration::from_secs(5),
+            rules: RulesConfig::default(),
+        }
+    }
+}
+
+/// `room.rules`: [`RoomRules`] with config-file durations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RulesConfig {
+    /// Senders kept in the contribution rank.
+    pub rank_size: usize,
+    /// Daily heat needed for treasure levels 1, 2, 3, ...
+    pub treasure_thresholds: Vec<u64>,
+    /// Delay between a box appearing and becoming openable.
+    pub treasure_countdown: ConfigDuration,
+    /// Largest `mic_seat_count` of CreateRoom.
+    pub max_mic_seats: u32,
+    /// Largest gift `count`.
+    pub max_gift_count: u32,
+    /// Largest gift `unit_value`.
+    pub max_gift_unit_value: u64,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        let rules = RoomRules::default();
+        Self {
+            rank_size: rules.rank_size,
+            treasure_thresholds: rules.treasure_thresholds,
+            treasure_countdown: ConfigDuration::from_millis(rules.treasure_countdown_ms),
+            max_mic_seats: rules.max_mic_seats,
+            max_gift_count: rules.max_gift_count,
+            max_gift_unit_value: rules.max_gift_unit_value,
+        }
+    }
+}
+
+impl RulesConfig {
+    /// The room-core rules.
+    pub fn to_rules(&self) -> RoomRules {
+        RoomRules {
+            rank_size: self.rank_size,
+            treasure_thresholds: self.treasure_thresholds.clone(),
+            treasure_countdown_ms: self.treasure_countdown.as_millis(),
+            max_mic_seats: self.max_mic_seats,
+            max_gift_count: self.max_gift_count,
+            max_gift_unit_value: self.max_gift_unit_value,
+        }
+    }
+}
+
+/// The `wallet` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WalletConfig {
+    /// `http://host:port` of the wallet gRPC service.
+    pub endpoint: String,
+    /// Deadline of one Debit/Refund call.
+    pub timeout: ConfigDuration,
+}
+
+impl Default for WalletConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "http://127.0.0.1:7401".into(),
+            timeout: ConfigDuration::from_secs(2),
+        }
+    }
+}
+
+/// The `saga` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SagaConfig {
+    /// How often the recovery sweep runs.
+    pub sweep_interval: ConfigDuration,
+    /// A saga untouched this long is considered abandoned by a crash and compensated.
+    pub stuck_after: ConfigDuration,
+}
+
+impl Default for SagaConfig {
+    fn default() -> Self {
+        Self {
+            sweep_interval: ConfigDuration::from_secs(30),
+            stuck_after: ConfigDuration::from_secs(60),
+        }
+    }
+}
+
+/// Keys whose `ROOM__…` environment value is a comma-separated list.
+const LIST_KEYS: &[&str] = &[
+    "room.rules.treasure_thresholds",
+    "rocketmq.name_servers",
+];
+
+impl Config {
+    /// Loads the layered configuration and validates it.
+    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
+        let config: Config = ConfigSources {
+            service: "room-service",
+            env_prefix: "ROOM",
+            file,
+            list_keys: LIST_KEYS,
+        }
+        .load()
+        .map_err(|error| Error::Config(error.to_string()))?;
+        config.validate()
+    }
+
+    /// Checks values and fills derived defaults (`node_id`, fallbacks of non-positive durations).
+    pub fn validate(mut self) -> Result<Self, Error> {
+        let invalid = |message: String| Err(Error::Config(message));
+        if self.node_id.is_empty() {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "room-service".into());
+            self.node_id = format!("{host}-{}", std::process::id());
+        }
+        if self.node_id.len() > 128 || !is_id_charset(&self.node_id) {
+            return invalid(format!(
+                "node_id `{}` must be 1..=128 chars of [A-Za-z0-9_.:-]",
+                self.node_id
+            ));
+        }
+        if self.app_code.is_empty() || self.app_code.len() > MAX_APP_CODE_LEN || !is_id_charset(&self.app_code) {
+            return invalid(format!(
+                "app_code `{}` must be 1..={MAX_APP_CODE_LEN} chars of [A-Za-z0-9_.:-]",
+                self.app_code
+            ));
+        }
+        for (key, value) in [("grpc_listen", &self.grpc_listen), ("http_listen", &self.http_listen)] {
+            if value.parse::<std::net::SocketAddr>().is_err() {
+                return invalid(format!("{key} `{value}` is not a host:port socket address"));
+            }
+        }
+        if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
+            return invalid(format!("redis.url `{}` must start with redis:// or rediss://", self.redis.url));
+        }
+        if self.redis.lease_ttl.as_millis() < 1_000 {
+            return invalid(format!("redis.lease_ttl must be at least 1s, got {}", self.redis.lease_ttl));
+        }
+        self.redis.command_timeout = self.redis.command_timeout.positive_or(ConfigDuration::from_secs(1));
+        self.redis.pool_size = self.redis.pool_size.clamp(1, 64);
+        let room = &mut self.room;
+        if room.snapshot_every_n == 0 {
+            return invalid("room.snapshot_every_n must be at least 1".into());
+        }
+        if !(1..=1024).contains(&room.group_commit_max_batch) {
+            return invalid(format!(
+                "room.group_commit_max_batch must be in 1..=1024, got {}",
+                room.group_commit_max_batch
+            ));
+        }
+        if room.mailbox_capacity == 0 {
+            return invalid("room.mailbox_capacity must be at least 1".into());
+        }
+        room.idle_ttl = room.idle_ttl.positive_or(ConfigDuration::from_secs(300));
+        room.presence_ttl = room.presence_ttl.positive_or(ConfigDuration::from_secs(60));
+        room.presence_sweep_interval = room.presence_sweep_interval.positive_or(ConfigDuration::from_secs(5));
+        if room.rules.rank_size == 0 {
+            return invalid("room.rules.rank_size must be at least 1".into());
+        }
+        if room.rules.treasure_thresholds.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return invalid("room.rules.treasure_thresholds must be strictly increasing".into());
+        }
+        if !room.rules.treasure_countdown.is_positive() {
+            return invalid("room.rules.treasure_countdown must be positive".into());
+        }
+        if room.rules.max_mic_seats == 0 || room.rules.max_gift_count == 0 || room.rules.max_gift_unit_value == 0 {
+            return invalid("room.rules.max_mic_seats, max_gift_count and max_gift_unit_value must be at least 1".into());
+        }
+        // Keeps count × unit_value representable as the wallet's i64 amount.
+        if u128::from(room.rules.max_gift_count) * u128::from(room.rules.max_gift_unit_value) > i64::MAX as u128 {
+            return invalid("room.rules.max_gift_count × max_gift_unit_value must fit in i64".into());
+        }
+        if !self.wallet.endpoint.starts_with("http://") && !self.wallet.endpoint.starts_with("https://") {
+            return invalid(format!("wallet.endpoint `{}` must start with http:// or https://", self.wallet.endpoint));
+        }
+        self.wallet.timeout = self.wallet.timeout.positive_or(ConfigDuration::from_secs(2));
+        self.saga.sweep_interval = self.saga.sweep_interval.positive_or(ConfigDuration::from_secs(30));
+        self.saga.stuck_after = self.saga.stuck_after.positive_or(ConfigDuration::from_secs(60));
+        if self.tencent_im.enabled {
+            if self.tencent_im.sdk_app_id == 0 {
+                return invalid("tencent_im.sdk_app_id is required when tencent_im.enabled".into());
+            }
+            if self.tencent_im.secret_key.is_empty() {
+                return invalid("tencent_im.secret_key is required when tencent_im.enabled".into());
+            }
+            if !self.tencent_im.group_id_template.contains("{room_id}") {
+                return invalid("tencent_im.group_id_template must contain {room_id}".into());
+            }
+        }
+        self.shutdown_grace = self.shutdown_grace.positive_or(ConfigDuration::from_secs(20));
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = Config::default().validate().unwrap();
+        assert!(!config.node_id.is_empty());
+        assert_eq!(config.room.rules.to_rules(), RoomRules::default());
+    }
+
+    #[test]
+    fn messages_name_the_key() {
+        let cases: Vec<(fn(&mut Config), &str)> = vec![
+            (|c| c.room.snapshot_every_n = 0, "room.snapshot_every_n"),
+            (|c| c.room.group_commit_max_batch = 0, "room.group_commit_max_batch"),
+            (|c| c.wallet.endpoint = "wallet:1".into(), "wallet.endpoint"),
+            (|c| c.redis.url = "localhost".into(), "redis.url"),
+            (|c| c.grpc_listen = "nowhere".into(), "grpc_listen"),
+            (|c| c.node_id = "bad node".into(), "node_id"),
+            (|c| c.room.rules.treasure_thresholds = vec![5, 5], "room.rules.treasure_thresholds"),
+            (|c| c.tencent_im.enabled = true, "tencent_im.sdk_app_id"),
+        ];
+        for (mutate, key) in cases {
+            let mut config = Config::default();
+            mutate(&mut config);
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.contains(key), "{error} should name {key}");
+        }
+    }
+
+    #[test]
+    fn non_positive_durations_fall_back() {
+        let mut config = Config::default();
+        config.room.presence_sweep_interval = ConfigDuration::from_millis(0);
+        config.saga.sweep_interval = ConfigDuration::from_millis(-5);
+        let config = config.validate().unwrap();
+        assert_eq!(config.room.presence_sweep_interval, ConfigDuration::from_secs(5));
+        assert_eq!(config.saga.sweep_interval, ConfigDuration::from_secs(30));
+    }
+}

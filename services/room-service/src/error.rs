@@ -1,0 +1,278 @@
+//! The crate's one [`Error`] and its [`ErrorCode`], which converts to both a
+//! gRPC [`tonic::Code`] and an HTTP status, so every transport reports the same
+//! class for the same failure.
+
+use room_core::{Rejection, RejectionKind};
+
+/// Transport-independent class of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// Malformed request.
+    InvalidArgument,
+    /// The room (or addressed object) does not exist.
+    NotFound,
+    /// The command_id was used before for a different request.
+    AlreadyExists,
+    /// Well-formed but not allowed in the current state.
+    FailedPrecondition,
+    /// The actor may not do this.
+    PermissionDenied,
+    /// A concurrent owner changed the room; retry.
+    Aborted,
+    /// Too many queued requests for one room.
+    ResourceExhausted,
+    /// A dependency (MySQL, Redis, wallet) is down, the room is owned elsewhere, or we are draining.
+    Unavailable,
+    /// A bug or corrupt data.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The gRPC code.
+    pub fn grpc(self) -> tonic::Code {
+        match self {
+            ErrorCode::InvalidArgument => tonic::Code::InvalidArgument,
+            ErrorCode::NotFound => tonic::Code::NotFound,
+            ErrorCode::AlreadyExists => tonic::Code::AlreadyExists,
+            ErrorCode::FailedPrecondition => tonic::Code::FailedPrecondition,
+            ErrorCode::PermissionDenied => tonic::Code::PermissionDenied,
+            ErrorCode::Aborted => tonic::Code::Aborted,
+            ErrorCode::ResourceExhausted => tonic::Code::ResourceExhausted,
+            ErrorCode::Unavailable => tonic::Code::Unavailable,
+            ErrorCode::Internal => tonic::Code::Internal,
+        }
+    }
+
+    /// The HTTP status.
+    pub fn http(self) -> axum::http::StatusCode {
+        use axum::http::StatusCode;
+        match self {
+            ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::AlreadyExists => StatusCode::CONFLICT,
+            ErrorCode::FailedPrecondition => StatusCode::PRECONDITION_FAILED,
+            ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+            ErrorCode::Aborted => StatusCode::CONFLICT,
+            ErrorCode::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Short label for metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::FailedPrecondition => "failed_precondition",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::Aborted => "aborted",
+            ErrorCode::ResourceExhausted => "resource_exhausted",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// Everything that can go wrong in room-service.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// A request field is malformed; the message names the field.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// room-core refused the command.
+    #[error("{0}")]
+    Rejected(Rejection),
+    /// The command_id was used before for a different request.
+    #[error("command_id {command_id} was already used for a different request ({original})")]
+    CommandIdReused {
+        /// The reused id.
+        command_id: String,
+        /// What the id was first used for.
+        original: String,
+    },
+    /// A SendGift with this command_id failed earlier and was refunded; its id is spent.
+    #[error("command_id {command_id} belongs to a gift that failed and was refunded; use a new command_id")]
+    GiftCompensated {
+        /// The spent id.
+        command_id: String,
+    },
+    /// A SendGift with this command_id is still being processed or recovered.
+    #[error("command_id {command_id} is still being processed; retry later")]
+    GiftInFlight {
+        /// The busy id.
+        command_id: String,
+    },
+    /// Another node holds the room's lease.
+    #[error("room {room_id} is owned by node {owner}")]
+    OwnedElsewhere {
+        /// The room.
+        room_id: String,
+        /// The owning node.
+        owner: String,
+    },
+    /// The version compare-and-set failed: another owner wrote the room since we loaded it.
+    #[error("room {room_id} was changed by another owner; retry")]
+    StaleOwner {
+        /// The room.
+        room_id: String,
+    },
+    /// The wallet refused the debit because the sender cannot afford it.
+    #[error("insufficient balance: user {user_id} cannot pay {amount}")]
+    InsufficientBalance {
+        /// The sender.
+        user_id: String,
+        /// The gift's total value.
+        amount: i64,
+    },
+    /// The wallet refused the debit for another reason.
+    #[error("wallet refused the debit: {0}")]
+    WalletRefused(String),
+    /// The wallet could not be reached or failed.
+    #[error("wallet unavailable: {0}")]
+    WalletUnavailable(String),
+    /// MySQL could not be reached or failed.
+    #[error("database unavailable: {0}")]
+    Database(String),
+    /// Redis could not be reached or failed.
+    #[error("redis unavailable: {0}")]
+    Redis(String),
+    /// The room's mailbox is full.
+    #[error("room {room_id} is overloaded; retry later")]
+    Overloaded {
+        /// The room.
+        room_id: String,
+    },
+    /// The server is shutting down.
+    #[error("room-service is shutting down")]
+    ShuttingDown,
+    /// Invalid configuration; the message names the key.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Binding or serving a listener failed.
+    #[error("server: {0}")]
+    Server(String),
+    /// Stored data that cannot be decoded or replayed.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The transport-independent class.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            Error::Rejected(rejection) => match rejection.kind() {
+                RejectionKind::InvalidArgument => ErrorCode::InvalidArgument,
+                RejectionKind::NotFound => ErrorCode::NotFound,
+                RejectionKind::FailedPrecondition => ErrorCode::FailedPrecondition,
+                RejectionKind::PermissionDenied => ErrorCode::PermissionDenied,
+            },
+            Error::CommandIdReused { .. } => ErrorCode::AlreadyExists,
+            Error::GiftCompensated { .. } | Error::InsufficientBalance { .. } | Error::WalletRefused(_) => {
+                ErrorCode::FailedPrecondition
+            }
+            Error::GiftInFlight { .. } | Error::StaleOwner { .. } => ErrorCode::Aborted,
+            Error::Overloaded { .. } => ErrorCode::ResourceExhausted,
+            Error::OwnedElsewhere { .. }
+            | Error::WalletUnavailable(_)
+            | Error::Database(_)
+            | Error::Redis(_)
+            | Error::ShuttingDown => ErrorCode::Unavailable,
+            Error::Config(_) | Error::Server(_) | Error::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// Stable machine-readable reason, sent as the `x-error-reason` metadata.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::InvalidArgument(_) => "invalid_argument",
+            Error::Rejected(rejection) => rejection.code(),
+            Error::CommandIdReused { .. } => "command_id_reused",
+            Error::GiftCompensated { .. } => "gift_compensated",
+            Error::GiftInFlight { .. } => "gift_in_flight",
+            Error::OwnedElsewhere { .. } => "room_owned_elsewhere",
+            Error::StaleOwner { .. } => "stale_owner",
+            Error::InsufficientBalance { .. } => "insufficient_balance",
+            Error::WalletRefused(_) => "wallet_refused",
+            Error::WalletUnavailable(_) => "wallet_unavailable",
+            Error::Database(_) => "database_unavailable",
+            Error::Redis(_) => "redis_unavailable",
+            Error::Overloaded { .. } => "overloaded",
+            Error::ShuttingDown => "shutting_down",
+            Error::Config(_) => "config",
+            Error::Server(_) => "server",
+            Error::Internal(_) => "internal",
+        }
+    }
+
+    /// The database error, classified once here: every sqlx failure the
+    /// pipeline does not handle itself means MySQL is unreachable or failing.
+    pub fn database(error: &sqlx::Error) -> Error {
+        Error::Database(error.to_string())
+    }
+
+    /// A Redis failure.
+    pub fn redis(error: &fred::error::Error) -> Error {
+        Error::Redis(error.to_string())
+    }
+}
+
+impl From<Rejection> for Error {
+    fn from(rejection: Rejection) -> Self {
+        Error::Rejected(rejection)
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(error: Error) -> Self {
+        let mut status = tonic::Status::new(error.code().grpc(), error.to_string());
+        if let Ok(value) = error.reason().parse() {
+            status.metadata_mut().insert("x-error-reason", value);
+        }
+        if let Error::OwnedElsewhere { owner, .. } = &error
+            && let Ok(value) = owner.parse()
+        {
+            status.metadata_mut().insert("x-room-owner", value);
+        }
+        status
+    }
+}
+
+impl axum::response::IntoResponse for Error {
+    fn into_response(self) -> axum::response::Response {
+        (self.code().http(), self.to_string()).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejection_kinds_map_to_grpc_and_http() {
+        let cases = [
+            (Rejection::RoomNotFound, tonic::Code::NotFound, 404),
+            (Rejection::SeatTaken, tonic::Code::FailedPrecondition, 412),
+            (Rejection::CannotKickOwner, tonic::Code::PermissionDenied, 403),
+            (Rejection::AmountOverflow, tonic::Code::InvalidArgument, 400),
+        ];
+        for (rejection, grpc, http) in cases {
+            let error = Error::from(rejection);
+            assert_eq!(error.code().grpc(), grpc);
+            assert_eq!(error.code().http().as_u16(), http);
+        }
+    }
+
+    #[test]
+    fn owner_is_named_in_message_and_metadata() {
+        let status = tonic::Status::from(Error::OwnedElsewhere {
+            room_id: "r1".into(),
+            owner: "node-b".into(),
+        });
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().contains("node-b"));
+        assert_eq!(status.metadata().get("x-room-owner").unwrap(), "node-b");
+    }
+}

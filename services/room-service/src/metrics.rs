@@ -1,0 +1,111 @@
+//! Prometheus metrics of room-service, served on the admin port's `/metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of a command metric.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandLabels {
+    /// Command name.
+    pub command: String,
+    /// `ok`, `replayed` or an error label.
+    pub outcome: String,
+}
+
+/// Labels of a per-command histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandNameLabel {
+    /// Command name.
+    pub command: String,
+}
+
+/// Every metric the service records.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Write commands by name and outcome.
+    pub commands: Family<CommandLabels, Counter>,
+    /// End-to-end write command latency.
+    pub command_seconds: Family<CommandNameLabel, Histogram>,
+    /// Commands per SaveMutation transaction (group commit).
+    pub batch_size: Histogram,
+    /// Room cells currently loaded on this node.
+    pub cells_loaded: Gauge,
+    /// Sagas compensated (refund issued) by the pipeline or the sweep.
+    pub sagas_compensated: Counter,
+    /// Users removed by the presence worker.
+    pub presence_expired: Counter,
+    /// Best-effort projection writes that failed.
+    pub projection_failures: Counter,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            commands: Family::default(),
+            command_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
+            }),
+            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            cells_loaded: Gauge::default(),
+            sagas_compensated: Counter::default(),
+            presence_expired: Counter::default(),
+            projection_failures: Counter::default(),
+        };
+        registry.register(
+            "room_commands",
+            "Room write commands by outcome",
+            metrics.commands.clone(),
+        );
+        registry.register(
+            "room_command_seconds",
+            "Room write command latency",
+            metrics.command_seconds.clone(),
+        );
+        registry.register(
+            "room_group_commit_batch_size",
+            "Commands committed per SaveMutation transaction",
+            metrics.batch_size.clone(),
+        );
+        registry.register(
+            "room_cells_loaded",
+            "Room cells loaded on this node",
+            metrics.cells_loaded.clone(),
+        );
+        registry.register(
+            "room_gift_sagas_compensated",
+            "Gift sagas refunded",
+            metrics.sagas_compensated.clone(),
+        );
+        registry.register(
+            "room_presence_expired",
+            "Users removed after their heartbeat expired",
+            metrics.presence_expired.clone(),
+        );
+        registry.register(
+            "room_projection_failures",
+            "Best-effort Redis projection writes that failed",
+            metrics.projection_failures.clone(),
+        );
+        metrics
+    }
+
+    /// Records one finished write command.
+    pub fn record_command(&self, command: &str, outcome: &str, seconds: f64) {
+        self.commands
+            .get_or_create(&CommandLabels {
+                command: command.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.command_seconds
+            .get_or_create(&CommandNameLabel {
+                command: command.to_owned(),
+            })
+            .observe(seconds);
+    }
+}

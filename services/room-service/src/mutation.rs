@@ -1,0 +1,218 @@
+//! Turns a batch of applied commands into what gets written: the
+//! SaveMutation rows (command log, outbox envelopes, treasure wake-ups, room
+//! meta), the Redis projection, and each command's reply.
+
+use hyapp_api::room::{CommandReply, EventSummary};
+use outbox_schema::names::{TOPIC_ROOM_OUTBOX, TOPIC_TREASURE_OPEN};
+use outbox_schema::row::{LANE_CHAIN, LANE_DELAYED};
+use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, shard_of, wakeup_for};
+use prost::Message;
+use room_core::{EventKind, RoomEvent, RoomState, RoomStatus};
+
+use crate::cell::{Cell, PipelineSettings};
+use crate::redis::{Projection, presence_member};
+use crate::store::{Mutation, NewCommandRow, RoomMetaUpdate};
+use crate::timing::is_im_event;
+use crate::validate::CommandRequest;
+
+/// Event type of treasure wake-up rows.
+pub const WAKEUP_EVENT_TYPE: &str = "TreasureOpenWakeup";
+
+/// One accepted command of a batch.
+#[derive(Debug)]
+pub struct AppliedCommand {
+    /// Room version after it.
+    pub version: u64,
+    /// Events it produced.
+    pub events: Vec<RoomEvent>,
+    /// Members dropped by a RoomClosed (their presence goes too).
+    pub left_on_close: Vec<String>,
+    /// State right after a CreateRoom, stored as the room's first snapshot.
+    pub creation_image: Option<RoomState>,
+}
+
+/// Everything one batch writes.
+#[derive(Debug)]
+pub struct Built {
+    /// The SaveMutation.
+    pub mutation: Mutation,
+    /// Redis writes after the commit.
+    pub projection: Projection,
+    /// Each command's reply and (activity_async_outbox, tencent_im_async_outbox).
+    pub replies: Vec<(CommandReply, (bool, bool))>,
+}
+
+fn status_name(status: RoomStatus) -> &'static str {
+    match status {
+        RoomStatus::Vacant => "vacant",
+        RoomStatus::Open => "open",
+        RoomStatus::Closed => "closed",
+    }
+}
+
+/// Builds the batch's writes. `requests[i]` produced `applied[i]`.
+pub fn build(
+    settings: &PipelineSettings,
+    cell: &Cell,
+    requests: &[&CommandRequest],
+    applied: &[AppliedCommand],
+    final_state: &RoomState,
+    now_ms: i64,
+) -> Built {
+    let room_id = final_state.room_id.clone();
+    let shard = shard_of(&room_id);
+    let app_code = if cell.app_code.is_empty() {
+        requests.first().map(|request| request.app_code.clone()).unwrap_or_default()
+    } else {
+        cell.app_code.clone()
+    };
+    let mut commands = Vec::with_capacity(requests.len());
+    let mut outbox = Vec::new();
+    let mut replies = Vec::with_capacity(requests.len());
+    let mut projection = Projection::default();
+    let mut snapshot = None;
+    let mut heat_changed = false;
+    let presence_expiry = now_ms.saturating_add(settings.presence_ttl_ms);
+
+    for (request, command) in requests.iter().zip(applied) {
+        let context = EnvelopeContext {
+            app_code: app_code.clone(),
+            room_id: room_id.clone(),
+            room_version: command.version,
+            command_id: request.command_id.clone(),
+            request_id: request.request_id.clone(),
+            occurred_at_ms: now_ms,
+            traceparent: request.traceparent.clone(),
+            tracestate: String::new(),
+        };
+        let mut summaries = Vec::with_capacity(command.events.len());
+        let mut im_outbox = false;
+        for event in &command.events {
+            let event_id = uuid::Uuid::now_v7().to_string();
+            let envelope = envelope_for(&context, event_id.clone(), event);
+            let event_type = event.kind.event_type();
+            im_outbox |= is_im_event(event_type);
+            if settings.treasure_wakeups
+                && let Some(wakeup) = wakeup_for(&envelope)
+            {
+                outbox.push(NewOutboxRow {
+                    event_id: uuid::Uuid::now_v7().to_string(),
+                    app_code: app_code.clone(),
+                    room_id: room_id.clone(),
+                    shard,
+                    lane: LANE_DELAYED,
+                    room_event_seq: event.seq,
+                    event_type: WAKEUP_EVENT_TYPE.into(),
+                    topic: TOPIC_TREASURE_OPEN.into(),
+                    payload: wakeup.encode_to_vec(),
+                    traceparent: request.traceparent.clone(),
+                    not_before_ms: wakeup.open_at_ms,
+                    created_at_ms: now_ms,
+                });
+            }
+            outbox.push(NewOutboxRow {
+                event_id: event_id.clone(),
+                app_code: app_code.clone(),
+                room_id: room_id.clone(),
+                shard,
+                lane: LANE_CHAIN,
+                room_event_seq: event.seq,
+                event_type: event_type.into(),
+                topic: TOPIC_ROOM_OUTBOX.into(),
+                payload: envelope.encode_to_vec(),
+                traceparent: request.traceparent.clone(),
+                not_before_ms: now_ms,
+                created_at_ms: now_ms,
+            });
+            summaries.push(EventSummary {
+                event_id,
+                event_type: event_type.into(),
+                seq: event.seq,
+            });
+            project_event(&mut projection, &room_id, &event.kind, presence_expiry, &mut heat_changed);
+        }
+        for user_id in &command.left_on_close {
+            projection.presence_remove.push(presence_member(&room_id, user_id));
+        }
+        if snapshot.is_none()
+            && let Some(image) = &command.creation_image
+        {
+            snapshot = serde_json::to_vec(image).ok().map(|state| (image.version, state));
+        }
+        let reply = CommandReply {
+            room_id: room_id.clone(),
+            room_version: command.version,
+            events: summaries,
+            replayed: false,
+        };
+        commands.push(NewCommandRow {
+            command_id: request.command_id.clone(),
+            room_version: command.version,
+            command_name: request.command.name(),
+            fingerprint: request.fingerprint,
+            command: serde_json::to_vec(&request.command).unwrap_or_default(),
+            applied_at_ms: now_ms,
+            reply: reply.encode_to_vec(),
+        });
+        replies.push((reply, (!command.events.is_empty(), im_outbox)));
+    }
+    if heat_changed && final_state.status == RoomStatus::Open {
+        projection.room_heat = Some((room_id.clone(), final_state.heat));
+    }
+    if !outbox.is_empty() {
+        projection.nudge_shard = Some(shard);
+    }
+    let committed_gifts = requests
+        .iter()
+        .filter(|request| request.gift_charge().is_some())
+        .map(|request| request.command_id.clone())
+        .collect();
+    Built {
+        mutation: Mutation {
+            room_id: room_id.clone(),
+            expected_version: cell.state.version,
+            meta: RoomMetaUpdate {
+                app_code,
+                status: status_name(final_state.status),
+                owner_id: final_state.owner_id.clone(),
+                title: final_state.title.clone(),
+                version: final_state.version,
+                event_seq: final_state.event_seq,
+                heat: final_state.heat,
+            },
+            now_ms,
+            commands,
+            outbox,
+            committed_gifts,
+            snapshot,
+        },
+        projection,
+        replies,
+    }
+}
+
+fn project_event(projection: &mut Projection, room_id: &str, kind: &EventKind, expires_at_ms: i64, heat_changed: &mut bool) {
+    match kind {
+        EventKind::RoomCreated { owner_id, .. } => {
+            *heat_changed = true;
+            projection.presence_set.push((presence_member(room_id, owner_id), expires_at_ms));
+        }
+        EventKind::RoomUserJoined { user_id } => {
+            let member = presence_member(room_id, user_id);
+            projection.presence_remove.retain(|removed| *removed != member);
+            projection.presence_set.push((member, expires_at_ms));
+        }
+        EventKind::RoomUserLeft { user_id, .. } => {
+            let member = presence_member(room_id, user_id);
+            projection.presence_set.retain(|(set, _)| *set != member);
+            projection.presence_remove.push(member);
+        }
+        EventKind::RoomHeatChanged { .. } => *heat_changed = true,
+        EventKind::RoomClosed { .. } => {
+            projection.room_heat = None;
+            projection.remove_room = Some(room_id.to_owned());
+            projection.presence_set.clear();
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,404 @@
+//! The MySQL repository: loading a room (meta, newest snapshot, command log
+//! tail), SaveMutation (command log + outbox + room meta compare-and-set + saga
+//! completion in ONE transaction), snapshots, command lookups for idempotency,
+//! and the saga table (`saga`). SQL error codes are classified here, once.
+
+pub mod saga;
+
+use outbox_schema::NewOutboxRow;
+use sqlx::{MySqlPool, Row};
+
+/// MySQL/MariaDB `ER_DUP_ENTRY`.
+const ER_DUP_ENTRY: u16 = 1062;
+
+/// The `rooms` row of a room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoomMeta {
+    /// App code the room was created under.
+    pub app_code: String,
+    /// Committed room version.
+    pub version: u64,
+}
+
+/// A command log row, as needed to answer a reused command_id.
+#[derive(Debug, Clone)]
+pub struct StoredCommand {
+    /// The id.
+    pub command_id: String,
+    /// Room it was applied to.
+    pub room_id: String,
+    /// Command name.
+    pub command_name: String,
+    /// Request fingerprint.
+    pub fingerprint: Vec<u8>,
+    /// Encoded `CommandReply` (with `replayed=false`).
+    pub reply: Vec<u8>,
+}
+
+/// A command log row to replay.
+#[derive(Debug, Clone)]
+pub struct LoggedCommand {
+    /// Version the command produced.
+    pub room_version: u64,
+    /// Serialized room_core command (JSON).
+    pub command: Vec<u8>,
+    /// The `now_ms` it was applied with.
+    pub applied_at_ms: i64,
+}
+
+/// One command log row to write.
+#[derive(Debug, Clone)]
+pub struct NewCommandRow {
+    /// Idempotency key.
+    pub command_id: String,
+    /// Version after the command.
+    pub room_version: u64,
+    /// Command name.
+    pub command_name: &'static str,
+    /// Request fingerprint.
+    pub fingerprint: [u8; 32],
+    /// Serialized room_core command (JSON).
+    pub command: Vec<u8>,
+    /// `now_ms` given to apply.
+    pub applied_at_ms: i64,
+    /// Encoded `CommandReply`.
+    pub reply: Vec<u8>,
+}
+
+/// The room meta after a mutation.
+#[derive(Debug, Clone)]
+pub struct RoomMetaUpdate {
+    /// App code.
+    pub app_code: String,
+    /// `open` / `closed`.
+    pub status: &'static str,
+    /// Owner.
+    pub owner_id: String,
+    /// Title.
+    pub title: String,
+    /// New version.
+    pub version: u64,
+    /// New event sequence.
+    pub event_seq: u64,
+    /// Current heat.
+    pub heat: u64,
+}
+
+/// Everything one SaveMutation commits atomically.
+#[derive(Debug, Clone)]
+pub struct Mutation {
+    /// Room.
+    pub room_id: String,
+    /// Version the cell was at before the batch (0 = the room row does not exist yet).
+    pub expected_version: u64,
+    /// Meta after the batch.
+    pub meta: RoomMetaUpdate,
+    /// Commit time.
+    pub now_ms: i64,
+    /// Command log rows, in version order.
+    pub commands: Vec<NewCommandRow>,
+    /// Outbox rows, in commit order.
+    pub outbox: Vec<NewOutboxRow>,
+    /// SendGift sagas completed by this commit.
+    pub committed_gifts: Vec<String>,
+    /// A snapshot to write inside the transaction (the creation image, so replay
+    /// never depends on the rules in today's config): (version, state JSON).
+    pub snapshot: Option<(u64, Vec<u8>)>,
+}
+
+/// Why SaveMutation did not commit.
+#[derive(Debug)]
+pub enum SaveError {
+    /// A command_id of the batch is already in the log.
+    DuplicateCommandId,
+    /// The version compare-and-set failed: another owner wrote the room.
+    VersionConflict,
+    /// A gift's saga was compensated (by the sweep) before the commit.
+    SagaGone,
+    /// MySQL failed. `commit_sent` is true when the failure came from COMMIT
+    /// itself, so whether the transaction committed is unknown.
+    Database {
+        /// The driver error.
+        error: sqlx::Error,
+        /// Whether COMMIT had been sent.
+        commit_sent: bool,
+    },
+}
+
+/// True when `error` is a duplicate-key violation of the named unique key.
+pub fn is_duplicate(error: &sqlx::Error, key: &str) -> bool {
+    match error {
+        sqlx::Error::Database(db) => {
+            db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|mysql| mysql.number() == ER_DUP_ENTRY)
+                && db.message().contains(key)
+        }
+        _ => false,
+    }
+}
+
+/// The repository.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: MySqlPool,
+}
+
+impl Store {
+    /// Wraps a pool.
+    pub fn new(pool: MySqlPool) -> Self {
+        Self { pool }
+    }
+
+    /// The pool (for shutdown and tests).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The room's meta row, if the room was ever created.
+    pub async fn room_meta(&self, room_id: &str) -> Result<Option<RoomMeta>, sqlx::Error> {
+        let row = sqlx::query("SELECT app_code, version FROM rooms WHERE room_id = ?")
+            .bind(room_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| {
+            Ok(RoomMeta {
+                app_code: row.try_get("app_code")?,
+                version: row.try_get("version")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The newest snapshot at or below `max_version`: (version, state JSON).
+    pub async fn latest_snapshot(
+        &self,
+        room_id: &str,
+        max_version: u64,
+    ) -> Result<Option<(u64, Vec<u8>)>, sqlx::Error> {
+        let row = sqlx::query(
+            "SELECT version, state FROM room_snapshots WHERE room_id = ? AND version <= ? \
+             ORDER BY version DESC LIMIT 1",
+        )
+        .bind(room_id)
+        .bind(max_version)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| Ok((row.try_get("version")?, row.try_get("state")?)))
+            .transpose()
+    }
+
+    /// Command log rows after `version`, in version order.
+    pub async fn commands_after(
+        &self,
+        room_id: &str,
+        version: u64,
+    ) -> Result<Vec<LoggedCommand>, sqlx::Error> {
+        let rows = sqlx::query(
+            "SELECT room_version, command, applied_at_ms FROM room_command_log \
+             WHERE room_id = ? AND room_version > ? ORDER BY room_version",
+        )
+        .bind(room_id)
+        .bind(version)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(LoggedCommand {
+                    room_version: row.try_get("room_version")?,
+                    command: row.try_get("command")?,
+                    applied_at_ms: row.try_get("applied_at_ms")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Stored commands for these ids (whatever room they belong to).
+    pub async fn lookup_commands(&self, ids: &[&str]) -> Result<Vec<StoredCommand>, sqlx::Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut builder = sqlx::QueryBuilder::new(
+            "SELECT command_id, room_id, command_name, request_fingerprint, reply \
+             FROM room_command_log WHERE command_id IN (",
+        );
+        let mut separated = builder.separated(", ");
+        for id in ids {
+            separated.push_bind(*id);
+        }
+        separated.push_unseparated(")");
+        let rows = builder.build().fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(StoredCommand {
+                    command_id: row.try_get("command_id")?,
+                    room_id: row.try_get("room_id")?,
+                    command_name: row.try_get("command_name")?,
+                    fingerprint: row.try_get("request_fingerprint")?,
+                    reply: row.try_get("reply")?,
+                })
+            })
+            .collect()
+    }
+
+    /// SaveMutation: one transaction, all or nothing.
+    pub async fn save_mutation(&self, mutation: &Mutation) -> Result<(), SaveError> {
+        let database = |error| SaveError::Database {
+            error,
+            commit_sent: false,
+        };
+        let mut transaction = self.pool.begin().await.map_err(database)?;
+        insert_commands(&mut transaction, &mutation.room_id, &mutation.commands)
+            .await
+            .map_err(|error| {
+                if is_duplicate(&error, "uk_command_id") {
+                    SaveError::DuplicateCommandId
+                } else if is_duplicate(&error, "uk_room_version") {
+                    SaveError::VersionConflict
+                } else {
+                    database(error)
+                }
+            })?;
+        outbox_relay::insert_outbox_rows(&mut transaction, &mutation.outbox)
+            .await
+            .map_err(database)?;
+        write_meta(&mut transaction, mutation).await?;
+        if !mutation.committed_gifts.is_empty() {
+            let mut builder = sqlx::QueryBuilder::new(
+                "UPDATE room_gift_saga SET status = 'committed', updated_at_ms = ",
+            );
+            builder.push_bind(mutation.now_ms);
+            builder.push(" WHERE status = 'debiting' AND command_id IN (");
+            let mut separated = builder.separated(", ");
+            for id in &mutation.committed_gifts {
+                separated.push_bind(id);
+            }
+            separated.push_unseparated(")");
+            let done = builder
+                .build()
+                .execute(&mut *transaction)
+                .await
+                .map_err(database)?;
+            // Fewer rows than gifts: the sweep compensated one in the meantime,
+            // so committing would keep a refunded gift.
+            if done.rows_affected() != mutation.committed_gifts.len() as u64 {
+                return Err(SaveError::SagaGone);
+            }
+        }
+        if let Some((version, state)) = &mutation.snapshot {
+            sqlx::query(
+                "INSERT INTO room_snapshots (room_id, version, state, created_at_ms) VALUES (?, ?, ?, ?)",
+            )
+            .bind(&mutation.room_id)
+            .bind(version)
+            .bind(state)
+            .bind(mutation.now_ms)
+            .execute(&mut *transaction)
+            .await
+            .map_err(database)?;
+        }
+        transaction.commit().await.map_err(|error| SaveError::Database {
+            error,
+            commit_sent: true,
+        })
+    }
+
+    /// Writes a periodic snapshot and prunes those older than `keep_from`.
+    pub async fn write_snapshot(
+        &self,
+        room_id: &str,
+        version: u64,
+        state: &[u8],
+        now_ms: i64,
+        keep_from: u64,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "INSERT IGNORE INTO room_snapshots (room_id, version, state, created_at_ms) VALUES (?, ?, ?, ?)",
+        )
+        .bind(room_id)
+        .bind(version)
+        .bind(state)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        sqlx::query("DELETE FROM room_snapshots WHERE room_id = ? AND version < ?")
+            .bind(room_id)
+            .bind(keep_from)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+async fn insert_commands(
+    connection: &mut sqlx::MySqlConnection,
+    room_id: &str,
+    rows: &[NewCommandRow],
+) -> Result<(), sqlx::Error> {
+    let mut builder = sqlx::QueryBuilder::new(
+        "INSERT INTO room_command_log (command_id, room_id, room_version, command_name, \
+         request_fingerprint, command, applied_at_ms, reply) ",
+    );
+    builder.push_values(rows, |mut row, command| {
+        row.push_bind(&command.command_id)
+            .push_bind(room_id)
+            .push_bind(command.room_version)
+            .push_bind(command.command_name)
+            .push_bind(&command.fingerprint[..])
+            .push_bind(&command.command)
+            .push_bind(command.applied_at_ms)
+            .push_bind(&command.reply);
+    });
+    builder.build().execute(connection).await.map(drop)
+}
+
+/// Room meta with the version compare-and-set: INSERT for a new room (a
+/// duplicate key means someone else created it), UPDATE ... WHERE version = expected otherwise.
+async fn write_meta(
+    connection: &mut sqlx::MySqlConnection,
+    mutation: &Mutation,
+) -> Result<(), SaveError> {
+    let meta = &mutation.meta;
+    let result = if mutation.expected_version == 0 {
+        sqlx::query(
+            "INSERT INTO rooms (room_id, app_code, status, owner_id, title, version, event_seq, heat, \
+             created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&mutation.room_id)
+        .bind(&meta.app_code)
+        .bind(meta.status)
+        .bind(&meta.owner_id)
+        .bind(&meta.title)
+        .bind(meta.version)
+        .bind(meta.event_seq)
+        .bind(meta.heat)
+        .bind(mutation.now_ms)
+        .bind(mutation.now_ms)
+        .execute(connection)
+        .await
+    } else {
+        sqlx::query(
+            "UPDATE rooms SET status = ?, owner_id = ?, title = ?, version = ?, event_seq = ?, heat = ?, \
+             updated_at_ms = ? WHERE room_id = ? AND version = ?",
+        )
+        .bind(meta.status)
+        .bind(&meta.owner_id)
+        .bind(&meta.title)
+        .bind(meta.version)
+        .bind(meta.event_seq)
+        .bind(meta.heat)
+        .bind(mutation.now_ms)
+        .bind(&mutation.room_id)
+        .bind(mutation.expected_version)
+        .execute(connection)
+        .await
+    };
+    match result {
+        Ok(done) if done.rows_affected() == 1 => Ok(()),
+        Ok(_) => Err(SaveError::VersionConflict),
+        Err(error) if is_duplicate(&error, "PRIMARY") => Err(SaveError::VersionConflict),
+        Err(error) => Err(SaveError::Database {
+            error,
+            commit_sent: false,
+        }),
+    }
+}

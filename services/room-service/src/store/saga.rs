@@ -1,0 +1,208 @@
+//! The `room_gift_saga` local message table (seed 004). A row is written
+//! (`debiting`) before the wallet debit, set to `committed` inside SaveMutation,
+//! or moved `compensating` → `compensated` around a refund. The move to
+//! `compensating` is a conditional UPDATE, which is what makes compensation and
+//! the room commit mutually exclusive.
+
+use sqlx::Row;
+
+use super::{Store, is_duplicate};
+
+/// Saga statuses as stored.
+pub mod status {
+    /// Row written, debit requested (outcome possibly unknown).
+    pub const DEBITING: &str = "debiting";
+    /// Debit known to have succeeded (written by older versions and tests; treated like `debiting`).
+    pub const DEBITED: &str = "debited";
+    /// Room commit done.
+    pub const COMMITTED: &str = "committed";
+    /// Refund in progress.
+    pub const COMPENSATING: &str = "compensating";
+    /// Refunded.
+    pub const COMPENSATED: &str = "compensated";
+}
+
+/// A saga row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SagaRow {
+    /// The SendGift command_id (also the wallet debit key).
+    pub command_id: String,
+    /// Room.
+    pub room_id: String,
+    /// Paying user.
+    pub sender_id: String,
+    /// Amount debited.
+    pub amount: u64,
+    /// Current status.
+    pub status: String,
+}
+
+/// A saga to start.
+#[derive(Debug, Clone)]
+pub struct NewSaga {
+    /// The SendGift command_id.
+    pub command_id: String,
+    /// Room.
+    pub room_id: String,
+    /// Paying user.
+    pub sender_id: String,
+    /// Amount to debit.
+    pub amount: u64,
+}
+
+/// Outcome of starting a saga.
+#[derive(Debug)]
+pub enum SagaStart {
+    /// Row written.
+    Started,
+    /// A saga with this command_id already exists.
+    Exists(SagaRow),
+}
+
+impl Store {
+    /// Writes a `debiting` row before the debit.
+    pub async fn start_saga(&self, saga: &NewSaga, now_ms: i64) -> Result<SagaStart, sqlx::Error> {
+        let inserted = sqlx::query(
+            "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, \
+             updated_at_ms) VALUES (?, ?, ?, ?, 'debiting', ?, ?)",
+        )
+        .bind(&saga.command_id)
+        .bind(&saga.room_id)
+        .bind(&saga.sender_id)
+        .bind(saga.amount)
+        .bind(now_ms)
+        .bind(now_ms)
+        .execute(self.pool())
+        .await;
+        match inserted {
+            Ok(_) => Ok(SagaStart::Started),
+            Err(error) if is_duplicate(&error, "PRIMARY") => match self.saga(&saga.command_id).await? {
+                Some(row) => Ok(SagaStart::Exists(row)),
+                // Deleted between the two statements (a rejected debit); the caller retries.
+                None => Err(error),
+            },
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Writes `debiting` rows for a batch of gifts with one statement; when one
+    /// of them already exists, falls back to row by row to tell which.
+    pub async fn start_sagas(
+        &self,
+        sagas: &[NewSaga],
+        now_ms: i64,
+    ) -> Result<Vec<SagaStart>, sqlx::Error> {
+        if sagas.len() > 1 {
+            let mut builder = sqlx::QueryBuilder::new(
+                "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
+                 created_at_ms, updated_at_ms) ",
+            );
+            builder.push_values(sagas, |mut row, saga| {
+                row.push_bind(&saga.command_id)
+                    .push_bind(&saga.room_id)
+                    .push_bind(&saga.sender_id)
+                    .push_bind(saga.amount)
+                    .push_bind("debiting")
+                    .push_bind(now_ms)
+                    .push_bind(now_ms);
+            });
+            match builder.build().execute(self.pool()).await {
+                Ok(_) => return Ok(sagas.iter().map(|_| SagaStart::Started).collect()),
+                Err(error) if is_duplicate(&error, "PRIMARY") => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let mut starts = Vec::with_capacity(sagas.len());
+        for saga in sagas {
+            starts.push(self.start_saga(saga, now_ms).await?);
+        }
+        Ok(starts)
+    }
+
+    /// Removes a saga whose debit the wallet refused (nothing happened, nothing stays written).
+    pub async fn delete_saga(&self, command_id: &str) -> Result<(), sqlx::Error> {
+        sqlx::query("DELETE FROM room_gift_saga WHERE command_id = ? AND status = 'debiting'")
+            .bind(command_id)
+            .execute(self.pool())
+            .await
+            .map(drop)
+    }
+
+    /// One saga row.
+    pub async fn saga(&self, command_id: &str) -> Result<Option<SagaRow>, sqlx::Error> {
+        let row = sqlx::query(
+            "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga WHERE command_id = ?",
+        )
+        .bind(command_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|row| saga_row(&row)).transpose()
+    }
+
+    /// Claims a saga for compensation: moves it to `compensating` unless the
+    /// room commit got there first. With `stale_before`, only rows untouched
+    /// since then are claimed (the sweep must not race a live pipeline).
+    /// Returns whether this caller now owns the refund.
+    pub async fn claim_compensation(
+        &self,
+        command_id: &str,
+        now_ms: i64,
+        stale_before: Option<i64>,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE room_gift_saga SET status = 'compensating', updated_at_ms = ? \
+             WHERE command_id = ? AND status IN ('debiting', 'debited', 'compensating') \
+             AND updated_at_ms < ?",
+        )
+        .bind(now_ms)
+        .bind(command_id)
+        .bind(stale_before.unwrap_or(i64::MAX))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records a finished refund.
+    pub async fn mark_compensated(
+        &self,
+        command_id: &str,
+        now_ms: i64,
+        note: &str,
+    ) -> Result<(), sqlx::Error> {
+        let note: String = note.chars().take(500).collect();
+        sqlx::query(
+            "UPDATE room_gift_saga SET status = 'compensated', last_error = ?, updated_at_ms = ? \
+             WHERE command_id = ? AND status = 'compensating'",
+        )
+        .bind(note)
+        .bind(now_ms)
+        .bind(command_id)
+        .execute(self.pool())
+        .await
+        .map(drop)
+    }
+
+    /// Sagas left between debit and commit/refund for longer than the stuck threshold.
+    pub async fn stuck_sagas(&self, stale_before: i64, limit: u32) -> Result<Vec<SagaRow>, sqlx::Error> {
+        let rows = sqlx::query(
+            "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga \
+             WHERE status IN ('debiting', 'debited', 'compensating') AND updated_at_ms < ? \
+             ORDER BY updated_at_ms LIMIT ?",
+        )
+        .bind(stale_before)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(saga_row).collect()
+    }
+}
+
+fn saga_row(row: &sqlx::mysql::MySqlRow) -> Result<SagaRow, sqlx::Error> {
+    Ok(SagaRow {
+        command_id: row.try_get("command_id")?,
+        room_id: row.try_get("room_id")?,
+        sender_id: row.try_get("sender_id")?,
+        amount: row.try_get("amount")?,
+        status: row.try_get("status")?,
+    })
+}

@@ -1,0 +1,95 @@
+//! The `room_command_timing` log line of seed 001: one per write command, with
+//! the time spent in each pipeline stage, so a slow command can be attributed
+//! (gifts: `wallet_debit_ms`; others: `save_mutation_ms`, `snapshot_ms`,
+//! `projection_ms`). Commands committed together in one group commit share
+//! the batch's stage times.
+
+use std::time::Duration;
+
+/// Stage durations and async-outbox flags of one command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimings {
+    /// Idempotency check (recent-reply cache, lookups after a duplicate key).
+    pub idempotency: Duration,
+    /// Redis lease and Room Cell load (zero when the cell was already loaded).
+    pub lease: Duration,
+    /// Saga row + wallet debit (gifts only).
+    pub wallet_debit: Duration,
+    /// The SaveMutation transaction.
+    pub save_mutation: Duration,
+    /// Periodic snapshot write (zero when none was due).
+    pub snapshot: Duration,
+    /// Redis projections and the relay nudge.
+    pub projection: Duration,
+    /// Synchronous Tencent IM call (CreateRoom's group creation).
+    pub tencent_im: Duration,
+    /// The command wrote outbox rows that activity consumes.
+    pub activity_async_outbox: bool,
+    /// The command wrote outbox rows that become IM messages or group operations.
+    pub tencent_im_async_outbox: bool,
+}
+
+fn millis(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1_000_000.0).round() / 1_000.0
+}
+
+/// What to log besides the stages.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandIdentity<'a> {
+    /// Command name.
+    pub command: &'a str,
+    /// Room.
+    pub room_id: &'a str,
+    /// Idempotency key.
+    pub command_id: &'a str,
+    /// `ok`, `replayed`, or the error label.
+    pub outcome: &'a str,
+}
+
+/// Emits the `room_command_timing` line.
+pub fn log(identity: CommandIdentity<'_>, stages: &StageTimings, total: Duration) {
+    tracing::info!(
+        target: "room_command_timing",
+        command = identity.command,
+        room_id = identity.room_id,
+        command_id = identity.command_id,
+        outcome = identity.outcome,
+        idempotency_ms = millis(stages.idempotency),
+        lease_ms = millis(stages.lease),
+        wallet_debit_ms = millis(stages.wallet_debit),
+        save_mutation_ms = millis(stages.save_mutation),
+        snapshot_ms = millis(stages.snapshot),
+        projection_ms = millis(stages.projection),
+        // No synchronous activity call exists on the request path (seed 001).
+        activity_ms = 0.0,
+        tencent_im_ms = millis(stages.tencent_im),
+        activity_async_outbox = stages.activity_async_outbox,
+        tencent_im_async_outbox = stages.tencent_im_async_outbox,
+        total_ms = millis(total),
+        "room_command_timing"
+    );
+}
+
+/// Whether an event type becomes a Tencent IM message or group operation
+/// (heat and rank changes are activity-only facts).
+pub fn is_im_event(event_type: &str) -> bool {
+    !matches!(event_type, "RoomHeatChanged" | "RoomRankChanged")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_keep_microsecond_precision() {
+        assert_eq!(millis(Duration::from_micros(1_234)), 1.234);
+        assert_eq!(millis(Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn heat_and_rank_are_not_im_events() {
+        assert!(is_im_event("RoomUserJoined"));
+        assert!(!is_im_event("RoomHeatChanged"));
+        assert!(!is_im_event("RoomRankChanged"));
+    }
+}

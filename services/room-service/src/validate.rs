@@ -1,0 +1,413 @@
+//! Request validation: turns each gateway request into a [`CommandRequest`]
+//! (the room_core [`Command`] plus its idempotency metadata and request
+//! fingerprint), or an `INVALID_ARGUMENT` naming the field. Everything that
+//! does not depend on room state is checked here, before any I/O.
+
+use hyapp_api::room as api;
+use prost::Message;
+use room_core::{Command, LeaveReason};
+use sha2::{Digest, Sha256};
+
+use crate::Error;
+
+/// Longest room, user, actor, target and gift id.
+pub const MAX_ID_LEN: usize = 64;
+/// Longest command_id.
+pub const MAX_COMMAND_ID_LEN: usize = 128;
+/// Longest app_code (the `rooms.app_code` column).
+pub const MAX_APP_CODE_LEN: usize = 32;
+/// Longest request_id.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+/// Longest room title in characters (the `rooms.title` column).
+pub const MAX_TITLE_CHARS: usize = 128;
+
+/// SHA-256 of the canonical request: what "the same request" means for a reused command_id.
+pub type Fingerprint = [u8; 32];
+
+/// A validated write command, ready for the room's pipeline.
+#[derive(Debug, Clone)]
+pub struct CommandRequest {
+    /// Room addressed.
+    pub room_id: String,
+    /// Idempotency key.
+    pub command_id: String,
+    /// Resolved app code.
+    pub app_code: String,
+    /// Gateway request id (tracing only).
+    pub request_id: String,
+    /// W3C trace context of the request ("" when untraced).
+    pub traceparent: String,
+    /// The room_core command.
+    pub command: Command,
+    /// Canonical request digest.
+    pub fingerprint: Fingerprint,
+}
+
+impl CommandRequest {
+    /// The wallet charge of a SendGift: sender and total amount (validated to fit i64).
+    pub fn gift_charge(&self) -> Option<(&str, i64)> {
+        match &self.command {
+            Command::SendGift {
+                sender_id,
+                count,
+                unit_value,
+                ..
+            } => {
+                let total = u64::from(*count).checked_mul(*unit_value)?;
+                Some((sender_id.as_str(), i64::try_from(total).ok()?))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// True when `value` only uses `[A-Za-z0-9_.:-]`.
+pub fn is_id_charset(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b':' | b'-'))
+}
+
+/// Checks an id field: non-empty, at most `max` characters, charset `[A-Za-z0-9_.:-]`.
+pub fn check_id(field: &str, value: &str, max: usize) -> Result<(), Error> {
+    if value.is_empty() {
+        return Err(Error::InvalidArgument(format!("{field} must not be empty")));
+    }
+    let length = value.chars().count();
+    if length > max {
+        return Err(Error::InvalidArgument(format!(
+            "{field} must be at most {max} characters, got {length}"
+        )));
+    }
+    if let Some((position, character)) = value
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{field} contains {character:?} at position {position}; allowed are [A-Za-z0-9_.:-]"
+        )));
+    }
+    Ok(())
+}
+
+/// Per-request context that does not come from the message body.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestContext<'a> {
+    /// `app_code` for requests that leave it empty.
+    pub default_app_code: &'a str,
+    /// `traceparent` metadata of the call ("" if absent).
+    pub traceparent: &'a str,
+    /// Arrival time, for relative fields (a kick's ban duration).
+    pub now_ms: i64,
+}
+
+fn fingerprint(rpc: &str, app_code: &str, body: &[u8]) -> Fingerprint {
+    let mut hasher = Sha256::new();
+    for part in [rpc.as_bytes(), app_code.as_bytes(), body] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// Fingerprint of a command issued by room-service itself (presence expiry, treasure wake-up).
+pub fn internal_fingerprint(kind: &str, room_id: &str, command: &Command) -> Fingerprint {
+    let body = serde_json::to_vec(command).unwrap_or_default();
+    let mut hasher = Sha256::new();
+    for part in [kind.as_bytes(), room_id.as_bytes(), &body] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// Validates meta and room id and assembles the request. `message` is the whole
+/// request; its encoding (minus `request_id`, which is tracing only) is fingerprinted.
+fn build<M: Message + Clone>(
+    rpc: &'static str,
+    meta: Option<&api::CommandMeta>,
+    room_id: &str,
+    message: &M,
+    clear_request_id: impl FnOnce(&mut M),
+    context: RequestContext<'_>,
+    command: Command,
+) -> Result<CommandRequest, Error> {
+    let Some(meta) = meta else {
+        return Err(Error::InvalidArgument("meta must be set (meta.command_id is required)".into()));
+    };
+    check_id("meta.command_id", &meta.command_id, MAX_COMMAND_ID_LEN)?;
+    check_id("room_id", room_id, MAX_ID_LEN)?;
+    let app_code = if meta.app_code.is_empty() {
+        context.default_app_code.to_owned()
+    } else {
+        check_id("meta.app_code", &meta.app_code, MAX_APP_CODE_LEN)?;
+        meta.app_code.clone()
+    };
+    if meta.request_id.chars().count() > MAX_REQUEST_ID_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "meta.request_id must be at most {MAX_REQUEST_ID_LEN} characters"
+        )));
+    }
+    let mut canonical = message.clone();
+    clear_request_id(&mut canonical);
+    Ok(CommandRequest {
+        room_id: room_id.to_owned(),
+        command_id: meta.command_id.clone(),
+        fingerprint: fingerprint(rpc, &app_code, &canonical.encode_to_vec()),
+        app_code,
+        request_id: meta.request_id.clone(),
+        traceparent: context.traceparent.to_owned(),
+        command,
+    })
+}
+
+macro_rules! clear_request_id {
+    () => {
+        |message| {
+            if let Some(meta) = message.meta.as_mut() {
+                meta.request_id.clear();
+            }
+        }
+    };
+}
+
+/// `CreateRoom`.
+pub fn create_room(request: &api::CreateRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("owner_id", &request.owner_id, MAX_ID_LEN)?;
+    if request.title.trim().is_empty() {
+        return Err(Error::InvalidArgument("title must not be empty".into()));
+    }
+    let title_chars = request.title.chars().count();
+    if title_chars > MAX_TITLE_CHARS {
+        return Err(Error::InvalidArgument(format!(
+            "title must be at most {MAX_TITLE_CHARS} characters, got {title_chars}"
+        )));
+    }
+    if request.mic_seat_count == 0 {
+        return Err(Error::InvalidArgument("mic_seat_count must be at least 1".into()));
+    }
+    let command = Command::CreateRoom {
+        owner_id: request.owner_id.clone(),
+        title: request.title.clone(),
+        mic_seat_count: request.mic_seat_count,
+    };
+    build("CreateRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `CloseRoom`.
+pub fn close_room(request: &api::CloseRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    let command = Command::CloseRoom {
+        actor_id: request.actor_id.clone(),
+    };
+    build("CloseRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `JoinRoom`.
+pub fn join_room(request: &api::JoinRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    let command = Command::JoinRoom {
+        user_id: request.user_id.clone(),
+    };
+    build("JoinRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `LeaveRoom` (voluntary).
+pub fn leave_room(request: &api::LeaveRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    let command = Command::LeaveRoom {
+        user_id: request.user_id.clone(),
+        reason: LeaveReason::Voluntary,
+    };
+    build("LeaveRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `KickUser`; the ban duration becomes an absolute time so replay is deterministic.
+pub fn kick_user(request: &api::KickUserRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    check_id("target_id", &request.target_id, MAX_ID_LEN)?;
+    let ban_until_ms = if request.ban_seconds == 0 {
+        0
+    } else {
+        context
+            .now_ms
+            .saturating_add(i64::from(request.ban_seconds).saturating_mul(1_000))
+    };
+    let command = Command::KickUser {
+        actor_id: request.actor_id.clone(),
+        target_id: request.target_id.clone(),
+        ban_until_ms,
+    };
+    build("KickUser", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `SetAdmin`.
+pub fn set_admin(request: &api::SetAdminRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    check_id("target_id", &request.target_id, MAX_ID_LEN)?;
+    let command = Command::SetAdmin {
+        actor_id: request.actor_id.clone(),
+        target_id: request.target_id.clone(),
+        admin: request.admin,
+    };
+    build("SetAdmin", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `TakeMic`.
+pub fn take_mic(request: &api::TakeMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    let command = Command::TakeMic {
+        user_id: request.user_id.clone(),
+        seat_index: request.seat_index,
+    };
+    build("TakeMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `LeaveMic`.
+pub fn leave_mic(request: &api::LeaveMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    let command = Command::LeaveMic {
+        user_id: request.user_id.clone(),
+    };
+    build("LeaveMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `LockMic`.
+pub fn lock_mic(request: &api::LockMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    let command = Command::LockMic {
+        actor_id: request.actor_id.clone(),
+        seat_index: request.seat_index,
+    };
+    build("LockMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `UnlockMic`.
+pub fn unlock_mic(request: &api::UnlockMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    let command = Command::UnlockMic {
+        actor_id: request.actor_id.clone(),
+        seat_index: request.seat_index,
+    };
+    build("UnlockMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+/// `SendGift`: signed wire amounts must be positive and fit room_core's types;
+/// room_core then checks them against the room's limits.
+pub fn send_gift(request: &api::SendGiftRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+    check_id("sender_id", &request.sender_id, MAX_ID_LEN)?;
+    check_id("receiver_id", &request.receiver_id, MAX_ID_LEN)?;
+    check_id("gift_id", &request.gift_id, MAX_ID_LEN)?;
+    if request.count <= 0 {
+        return Err(Error::InvalidArgument(format!("count must be positive, got {}", request.count)));
+    }
+    let count = u32::try_from(request.count).map_err(|_| {
+        Error::InvalidArgument(format!("count {} overflows (at most {})", request.count, u32::MAX))
+    })?;
+    if request.unit_value <= 0 {
+        return Err(Error::InvalidArgument(format!(
+            "unit_value must be positive, got {}",
+            request.unit_value
+        )));
+    }
+    let unit_value = request.unit_value.unsigned_abs();
+    if u64::from(count)
+        .checked_mul(unit_value)
+        .and_then(|total| i64::try_from(total).ok())
+        .is_none()
+    {
+        return Err(Error::InvalidArgument(format!(
+            "count × unit_value ({count} × {unit_value}) overflows"
+        )));
+    }
+    let command = Command::SendGift {
+        sender_id: request.sender_id.clone(),
+        receiver_id: request.receiver_id.clone(),
+        gift_id: request.gift_id.clone(),
+        count,
+        unit_value,
+    };
+    build("SendGift", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> RequestContext<'static> {
+        RequestContext {
+            default_app_code: "hyapp",
+            traceparent: "",
+            now_ms: 1_000,
+        }
+    }
+
+    fn meta(command_id: &str) -> Option<api::CommandMeta> {
+        Some(api::CommandMeta {
+            command_id: command_id.into(),
+            request_id: "req".into(),
+            app_code: String::new(),
+        })
+    }
+
+    #[test]
+    fn ids_are_checked_with_the_field_name() {
+        assert!(check_id("room_id", "room-1:a_b.c", MAX_ID_LEN).is_ok());
+        let message = |value: &str| check_id("room_id", value, 4).unwrap_err().to_string();
+        assert_eq!(message(""), "room_id must not be empty");
+        assert_eq!(message("abcde"), "room_id must be at most 4 characters, got 5");
+        assert!(message("a b").contains("' ' at position 1"));
+        assert!(message("é").contains("position 0"));
+    }
+
+    #[test]
+    fn fingerprint_ignores_request_id_but_not_fields() {
+        let join = |request_id: &str, user: &str| api::JoinRoomRequest {
+            meta: Some(api::CommandMeta {
+                command_id: "c1".into(),
+                request_id: request_id.into(),
+                app_code: String::new(),
+            }),
+            room_id: "r1".into(),
+            user_id: user.into(),
+        };
+        let a = join_room(&join("x", "u1"), context()).unwrap();
+        let b = join_room(&join("y", "u1"), context()).unwrap();
+        let c = join_room(&join("x", "u2"), context()).unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        assert_ne!(a.fingerprint, c.fingerprint);
+        assert_eq!(a.app_code, "hyapp");
+    }
+
+    #[test]
+    fn gift_amounts_must_be_positive_and_fit() {
+        let gift = |count: i64, unit_value: i64| api::SendGiftRequest {
+            meta: meta("c1"),
+            room_id: "r1".into(),
+            sender_id: "s".into(),
+            receiver_id: "r".into(),
+            gift_id: "g".into(),
+            count,
+            unit_value,
+        };
+        let error = |count, value| send_gift(&gift(count, value), context()).unwrap_err().to_string();
+        assert!(error(0, 1).starts_with("count must be positive"));
+        assert!(error(-3, 1).contains("got -3"));
+        assert!(error(1 << 40, 1).contains("overflows"));
+        assert!(error(1, -1).starts_with("unit_value must be positive"));
+        assert!(error(u32::MAX as i64, i64::MAX).contains("overflows"));
+        let ok = send_gift(&gift(3, 10), context()).unwrap();
+        assert_eq!(ok.gift_charge(), Some(("s", 30)));
+    }
+
+    #[test]
+    fn missing_meta_is_named() {
+        let request = api::JoinRoomRequest {
+            meta: None,
+            room_id: "r".into(),
+            user_id: "u".into(),
+        };
+        assert!(join_room(&request, context()).unwrap_err().to_string().contains("meta"));
+    }
+}

@@ -1,0 +1,131 @@
+//! The wallet gRPC client (contract `wallet/v1`, owned by another team): debit
+//! and refund idempotent by key, each bounded by `wallet.timeout`. A debit
+//! either definitely did not happen ([`DebitFailure::Refused`]) or its outcome
+//! is unknown ([`DebitFailure::Unknown`]) and must be compensated.
+
+use std::time::Duration;
+
+use hyapp_api::wallet::{DebitRequest, RefundRequest, wallet_service_client::WalletServiceClient};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::Error;
+
+/// Why a debit did not succeed.
+#[derive(Debug)]
+pub enum DebitFailure {
+    /// The wallet refused it; no money moved.
+    Refused(Error),
+    /// Timeout, transport error or server failure: the debit may have happened.
+    Unknown(Error),
+}
+
+/// Result of a refund call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refunded {
+    /// Money moved back (now or by an earlier identical call).
+    Refunded,
+    /// The wallet never applied the debit; nothing to give back.
+    DebitNotFound,
+}
+
+/// The wallet client.
+#[derive(Debug, Clone)]
+pub struct Wallet {
+    client: WalletServiceClient<Channel>,
+}
+
+/// Refund idempotency key of a gift's debit.
+pub fn refund_key(command_id: &str) -> String {
+    format!("refund:{command_id}")
+}
+
+impl Wallet {
+    /// A lazily connecting client, so the wallet being down at start-up only fails gifts.
+    pub fn new(endpoint: &str, timeout: Duration) -> Result<Self, Error> {
+        let channel = Endpoint::from_shared(endpoint.to_owned())
+            .map_err(|error| Error::Config(format!("wallet.endpoint `{endpoint}`: {error}")))?
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .connect_lazy();
+        Ok(Self {
+            client: WalletServiceClient::new(channel),
+        })
+    }
+
+    /// Debits `amount` from `user_id` under the gift's `command_id`.
+    pub async fn debit(
+        &self,
+        command_id: &str,
+        user_id: &str,
+        amount: i64,
+        reason: String,
+    ) -> Result<(), DebitFailure> {
+        let request = DebitRequest {
+            idempotency_key: command_id.to_owned(),
+            user_id: user_id.to_owned(),
+            amount,
+            reason,
+        };
+        match self.client.clone().debit(request).await {
+            Ok(_) => Ok(()),
+            Err(status) => Err(classify_debit(&status, user_id, amount)),
+        }
+    }
+
+    /// Refunds the debit made under `command_id`.
+    pub async fn refund(&self, command_id: &str, reason: &str) -> Result<Refunded, Error> {
+        let request = RefundRequest {
+            idempotency_key: refund_key(command_id),
+            debit_idempotency_key: command_id.to_owned(),
+            reason: reason.to_owned(),
+        };
+        match self.client.clone().refund(request).await {
+            Ok(reply) if reply.get_ref().debit_not_found => Ok(Refunded::DebitNotFound),
+            Ok(_) => Ok(Refunded::Refunded),
+            Err(status) => Err(Error::WalletUnavailable(format!(
+                "refund {command_id}: {:?} {}",
+                status.code(),
+                status.message()
+            ))),
+        }
+    }
+}
+
+fn classify_debit(status: &tonic::Status, user_id: &str, amount: i64) -> DebitFailure {
+    match status.code() {
+        tonic::Code::FailedPrecondition if status.message().contains("insufficient balance") => {
+            DebitFailure::Refused(Error::InsufficientBalance {
+                user_id: user_id.to_owned(),
+                amount,
+            })
+        }
+        tonic::Code::FailedPrecondition | tonic::Code::InvalidArgument => {
+            DebitFailure::Refused(Error::WalletRefused(status.message().to_owned()))
+        }
+        code => DebitFailure::Unknown(Error::WalletUnavailable(format!(
+            "debit: {code:?} {}",
+            status.message()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debit_failures_are_classified() {
+        let insufficient = tonic::Status::failed_precondition("insufficient balance");
+        assert!(matches!(
+            classify_debit(&insufficient, "u", 5),
+            DebitFailure::Refused(Error::InsufficientBalance { .. })
+        ));
+        let unavailable = tonic::Status::unavailable("down");
+        assert!(matches!(
+            classify_debit(&unavailable, "u", 5),
+            DebitFailure::Unknown(_)
+        ));
+        let deadline = tonic::Status::deadline_exceeded("slow");
+        assert!(matches!(classify_debit(&deadline, "u", 5), DebitFailure::Unknown(_)));
+    }
+}
