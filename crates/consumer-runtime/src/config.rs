@@ -113,6 +113,19 @@ pub struct ConsumerSettings {
     pub send_timeout: Duration,
     /// Grace period for in-flight work at shutdown.
     pub shutdown_grace: Duration,
+    /// Purge of old dedup rows.
+    pub dedup_purge: DedupPurge,
+}
+
+/// When and how much of `consumer_dedup` is purged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DedupPurge {
+    /// Rows older than this go.
+    pub retention: Duration,
+    /// Time between purges.
+    pub interval: Duration,
+    /// Rows per delete statement.
+    pub batch: u32,
 }
 
 impl ConsumerSettings {
@@ -181,6 +194,17 @@ impl ConsumerSettings {
                 .shutdown_grace
                 .positive_or(defaults.shutdown_grace)
                 .as_std(),
+            dedup_purge: DedupPurge {
+                retention: section
+                    .dedup_retention
+                    .positive_or(defaults.dedup_retention)
+                    .as_std(),
+                interval: section
+                    .dedup_purge_interval
+                    .positive_or(defaults.dedup_purge_interval)
+                    .as_std(),
+                batch: section.dedup_purge_batch.max(1),
+            },
         })
     }
 

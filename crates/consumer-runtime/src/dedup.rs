@@ -12,7 +12,7 @@
 //! Rows older than the dedup horizon are deleted in bounded batches by
 //! [`run_purger`].
 
-use crate::Error;
+use crate::{Error, config::DedupPurge};
 use sqlx::{MySqlConnection, MySqlPool, QueryBuilder, Row};
 use std::{collections::HashSet, time::Duration};
 use tokio_util::sync::CancellationToken;
@@ -197,15 +197,18 @@ pub async fn purge_older_than(
     }
 }
 
-/// Purges `group`'s old dedup rows every `interval` until `shutdown`.
+/// Purges `group`'s old dedup rows per `purge` until `shutdown`.
 pub async fn run_purger(
     pool: MySqlPool,
     group: String,
-    retention: Duration,
-    interval: Duration,
-    batch: u32,
+    purge: DedupPurge,
     shutdown: CancellationToken,
 ) {
+    let DedupPurge {
+        retention,
+        interval,
+        batch,
+    } = purge;
     let mut ticker = tokio::time::interval(interval.max(Duration::from_secs(1)));
     loop {
         tokio::select! {

@@ -26,13 +26,14 @@ pub mod config;
 pub mod dead_letter;
 pub mod dedup;
 pub mod handler;
+pub mod im;
 pub mod message;
 pub mod metrics;
 pub mod testing;
 mod consumer;
 mod worker;
 
-pub use config::{ConsumerConfig, ConsumerSettings, RetryPolicy};
+pub use config::{ConsumerConfig, ConsumerSettings, DedupPurge, RetryPolicy};
 pub use consumer::Consumer;
 pub use handler::{Handler, HandlerError, Outcome};
 pub use message::{Decode, Delivery};

@@ -57,8 +57,11 @@ impl std::fmt::Debug for MqPublisher {
 }
 
 impl MqPublisher {
-    /// Builds the idempotent producer from the `rocketmq` section.
-    pub fn new(mq: &MqConfig) -> Result<Self, crate::Error> {
+    /// Builds the idempotent producer from the `rocketmq` section. A message
+    /// not acknowledged within `message_timeout` fails inside librdkafka —
+    /// never later than the relay gives up on it, so a failed publish is
+    /// never delivered behind the room's back after a retry was scheduled.
+    pub fn new(mq: &MqConfig, message_timeout: Duration) -> Result<Self, crate::Error> {
         let mut config = ClientConfig::new();
         for (key, value) in mq.client_properties()? {
             config.set(key, value);
@@ -85,7 +88,8 @@ impl MqPublisher {
         })
     }
 
-    /// Sends one row and waits for the broker's acknowledgement.
+    /// Sends one row and waits for the broker's acknowledgement (bounded by
+    /// the producer's `message.timeout.ms`; `timeout` bounds the enqueue).
     pub async fn publish(&self, row: &OutboxRow, timeout: Duration) -> Result<(), PublishFailure> {
         let topic = if self.namespace.is_empty() {
             row.topic.clone()

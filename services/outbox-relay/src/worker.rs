@@ -25,6 +25,9 @@ use std::time::Instant;
 /// so a few blocked rooms with long backlogs cannot starve the rest of a shard.
 const MAX_SCAN_PAGES: usize = 4;
 
+/// Grace beyond `publish_timeout` before the relay stops waiting for a publisher.
+const PUBLISH_GUARD: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What one batch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct BatchReport {

@@ -375,7 +375,7 @@ async fn a_relay_dying_between_publish_and_mark_is_redelivered_once_with_the_sam
             .len(),
         1
     );
-    outbox_relay::publish::MqPublisher::new(&mq)
+    outbox_relay::publish::MqPublisher::new(&mq, Duration::from_secs(5))
         .unwrap()
         .publish(&scanned[0], Duration::from_secs(5))
         .await

@@ -148,9 +148,9 @@ impl Actor {
         self.receiver.close();
         let error = match exit {
             Exit::Stopped => Error::ShuttingDown,
-            _ => Error::Overloaded { room_id: self.room_id.clone() },
+            _ => Error::StaleOwner { room_id: self.room_id.clone() },
         };
-        // Jobs that slipped in before the close: their callers retry.
+        // Jobs that slipped in before the close; their callers may retry.
         while let Ok(job) = self.receiver.try_recv() {
             job.fail(error.clone());
         }
@@ -175,7 +175,8 @@ impl Actor {
             let first = tokio::select! {
                 job = self.receiver.recv() => match job {
                     Some(job) => job,
-                    None => return Exit::Stopped,
+                    // Only after `forget` + `close` below: everything queued has run.
+                    None => return Exit::Idle,
                 },
                 () = tokio::time::sleep_until(renew_at), if cell.is_some() => {
                     match deps.redis.renew_lease(&self.room_id).await {
@@ -199,10 +200,19 @@ impl Actor {
                     }
                     continue;
                 }
-                () = tokio::time::sleep_until(idle_deadline) => return Exit::Idle,
+                () = tokio::time::sleep_until(idle_deadline) => {
+                    // Unregister first so new jobs start a fresh actor, then run
+                    // whatever was queued before the close on this cell.
+                    self.cells.forget(&self.room_id, self.generation);
+                    self.receiver.close();
+                    idle_deadline = tokio::time::Instant::now() + Duration::from_secs(86_400);
+                    continue;
+                }
                 () = self.cells.stop.cancelled() => return Exit::Stopped,
             };
-            idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
+            if !self.receiver.is_closed() {
+                idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
+            }
 
             // Load the cell (lease + rebuild) on first use or after a reload request.
             let mut lease_time = Duration::ZERO;

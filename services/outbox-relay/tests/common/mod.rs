@@ -58,7 +58,7 @@ pub fn worker_config(node_id: &str) -> OutboxWorkerConfig {
 pub fn mq_relay(pool: &MySqlPool, mq: &MqConfig, worker: &OutboxWorkerConfig) -> Relay {
     let settings = RelaySettings::from_config(worker, mq).expect("valid settings");
     let publishers = Publishers {
-        mq: Some(MqPublisher::new(mq).expect("producer")),
+        mq: Some(MqPublisher::new(mq, settings.publish_timeout).expect("producer")),
         direct: None,
     };
     let mut registry = prometheus_client::registry::Registry::default();
@@ -171,6 +171,33 @@ pub async fn read_topic(bootstrap: &str, topic: &str, count: usize) -> Vec<Recei
         });
     }
     received
+}
+
+/// Reads until `distinct` different event ids were seen (at-least-once:
+/// duplicates are allowed and returned too).
+pub async fn read_distinct(bootstrap: &str, topic: &str, distinct: usize) -> Vec<Received> {
+    let mut records = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    // read_topic(count) is cumulative from the start, so grow the window.
+    while seen.len() < distinct {
+        records = read_topic(bootstrap, topic, records.len() + (distinct - seen.len())).await;
+        seen = records
+            .iter()
+            .map(|record| record.event_id.clone())
+            .collect();
+    }
+    records
+}
+
+/// Asserts a room's observed sequence never goes backwards (duplicates of
+/// the event just seen are at-least-once redeliveries, allowed).
+pub fn assert_never_backwards(room: &str, sequences: &[u64]) {
+    for pair in sequences.windows(2) {
+        assert!(
+            pair[1] >= pair[0],
+            "room {room} went backwards: {sequences:?}"
+        );
+    }
 }
 
 /// Room sequences per room, in the order they appear on the topic.

@@ -1,0 +1,152 @@
+//! im-bridge configuration: defaults → `configs/im-bridge.yaml` (or
+//! `--config`) → `IM_BRIDGE__…` environment → validation. The consumer group,
+//! topic and retry budget come from the seed's `rocketmq.room_outbox` keys
+//! (`tencent_im_consumer_group`, `topic`, `consumer_max_reconsume_times`),
+//! the same keys room-service reads when it hosts the bridge in-process.
+
+use crate::Error;
+use consumer_runtime::{ConsumerConfig, ConsumerSettings, im::TencentImSection};
+use serde::{Deserialize, Serialize};
+use service_kit::{
+    config::ConfigSources, db::MysqlConfig, duration::ConfigDuration, mq::MqConfig,
+    telemetry::LogConfig,
+};
+use std::path::PathBuf;
+
+/// The `im_bridge` section: what the bridge does beyond group messages.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BridgeConfig {
+    /// `RoomUserKicked`: remove the target from the room's IM group.
+    pub kick_remove_member: bool,
+    /// `RoomUserKicked`: mute the target in the group until the ban ends.
+    pub kick_mute: bool,
+    /// Mute length when the kick carries no future `ban_until_ms`.
+    pub kick_mute_default: ConfigDuration,
+    /// Event types acknowledged without a group message.
+    pub silent_event_types: Vec<String>,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        Self {
+            kick_remove_member: true,
+            kick_mute: false,
+            kick_mute_default: ConfigDuration::from_secs(600),
+            silent_event_types: Vec::new(),
+        }
+    }
+}
+
+/// The standalone im-bridge's whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Logging.
+    pub log: LogConfig,
+    /// MySQL holding `consumer_dedup`.
+    pub mysql: MysqlConfig,
+    /// Broker (seed 001 `rocketmq` section).
+    pub rocketmq: MqConfig,
+    /// Consumer runtime tunables.
+    pub consumer: ConsumerConfig,
+    /// Tencent IM REST.
+    pub tencent_im: TencentImSection,
+    /// Bridge behaviour.
+    pub im_bridge: BridgeConfig,
+    /// Admin HTTP (`/healthz`, `/readyz`, `/metrics`).
+    pub http_listen: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log: LogConfig::default(),
+            mysql: MysqlConfig::default(),
+            rocketmq: MqConfig::default(),
+            consumer: ConsumerConfig::default(),
+            tencent_im: TencentImSection::default(),
+            im_bridge: BridgeConfig::default(),
+            http_listen: "127.0.0.1:7401".into(),
+        }
+    }
+}
+
+const LIST_KEYS: &[&str] = &["rocketmq.name_servers", "im_bridge.silent_event_types"];
+
+impl Config {
+    /// Loads the layered configuration and validates it.
+    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
+        let config: Config = ConfigSources {
+            service: "im-bridge",
+            env_prefix: "IM_BRIDGE",
+            file,
+            list_keys: LIST_KEYS,
+        }
+        .load()?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses configurations that cannot work, naming the key.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.consumer_settings()?;
+        if !self.tencent_im.group_id_template.contains("{room_id}") {
+            return Err(Error::Config(
+                "tencent_im.group_id_template must contain {room_id}".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The consumer of `rocketmq.room_outbox.topic` in the bridge's group.
+    pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
+        settings(&self.rocketmq, &self.consumer)
+    }
+}
+
+/// The bridge's consumer settings from the seed's keys; room-service calls
+/// this too when it hosts the bridge (`tencent_im_consumer_enabled`).
+pub fn settings(mq: &MqConfig, consumer: &ConsumerConfig) -> Result<ConsumerSettings, Error> {
+    let room_outbox = &mq.room_outbox;
+    Ok(ConsumerSettings::resolve(
+        mq,
+        consumer,
+        &room_outbox.topic,
+        &room_outbox.tencent_im_consumer_group,
+        room_outbox.consumer_max_reconsume_times,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_files_load_and_env_overrides() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
+        for file in ["im-bridge.yaml", "im-bridge.docker.yaml"] {
+            let config = ConfigSources {
+                service: "im-bridge",
+                env_prefix: "IM_BRIDGE",
+                file: Some(PathBuf::from(format!("{root}/{file}"))),
+                list_keys: LIST_KEYS,
+            }
+            .load_with_env::<Config>(Some(
+                [(
+                    "IM_BRIDGE__IM_BRIDGE__SILENT_EVENT_TYPES".to_string(),
+                    "RoomHeatChanged,RoomRankChanged".to_string(),
+                )]
+                .into(),
+            ))
+            .unwrap();
+            config.validate().unwrap();
+            let settings = config.consumer_settings().unwrap();
+            assert_eq!(settings.consumer_group, "hyapp-room-im-bridge");
+            assert_eq!(settings.retry.max_reconsume_times, 16);
+            assert_eq!(config.im_bridge.silent_event_types.len(), 2, "{file}");
+            let dump = service_kit::config::dump(&config);
+            assert!(!dump.contains("local-dev-im-key"), "secrets are redacted");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Delayed wake-ups, broker outages and retention purge against real MariaDB
+//! and real brokers (a private one for the outage).
+
+mod common;
+
+use common::*;
+use outbox_relay::ops;
+use outbox_schema::{NewOutboxRow, names, row, shard_of};
+use service_kit::time::now_ms;
+use std::time::{Duration, Instant};
+
+fn wakeup_row(room_id: &str, open_at_ms: i64) -> NewOutboxRow {
+    let wakeup = outbox_schema::pb::TreasureOpenWakeup {
+        app_code: "hyapp".into(),
+        room_id: room_id.into(),
+        box_id: format!("{room_id}-box-1"),
+        level: 1,
+        open_at_ms,
+        command_id: outbox_schema::treasure_open_command_id(
+            room_id,
+            &format!("{room_id}-box-1"),
+            1,
+        ),
+        source_event_id: "source".into(),
+    };
+    NewOutboxRow {
+        event_id: uuid::Uuid::now_v7().to_string(),
+        app_code: "hyapp".into(),
+        room_id: room_id.into(),
+        shard: shard_of(room_id),
+        lane: row::LANE_DELAYED,
+        room_event_seq: 0,
+        event_type: "TreasureOpenWakeup".into(),
+        topic: names::TOPIC_TREASURE_OPEN.into(),
+        payload: prost::Message::encode_to_vec(&wakeup),
+        traceparent: String::new(),
+        not_before_ms: open_at_ms,
+        created_at_ms: now_ms(),
+    }
+}
+
+#[tokio::test]
+async fn a_delayed_wakeup_is_published_at_open_at_and_never_blocks_its_room() {
+    let db = testkit::TestDb::new().await;
+    let mq = mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns"));
+    let wake_topic = mq.topic(names::TOPIC_TREASURE_OPEN);
+    testkit::create_topic(&wake_topic, 1).await;
+    testkit::create_topic(&mq.topic(names::TOPIC_ROOM_OUTBOX), 1).await;
+    let open_at = now_ms() + 1_500;
+    insert(&db.pool, &[wakeup_row("room-t", open_at)]).await;
+    // The room's ordinary events keep flowing while the wake-up waits.
+    insert(&db.pool, &room_rows("room-t", 1, 2)).await;
+
+    let relay = mq_relay(&db.pool, &mq, &worker_config("relay-1"));
+    let shards = own_all_shards(&relay).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = now_ms();
+        let report = relay.run_batch(&shards).await.unwrap();
+        let wakeup_status: String =
+            sqlx::query_scalar("SELECT status FROM room_outbox WHERE lane = 1")
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        if wakeup_status == "delivered" {
+            assert!(
+                before >= open_at - 5,
+                "published only once due (batch started at {before}, open_at {open_at})"
+            );
+            break;
+        }
+        assert_eq!(wakeup_status, "pending", "not claimed before open_at_ms");
+        assert!(
+            report.claimed <= 2,
+            "only the room events were claimed: {report:?}"
+        );
+        assert!(Instant::now() < deadline, "wake-up never published");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let delivered_at: i64 =
+        sqlx::query_scalar("SELECT delivered_at_ms FROM room_outbox WHERE lane = 1")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        delivered_at >= open_at,
+        "delivered at {delivered_at}, before open_at {open_at}"
+    );
+    assert_eq!(
+        statuses(&db.pool, "room-t").await,
+        vec![(1, "delivered".into()), (2, "delivered".into())]
+    );
+    let records = read_topic(&testkit::kafka_bootstrap(), &wake_topic, 1).await;
+    let wakeup = outbox_schema::decode_wakeup(&records[0].payload).unwrap();
+    assert_eq!(
+        (wakeup.room_id.as_str(), wakeup.level, wakeup.open_at_ms),
+        ("room-t", 1, open_at)
+    );
+    assert_eq!(records[0].key, "room-t");
+}
+
+#[tokio::test]
+async fn broker_outage_keeps_rows_retryable_and_they_drain_after_recovery() {
+    let db = testkit::TestDb::new().await;
+    let mut broker = testkit::PrivateBroker::start().await;
+    let mq = mq_config(&broker.bootstrap, &testkit::unique("ns"));
+    let topic = mq.topic(names::TOPIC_ROOM_OUTBOX);
+    testkit::create_topic_on(&broker.bootstrap, &topic, 1).await;
+    let mut worker = worker_config("relay-1");
+    worker.publish_timeout = service_kit::duration::ConfigDuration::from_millis(1_500);
+    worker.max_retry_count = 1_000;
+    let relay = mq_relay(&db.pool, &mq, &worker);
+    let shards = own_all_shards(&relay).await;
+
+    broker.stop();
+    insert(&db.pool, &room_rows("room-outage", 1, 3)).await;
+    let report = relay.run_batch(&shards).await.unwrap();
+    assert_eq!(report.delivered, 0);
+    assert_eq!(report.retried, 1, "the head failed and will be retried");
+    assert_eq!(report.released, 2, "the rest wait behind it");
+    assert_eq!(
+        statuses(&db.pool, "room-outage").await,
+        vec![
+            (1, "retryable".into()),
+            (2, "pending".into()),
+            (3, "pending".into())
+        ]
+    );
+
+    broker.restart().await;
+    testkit::create_topic_on(&broker.bootstrap, &topic, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open_rows(&db.pool).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "outbox did not drain after the broker came back"
+        );
+        relay.run_batch(&shards).await.unwrap();
+    }
+    // At-least-once across a broker restart: a retried send may land twice,
+    // but the room's order never goes backwards and nothing is missing.
+    let records = read_distinct(&broker.bootstrap, &topic, 3).await;
+    let mut sequences = sequences_by_room(&records).remove("room-outage").unwrap();
+    assert_never_backwards("room-outage", &sequences);
+    sequences.dedup();
+    assert_eq!(sequences, vec![1, 2, 3]);
+}
+
+#[tokio::test]
+async fn purge_removes_only_old_delivered_rows() {
+    let db = testkit::TestDb::new().await;
+    insert(&db.pool, &room_rows("room-old", 1, 3)).await;
+    insert(&db.pool, &room_rows("room-new", 1, 1)).await;
+    let day = 86_400_000;
+    // room-old: seq 1 delivered, seq 2 legacy published, seq 3 a dead letter — all a week old.
+    sqlx::query(
+        "UPDATE room_outbox SET created_at_ms = created_at_ms - ?, \
+         status = CASE room_event_seq WHEN 1 THEN 'delivered' WHEN 2 THEN 'published' ELSE 'failed' END \
+         WHERE room_id = 'room-old'",
+    )
+    .bind(7 * day)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // An old row still pending must survive too.
+    insert(&db.pool, &room_rows("room-pending", 1, 1)).await;
+    sqlx::query(
+        "UPDATE room_outbox SET created_at_ms = created_at_ms - ? WHERE room_id = 'room-pending'",
+    )
+    .bind(7 * day)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE room_outbox SET status = 'delivered' WHERE room_id = 'room-new'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    assert_eq!(ops::purge_delivered(&db.pool, day).await.unwrap(), 2);
+    assert_eq!(
+        statuses(&db.pool, "room-old").await,
+        vec![(3, "failed".into())]
+    );
+    assert_eq!(
+        statuses(&db.pool, "room-pending").await,
+        vec![(1, "pending".into())]
+    );
+    assert_eq!(
+        statuses(&db.pool, "room-new").await,
+        vec![(1, "delivered".into())],
+        "young rows are kept"
+    );
+    let report = ops::status(&db.pool).await.unwrap();
+    assert!(
+        report.oldest_pending_age_ms >= 7 * day - 60_000,
+        "{report:?}"
+    );
+}

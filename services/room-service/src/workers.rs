@@ -1,0 +1,141 @@
+//! Background workers: the worker slot every background task runs in (so
+//! shutdown can cancel and await them all before the pools close), the
+//! presence stale worker, and the gift-saga recovery sweep.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::Error;
+use crate::app::Deps;
+use crate::redis::split_presence_member;
+use crate::service::Rooms;
+
+/// Background tasks that must stop before MySQL and Redis close.
+#[derive(Debug, Clone, Default)]
+pub struct Workers {
+    tracker: TaskTracker,
+    token: CancellationToken,
+}
+
+impl Workers {
+    /// Spawns a worker; it gets a token cancelled when shutdown reaches the
+    /// "cancel workers" step, and must return soon after.
+    pub fn spawn<F, Fut>(&self, name: &'static str, make: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let worker = make(self.token.child_token());
+        self.tracker.spawn(async move {
+            worker.await;
+            tracing::info!(worker = name, "worker stopped");
+        });
+    }
+
+    /// Cancels every worker.
+    pub fn cancel(&self) {
+        self.token.cancel();
+    }
+
+    /// Waits for every worker to return.
+    pub async fn wait(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// Runs `tick` every `interval` until `token` is cancelled.
+pub async fn every<F, Fut>(interval: Duration, token: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = token.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        // A tick in progress finishes; the token is checked again before the next.
+        tick().await;
+    }
+}
+
+/// Most presence entries handled per sweep.
+const PRESENCE_BATCH: i64 = 200;
+
+/// One presence sweep: every expired user leaves through a normal LeaveRoom
+/// command. Entries of rooms owned by another node are left to that node.
+pub async fn sweep_presence(rooms: &Rooms) -> Result<usize, Error> {
+    let now_ms = service_kit::time::now_ms();
+    let redis = &rooms.deps.redis;
+    let expired = redis.expired_presence(now_ms, PRESENCE_BATCH).await?;
+    let mut removed = 0;
+    for (member, expires_at_ms) in expired {
+        let Some((room_id, user_id)) = split_presence_member(&member) else {
+            redis.remove_expired_presence(&member, now_ms).await?;
+            continue;
+        };
+        match rooms.expire_presence(room_id, user_id, expires_at_ms).await {
+            Ok(_) => {
+                rooms.deps.metrics.presence_expired.inc();
+                removed += 1;
+            }
+            // Gone already (left, kicked, closed): only the entry remains.
+            Err(Error::Rejected(_) | Error::InvalidArgument(_)) => {}
+            Err(Error::OwnedElsewhere { .. }) => continue,
+            Err(error) => {
+                tracing::warn!(room_id, user_id, %error, "presence expiry failed");
+                continue;
+            }
+        }
+        redis.remove_expired_presence(&member, now_ms).await?;
+    }
+    Ok(removed)
+}
+
+/// Most sagas repaired per sweep.
+const SAGA_BATCH: u32 = 100;
+
+/// One saga recovery sweep: every saga stuck between debit and commit/refund
+/// for longer than `stuck_after_ms` (a crash) is claimed, refunded and marked
+/// compensated. The claim excludes a late commit of a live pipeline.
+pub async fn sweep_sagas(deps: &Deps, stuck_after_ms: i64) -> Result<usize, Error> {
+    let now_ms = service_kit::time::now_ms();
+    let stale_before = now_ms.saturating_sub(stuck_after_ms);
+    let stuck = deps
+        .store
+        .stuck_sagas(stale_before, SAGA_BATCH)
+        .await
+        .map_err(|error| Error::database(&error))?;
+    let mut repaired = 0;
+    for saga in stuck {
+        let claimed = deps
+            .store
+            .claim_compensation(&saga.command_id, now_ms, Some(stale_before))
+            .await
+            .map_err(|error| Error::database(&error))?;
+        if !claimed {
+            continue;
+        }
+        match deps.wallet.refund(&saga.command_id, "saga recovery").await {
+            Ok(refunded) => {
+                deps.metrics.sagas_compensated.inc();
+                deps.store
+                    .mark_compensated(&saga.command_id, service_kit::time::now_ms(), &format!("recovered ({refunded:?})"))
+                    .await
+                    .map_err(|error| Error::database(&error))?;
+                tracing::info!(command_id = %saga.command_id, room_id = %saga.room_id, ?refunded, "gift saga compensated");
+                repaired += 1;
+            }
+            Err(error) => {
+                tracing::warn!(command_id = %saga.command_id, %error, "saga refund failed, retrying next sweep");
+            }
+        }
+    }
+    Ok(repaired)
+}
