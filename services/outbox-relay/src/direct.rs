@@ -17,8 +17,9 @@ pub struct DirectSinks {
 }
 
 impl DirectSinks {
-    /// Connects lazily to the activity endpoint (empty → no activity sink).
-    pub fn new(activity_endpoint: &str) -> Result<Self, crate::Error> {
+    /// Connects lazily to the configured sinks (an empty endpoint disables a sink).
+    pub fn new(config: &crate::config::DirectConfig) -> Result<Self, crate::Error> {
+        let activity_endpoint = config.activity_endpoint.as_str();
         let activity = if activity_endpoint.is_empty() {
             None
         } else {

@@ -4,6 +4,8 @@
 //! leases and claim tokens, with retries, backoff and dead letters. A library
 //! with a thin binary; room-service embeds the same [`Relay`].
 
+pub mod admin;
+pub mod app;
 pub mod backoff;
 pub mod config;
 pub mod direct;

@@ -68,7 +68,10 @@ impl MqPublisher {
         }
         let send_timeout = mq
             .send_timeout
-            .positive_or(service_kit::duration::ConfigDuration::from_secs(3));
+            .positive_or(service_kit::duration::ConfigDuration::from_secs(3))
+            .as_std()
+            .min(message_timeout)
+            .max(Duration::from_millis(10));
         config
             .set("client.id", &mq.room_outbox.producer_group)
             // Exactly-once into the log per producer session, and in order per partition.

@@ -187,13 +187,17 @@ impl BatchProcessor {
     async fn publish_one(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
         let started = Instant::now();
         let timeout = self.settings.publish_timeout;
-        let result =
-            match tokio::time::timeout(timeout, self.publishers.publish(row, timeout)).await {
-                Ok(result) => result,
-                Err(_) => Err(PublishFailure::transient(format!(
-                    "publish timed out after {timeout:?}"
-                ))),
-            };
+        // The publishers enforce `publish_timeout` themselves (the producer's
+        // message timeout, the sinks' request deadlines), which is what keeps a
+        // given-up message from landing later; this outer guard only catches a hang.
+        let guard = timeout + PUBLISH_GUARD;
+        let result = match tokio::time::timeout(guard, self.publishers.publish(row, timeout)).await
+        {
+            Ok(result) => result,
+            Err(_) => Err(PublishFailure::transient(format!(
+                "publish timed out after {guard:?}"
+            ))),
+        };
         self.metrics
             .publish_latency_ms
             .observe(started.elapsed().as_secs_f64() * 1_000.0);

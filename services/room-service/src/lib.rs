@@ -1,1 +1,33 @@
-//! Room service: gRPC gateway API over the Room Cell, transactional outbox writer.
+//! Room service: the gateway's gRPC API over the Room Cell and the writer of
+//! the transactional outbox.
+//!
+//! A write command is validated (`validate`), queued on its room's actor
+//! (`cells`), checked for idempotency, applied to a clone of the room state,
+//! charged to the wallet for gifts, and committed with its outbox rows in one
+//! MySQL transaction (`pipeline`, `mutation`, `store`); projections and the
+//! relay nudge follow in Redis (`redis`). The reply never waits for IM,
+//! activity, notice or the broker: those read the outbox.
+
+pub mod app;
+pub mod cell;
+pub mod cells;
+pub mod config;
+pub mod embedded_relay;
+pub mod error;
+pub mod grpc;
+pub mod im;
+pub mod metrics;
+pub mod mutation;
+pub mod pipeline;
+pub mod redis;
+pub mod service;
+pub mod store;
+pub mod timing;
+pub mod validate;
+pub mod wallet;
+pub mod workers;
+
+pub use app::{App, ShutdownReport};
+pub use config::Config;
+pub use error::{Error, ErrorCode};
+pub use service::Rooms;

@@ -1,0 +1,111 @@
+//! The standalone relay process: config → MySQL pool → publishers → relay +
+//! admin HTTP, and the shutdown order (not ready → stop claiming → finish the
+//! in-flight batch → give leases back → close MySQL). [`build_relay`] is the
+//! piece room-service reuses to embed the relay.
+
+use crate::{
+    Error, Relay, RelaySettings,
+    config::{DirectConfig, OutboxWorkerConfig, RelayServiceConfig},
+    direct::DirectSinks,
+    metrics::RelayMetrics,
+    publish::{MqPublisher, Publishers},
+};
+use prometheus_client::registry::Registry;
+use service_kit::{admin_http, mq::MqConfig};
+use sqlx::MySqlPool;
+use std::{net::SocketAddr, sync::Arc};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Builds a relay from its config sections; used by this binary and by
+/// room-service's embedded relay. Fails on invalid settings (naming the key).
+pub fn build_relay(
+    pool: MySqlPool,
+    worker: &OutboxWorkerConfig,
+    mq: &MqConfig,
+    direct: &DirectConfig,
+    registry: &mut Registry,
+) -> Result<Relay, Error> {
+    let settings = RelaySettings::from_config(worker, mq)?;
+    let publishers = Publishers {
+        mq: if settings.uses_mq() {
+            Some(MqPublisher::new(mq, settings.publish_timeout)?)
+        } else {
+            None
+        },
+        direct: if settings.uses_direct() {
+            Some(DirectSinks::new(direct)?)
+        } else {
+            None
+        },
+    };
+    Ok(Relay::new(
+        pool,
+        settings,
+        publishers,
+        RelayMetrics::register(registry),
+    ))
+}
+
+/// The relay process, built and bound, ready to run.
+#[derive(Debug)]
+pub struct App {
+    relay: Relay,
+    pool: MySqlPool,
+    readiness: Arc<admin_http::Readiness>,
+    http: TcpListener,
+    router: axum::Router,
+}
+
+impl App {
+    /// Validates the config, connects MySQL, creates the publishers and binds the admin port.
+    pub async fn build(config: RelayServiceConfig) -> Result<Self, Error> {
+        // Refuse a bad config before touching MySQL, so the message is about the config.
+        RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?;
+        let pool = config.mysql.connect().await?;
+        let mut registry = Registry::default();
+        let relay = build_relay(
+            pool.clone(),
+            &config.outbox_worker,
+            &config.rocketmq,
+            &config.direct,
+            &mut registry,
+        )?;
+        let readiness = Arc::new(admin_http::Readiness::default());
+        let retention_ms =
+            i64::try_from(relay.settings().retention.as_millis()).unwrap_or(i64::MAX);
+        let router = admin_http::router(readiness.clone(), Arc::new(registry)).merge(
+            crate::admin::router(pool.clone(), config.admin_token.clone(), retention_ms),
+        );
+        let http = admin_http::bind(&config.http_listen).await?;
+        Ok(Self {
+            relay,
+            pool,
+            readiness,
+            http,
+            router,
+        })
+    }
+
+    /// Address of the admin HTTP server.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.local_addr().ok()
+    }
+
+    /// Runs until `shutdown`, then drains in order.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let http_shutdown = CancellationToken::new();
+        let http = tokio::spawn(admin_http::serve(
+            self.http,
+            self.router,
+            http_shutdown.clone(),
+        ));
+        self.readiness.set_ready();
+        let relay_result = self.relay.run(shutdown.clone()).await;
+        self.readiness.set_draining();
+        http_shutdown.cancel();
+        let _ = http.await;
+        self.pool.close().await;
+        relay_result
+    }
+}

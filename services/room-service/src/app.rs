@@ -1,0 +1,289 @@
+//! [`App`]: builds room-service from its config and runs it until the shutdown
+//! token fires, then drains in seed 000's order:
+//!
+//! 1. mark draining (`/readyz` 503, gRPC health NOT_SERVING)
+//! 2. cancel the workers (presence, saga sweep, embedded relay)
+//! 3. wait for them
+//! 4. gRPC graceful stop (in-flight commands finish and persist)
+//! 5. stop the room actors (leases released)
+//! 6. close the wallet client, MySQL, Redis; then the admin HTTP server.
+//!
+//! A second SIGTERM/SIGINT exits at once (`service_kit::shutdown`).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyapp_api::room::room_service_server::RoomServiceServer;
+use prometheus_client::registry::Registry;
+use service_kit::admin_http::{self, Readiness};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::Error;
+use crate::cell::PipelineSettings;
+use crate::cells::Cells;
+use crate::config::Config;
+use crate::grpc::GrpcRoomService;
+use crate::im::ImGroups;
+use crate::metrics::Metrics;
+use crate::redis::Redis;
+use crate::service::Rooms;
+use crate::store::Store;
+use crate::wallet::Wallet;
+use crate::workers::{self, Workers};
+
+/// What every room actor and worker shares.
+#[derive(Debug)]
+pub struct Deps {
+    /// MySQL repository.
+    pub store: Store,
+    /// Redis leases, projections, presence, nudge.
+    pub redis: Redis,
+    /// Wallet client.
+    pub wallet: Wallet,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Pipeline settings.
+    pub settings: PipelineSettings,
+}
+
+/// The shutdown steps, in the order they ran (for operators and tests).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Step names.
+    pub steps: Vec<&'static str>,
+}
+
+/// A built, not yet running room-service.
+#[derive(Debug)]
+pub struct App {
+    config: Config,
+    deps: Arc<Deps>,
+    cells: Arc<Cells>,
+    rooms: Rooms,
+    readiness: Arc<Readiness>,
+    registry: Arc<Registry>,
+    grpc_listener: TcpListener,
+    http_listener: TcpListener,
+    grpc_addr: SocketAddr,
+    http_addr: SocketAddr,
+    workers: Workers,
+}
+
+impl App {
+    /// Connects MySQL, Redis and the wallet client and binds both listeners.
+    pub async fn build(config: Config) -> Result<Self, Error> {
+        let mut registry = Registry::with_prefix("hyapp");
+        let metrics = Metrics::register(&mut registry);
+        let pool = config
+            .mysql
+            .connect()
+            .await
+            .map_err(|error| Error::Database(error.to_string()))?;
+        let redis = Redis::connect(&config.redis, &config.node_id).await?;
+        let wallet = Wallet::new(&config.wallet.endpoint, config.wallet.timeout.as_std())?;
+        let im = ImGroups::from_config(&config.tencent_im)?;
+        let room = &config.room;
+        let settings = PipelineSettings {
+            snapshot_every_n: room.snapshot_every_n,
+            group_commit: room.group_commit,
+            max_batch: room.group_commit_max_batch,
+            recent_per_room: room.recent_commands_per_room,
+            presence_ttl_ms: room.presence_ttl.as_millis(),
+            treasure_wakeups: config.rocketmq.treasure_open.enabled,
+            rules: room.rules.to_rules(),
+            idle_ttl: room.idle_ttl.as_std(),
+            mailbox_capacity: room.mailbox_capacity,
+        };
+        let deps = Arc::new(Deps {
+            store: Store::new(pool),
+            redis,
+            wallet,
+            metrics,
+            settings,
+        });
+        let cells = Cells::new(Arc::clone(&deps));
+        let rooms = Rooms {
+            cells: Arc::clone(&cells),
+            deps: Arc::clone(&deps),
+            im,
+            default_app_code: config.app_code.clone(),
+        };
+        let bind = |addr: &str| {
+            let addr = addr.to_owned();
+            async move {
+                admin_http::bind(&addr)
+                    .await
+                    .map_err(|error| Error::Server(error.to_string()))
+            }
+        };
+        let grpc_listener = bind(&config.grpc_listen).await?;
+        let http_listener = bind(&config.http_listen).await?;
+        let local = |listener: &TcpListener| listener.local_addr().map_err(|error| Error::Server(error.to_string()));
+        Ok(Self {
+            grpc_addr: local(&grpc_listener)?,
+            http_addr: local(&http_listener)?,
+            config,
+            deps,
+            cells,
+            rooms,
+            readiness: Arc::new(Readiness::default()),
+            registry: Arc::new(registry),
+            grpc_listener,
+            http_listener,
+            workers: Workers::default(),
+        })
+    }
+
+    /// Bound gRPC address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// Bound admin HTTP address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The room API (the treasure-open consumer calls [`Rooms::open_treasure`]).
+    pub fn rooms(&self) -> Rooms {
+        self.rooms.clone()
+    }
+
+    /// The worker slot: tasks spawned here are cancelled and awaited before the pools close.
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+
+    /// Readiness as reported on `/readyz`.
+    pub fn readiness(&self) -> Arc<Readiness> {
+        Arc::clone(&self.readiness)
+    }
+
+    /// The MySQL pool.
+    pub fn pool(&self) -> sqlx::MySqlPool {
+        self.deps.store.pool().clone()
+    }
+
+    /// One gift-saga recovery sweep (also run periodically by the worker).
+    pub async fn sweep_sagas_once(&self) -> Result<usize, Error> {
+        workers::sweep_sagas(&self.deps, self.config.saga.stuck_after.as_millis()).await
+    }
+
+    /// One presence sweep (also run periodically by the worker).
+    pub async fn sweep_presence_once(&self) -> Result<usize, Error> {
+        workers::sweep_presence(&self.rooms).await
+    }
+
+    fn start_workers(&self) -> Result<(), Error> {
+        let rooms = self.rooms.clone();
+        let interval = self.config.room.presence_sweep_interval.as_std();
+        self.workers.spawn("presence", move |token| async move {
+            workers::every(interval, token, || async {
+                if let Err(error) = workers::sweep_presence(&rooms).await {
+                    tracing::warn!(%error, "presence sweep failed");
+                }
+            })
+            .await;
+        });
+        let deps = Arc::clone(&self.deps);
+        let stuck_after = self.config.saga.stuck_after.as_millis();
+        let interval = self.config.saga.sweep_interval.as_std();
+        self.workers.spawn("saga_sweep", move |token| async move {
+            workers::every(interval, token, || async {
+                if let Err(error) = workers::sweep_sagas(&deps, stuck_after).await {
+                    tracing::warn!(%error, "saga sweep failed");
+                }
+            })
+            .await;
+        });
+        crate::embedded_relay::start(&self.config, self.deps.store.pool(), &self.workers)
+    }
+
+    /// Serves until `shutdown` is cancelled, then drains in order.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<ShutdownReport, Error> {
+        let steps = Arc::new(Mutex::new(Vec::new()));
+        let step = |name: &'static str| {
+            tracing::info!(step = name, "shutdown step");
+            steps.lock().unwrap_or_else(|poison| poison.into_inner()).push(name);
+        };
+        let grace = self.config.shutdown_grace.as_std();
+        // Seed 000 order: workers start before the gRPC server serves.
+        self.start_workers()?;
+
+        let http_stop = CancellationToken::new();
+        let http_task = tokio::spawn(admin_http::serve(
+            self.http_listener,
+            admin_http::router(Arc::clone(&self.readiness), Arc::clone(&self.registry)),
+            http_stop.clone(),
+        ));
+
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<RoomServiceServer<GrpcRoomService>>().await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|error| Error::Server(error.to_string()))?;
+        let reflection_alpha = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
+            .build_v1alpha()
+            .map_err(|error| Error::Server(error.to_string()))?;
+        let grpc_stop = CancellationToken::new();
+        let incoming = tonic::transport::server::TcpIncoming::from(self.grpc_listener).with_nodelay(Some(true));
+        let server = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(reflection_alpha)
+            .add_service(RoomServiceServer::new(GrpcRoomService::new(self.rooms.clone())))
+            .serve_with_incoming_shutdown(incoming, grpc_stop.clone().cancelled_owned());
+        let mut grpc_task = tokio::spawn(server);
+
+        self.readiness.set_ready();
+        tracing::info!(grpc = %self.grpc_addr, http = %self.http_addr, node_id = %self.config.node_id, "room-service ready");
+
+        let mut grpc_result = None;
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            result = &mut grpc_task => grpc_result = Some(result),
+        }
+
+        self.readiness.set_draining();
+        health.set_not_serving::<RoomServiceServer<GrpcRoomService>>().await;
+        step("draining");
+        self.workers.cancel();
+        step("workers_cancelled");
+        if tokio::time::timeout(grace, self.workers.wait()).await.is_err() {
+            tracing::warn!(?grace, "workers did not stop within the grace period");
+        }
+        step("workers_stopped");
+        grpc_stop.cancel();
+        let grpc_result = match grpc_result {
+            Some(result) => Some(result),
+            None => tokio::time::timeout(grace, &mut grpc_task).await.ok(),
+        };
+        step("grpc_stopped");
+        if tokio::time::timeout(grace, self.cells.shutdown()).await.is_err() {
+            tracing::warn!("room actors did not stop within the grace period");
+        }
+        step("cells_released");
+        // The wallet channel closes when the last clone (held by the actors, now gone) drops.
+        step("wallet_closed");
+        self.deps.store.pool().close().await;
+        step("mysql_closed");
+        self.deps.redis.close().await;
+        step("redis_closed");
+        http_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
+        step("http_stopped");
+
+        let report = ShutdownReport {
+            steps: steps.lock().unwrap_or_else(|poison| poison.into_inner()).clone(),
+        };
+        match grpc_result {
+            Some(Ok(Err(error))) => Err(Error::Server(error.to_string())),
+            Some(Err(error)) => Err(Error::Server(error.to_string())),
+            _ => Ok(report),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Test harness: a room-service on port 0 against a fresh MariaDB database,
+//! the shared Redis and an in-process fake wallet, plus request builders and
+//! row counters.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::time::Duration;
+
+use hyapp_api::room::room_service_client::RoomServiceClient;
+use hyapp_api::room::{CommandMeta, CreateRoomRequest, JoinRoomRequest, SendGiftRequest};
+use room_service::{App, Config, Rooms, ShutdownReport};
+use sqlx::MySqlPool;
+use testkit::TestDb;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+/// A running room-service with its dependencies.
+pub struct Harness {
+    pub db: TestDb,
+    pub wallet: fake_wallet::FakeWalletHandle,
+    pub client: RoomServiceClient<Channel>,
+    pub rooms: Rooms,
+    pub pool: MySqlPool,
+    pub http: String,
+    pub workers: room_service::workers::Workers,
+    app: Option<App>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<ShutdownReport, room_service::Error>>>,
+}
+
+/// A config for tests: port 0, a unique node id, no embedded relay, no IM,
+/// and workers that only run when a test calls them.
+pub fn test_config(db: &TestDb, wallet: &fake_wallet::FakeWalletHandle) -> Config {
+    let mut config = Config::default();
+    config.mysql.url = db.url.clone();
+    config.mysql.max_connections = 8;
+    config.redis.url = testkit::redis_url();
+    config.grpc_listen = "127.0.0.1:0".into();
+    config.http_listen = "127.0.0.1:0".into();
+    config.node_id = testkit::unique("node-");
+    config.wallet.endpoint = wallet.endpoint();
+    config.outbox_worker.enabled = false;
+    config.tencent_im.enabled = false;
+    config.room.presence_sweep_interval = service_kit::duration::ConfigDuration::from_secs(3600);
+    config.saga.sweep_interval = service_kit::duration::ConfigDuration::from_secs(3600);
+    config.shutdown_grace = service_kit::duration::ConfigDuration::from_secs(10);
+    config
+}
+
+impl Harness {
+    /// Database + wallet + app with the default test config.
+    pub async fn start() -> Harness {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Like [`Harness::start`], with config tweaks.
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Harness {
+        let db = TestDb::new().await;
+        let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default())
+            .await
+            .expect("fake wallet");
+        let mut config = test_config(&db, &wallet);
+        tweak(&mut config);
+        Self::start_on(db, wallet, config).await
+    }
+
+    /// Starts the app on an existing database and wallet.
+    pub async fn start_on(db: TestDb, wallet: fake_wallet::FakeWalletHandle, config: Config) -> Harness {
+        let config = config.validate().expect("valid test config");
+        let app = App::build(config).await.expect("build app");
+        let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr()))
+            .await
+            .expect("connect room-service");
+        Harness {
+            rooms: app.rooms(),
+            pool: db.pool.clone(),
+            http: format!("http://{}", app.http_addr()),
+            workers: app.workers().clone(),
+            db,
+            wallet,
+            client,
+            app: Some(app),
+            shutdown: CancellationToken::new(),
+            task: None,
+        }
+        .running()
+    }
+
+    fn running(mut self) -> Self {
+        let app = self.app.take().expect("app");
+        let token = self.shutdown.clone();
+        self.task = Some(tokio::spawn(app.run(token)));
+        self
+    }
+
+    /// Gracefully stops the app and returns its shutdown report with the
+    /// database and wallet, for a restart.
+    pub async fn stop(mut self) -> (ShutdownReport, TestDb, fake_wallet::FakeWalletHandle) {
+        self.shutdown.cancel();
+        let report = self
+            .task
+            .take()
+            .expect("running")
+            .await
+            .expect("app task")
+            .expect("clean shutdown");
+        (report, self.db, self.wallet)
+    }
+
+    /// Rows in `table` whose `column` equals `value`.
+    pub async fn count(&self, table: &str, column: &str, value: &str) -> i64 {
+        count(&self.pool, table, column, value).await
+    }
+}
+
+/// Rows in `table` whose `column` equals `value`.
+pub async fn count(pool: &MySqlPool, table: &str, column: &str, value: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table} WHERE {column} = ?"))
+        .bind(value)
+        .fetch_one(pool)
+        .await
+        .expect("count rows")
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn meta(command_id: &str) -> Option<CommandMeta> {
+    Some(CommandMeta {
+        command_id: command_id.into(),
+        request_id: testkit::unique("req-"),
+        app_code: String::new(),
+    })
+}
+
+pub fn create(room_id: &str, owner_id: &str) -> CreateRoomRequest {
+    CreateRoomRequest {
+        meta: meta(&testkit::unique("create-")),
+        room_id: room_id.into(),
+        owner_id: owner_id.into(),
+        title: "test room".into(),
+        mic_seat_count: 8,
+    }
+}
+
+pub fn join(room_id: &str, user_id: &str) -> JoinRoomRequest {
+    JoinRoomRequest {
+        meta: meta(&testkit::unique("join-")),
+        room_id: room_id.into(),
+        user_id: user_id.into(),
+    }
+}
+
+pub fn gift(room_id: &str, command_id: &str, sender: &str, receiver: &str, count: i64, unit_value: i64) -> SendGiftRequest {
+    SendGiftRequest {
+        meta: meta(command_id),
+        room_id: room_id.into(),
+        sender_id: sender.into(),
+        receiver_id: receiver.into(),
+        gift_id: "rose".into(),
+        count,
+        unit_value,
+    }
+}
+
+/// Creates `room_id` owned by `owner` with `members` joined.
+pub async fn room_with_members(client: &mut RoomServiceClient<Channel>, room_id: &str, owner: &str, members: &[&str]) {
+    client.create_room(create(room_id, owner)).await.expect("create room");
+    for member in members {
+        client.join_room(join(room_id, member)).await.expect("join room");
+    }
+}
