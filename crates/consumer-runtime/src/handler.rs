@@ -64,6 +64,41 @@ impl From<crate::Error> for HandlerError {
     }
 }
 
+/// How a batch failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchError {
+    /// The batch failed as a whole (e.g. its transaction rolled back) and the
+    /// culprit is unknown: the runtime handles the messages one by one.
+    Whole(HandlerError),
+    /// The first `done.len()` messages were handled (with these outcomes);
+    /// the next one failed with `error`. The runtime retries or dead-letters
+    /// that one and goes on with the rest.
+    At {
+        /// Outcomes of the handled prefix.
+        done: Vec<Outcome>,
+        /// The failure of message `done.len()`.
+        error: HandlerError,
+    },
+}
+
+impl From<HandlerError> for BatchError {
+    fn from(error: HandlerError) -> Self {
+        BatchError::Whole(error)
+    }
+}
+
+impl From<sqlx::Error> for BatchError {
+    fn from(error: sqlx::Error) -> Self {
+        BatchError::Whole(error.into())
+    }
+}
+
+impl From<crate::Error> for BatchError {
+    fn from(error: crate::Error) -> Self {
+        BatchError::Whole(error.into())
+    }
+}
+
 /// A consumer's business logic. Every method must be idempotent by event id:
 /// the runtime delivers at least once.
 pub trait Handler<M: Decode>: Send + Sync + 'static {
@@ -75,20 +110,22 @@ pub trait Handler<M: Decode>: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Outcome, HandlerError>> + Send;
 
     /// Handles consecutive messages of one partition, in order, returning one
-    /// outcome per message. Override it to amortise a transaction over the
-    /// batch. On error the runtime falls back to [`Handler::handle`] for each
-    /// message, so an implementation may have applied a prefix before failing
-    /// (the retries then see those as duplicates).
+    /// outcome per message. Override it to amortise a transaction or a query
+    /// over the batch. The default calls [`Handler::handle`] in order and
+    /// reports where it stopped.
     fn handle_batch<'a>(
         &'a self,
         batch: &'a [Delivery<M>],
-    ) -> impl Future<Output = Result<Vec<Outcome>, HandlerError>> + Send + 'a {
+    ) -> impl Future<Output = Result<Vec<Outcome>, BatchError>> + Send + 'a {
         async move {
-            let mut outcomes = Vec::with_capacity(batch.len());
+            let mut done = Vec::with_capacity(batch.len());
             for delivery in batch {
-                outcomes.push(self.handle(delivery).await?);
+                match self.handle(delivery).await {
+                    Ok(outcome) => done.push(outcome),
+                    Err(error) => return Err(BatchError::At { done, error }),
+                }
             }
-            Ok(outcomes)
+            Ok(done)
         }
     }
 }

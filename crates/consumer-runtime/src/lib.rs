@@ -35,7 +35,7 @@ mod worker;
 
 pub use config::{ConsumerConfig, ConsumerSettings, DedupPurge, RetryPolicy};
 pub use consumer::Consumer;
-pub use handler::{Handler, HandlerError, Outcome};
+pub use handler::{BatchError, Handler, HandlerError, Outcome};
 pub use message::{Decode, Delivery};
 pub use metrics::{ConsumerMetrics, GroupMetrics};
 

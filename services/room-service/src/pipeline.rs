@@ -123,12 +123,30 @@ async fn run(
         // Apply on a clone; a rejection changes nothing and is answered at once.
         let (applied, final_state, rejected) = apply_all(&cell.state, pending, now_ms);
         if !rejected.is_empty() {
-            for index in rejected.iter().rev() {
-                let (entry, rejection) = (pending.remove(index.0), index.1.clone());
+            // A retry of a command committed before this cell was loaded is
+            // usually rejected by the state it produced (already a member...):
+            // only the log can tell a replay from a real rejection.
+            let lookup_started = Instant::now();
+            let ids: Vec<&str> = rejected
+                .iter()
+                .map(|(index, _)| pending[*index].job.request.command_id.as_str())
+                .collect();
+            let stored = deps.store.lookup_commands(&ids).await;
+            let lookup = lookup_started.elapsed();
+            for (index, rejection) in rejected.into_iter().rev() {
+                let mut entry = pending.remove(index);
+                entry.stages.idempotency += lookup;
                 if entry.debited {
                     compensate(deps, &entry.job.request.command_id, "rejected after debit").await;
                 }
-                answer(entry, Err(Error::Rejected(rejection)));
+                let result = match &stored {
+                    Ok(stored) => match stored.iter().find(|row| row.command_id == entry.job.request.command_id) {
+                        Some(found) => stored_answer(&entry, found),
+                        None => Err(Error::Rejected(rejection)),
+                    },
+                    Err(error) => Err(Error::database(error)),
+                };
+                answer(entry, result);
             }
             continue;
         }
