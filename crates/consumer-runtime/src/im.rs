@@ -78,6 +78,73 @@ impl TencentImSection {
     }
 }
 
+/// Retries of IM deliveries driven from a table (notices, broadcasts): the
+/// row commits with the consumed event's effect; delivery is attempted right
+/// after, and a failed one is swept up again when due.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeliveryRetryConfig {
+    /// Attempts before a row is marked `failed`.
+    pub max_attempts: u32,
+    /// Delay after the first failure.
+    pub initial_backoff: ConfigDuration,
+    /// Delay cap.
+    pub max_backoff: ConfigDuration,
+    /// How often due rows are looked for.
+    pub sweep_interval: ConfigDuration,
+    /// Rows per sweep.
+    pub sweep_batch: u32,
+    /// How long an attempt owns its row before a sweeper may take it over.
+    pub claim_lease: ConfigDuration,
+}
+
+impl Default for DeliveryRetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 16,
+            initial_backoff: ConfigDuration::from_secs(1),
+            max_backoff: ConfigDuration::from_secs(300),
+            sweep_interval: ConfigDuration::from_secs(1),
+            sweep_batch: 100,
+            claim_lease: ConfigDuration::from_secs(30),
+        }
+    }
+}
+
+impl DeliveryRetryConfig {
+    /// Delay before the next attempt after `attempts` failed ones.
+    pub fn backoff_ms(&self, attempts: u32) -> i64 {
+        let defaults = Self::default();
+        let initial = self.initial_backoff.positive_or(defaults.initial_backoff).as_millis();
+        let max = self.max_backoff.positive_or(defaults.max_backoff).as_millis();
+        let shift = attempts.saturating_sub(1).min(20);
+        initial.saturating_mul(1 << shift).min(max)
+    }
+
+    /// The claim lease, ms.
+    pub fn lease_ms(&self) -> i64 {
+        self.claim_lease.positive_or(Self::default().claim_lease).as_millis()
+    }
+
+    /// The sweep interval.
+    pub fn sweep_every(&self) -> std::time::Duration {
+        self.sweep_interval.positive_or(Self::default().sweep_interval).as_std()
+    }
+}
+
+/// Error text short enough for a `last_error VARCHAR(512)` column.
+pub fn short_error(error: &tencent_im::Error) -> String {
+    let text = match error.code() {
+        Some(code) => format!("error_code={code}: {error}"),
+        None => error.to_string(),
+    };
+    let mut cut = text.len().min(500);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text[..cut].to_string()
+}
+
 /// The IM group of `room_id` under `template` (`{room_id}` replaced).
 pub fn group_id(template: &str, room_id: &str) -> String {
     template.replace("{room_id}", room_id)
@@ -129,5 +196,9 @@ mod tests {
             ..TencentImSection::default()
         };
         assert!(section.client().unwrap_err().to_string().contains("group_id_template"));
+        let retry = DeliveryRetryConfig::default();
+        assert_eq!(retry.backoff_ms(1), 1_000);
+        assert_eq!(retry.backoff_ms(3), 4_000);
+        assert_eq!(retry.backoff_ms(30), 300_000);
     }
 }

@@ -7,7 +7,7 @@ use crate::{
     ConsumerSettings,
     consumer::KafkaConsumer,
     dead_letter::{self, DeadLetterProducer},
-    handler::{Handler, HandlerError, Outcome},
+    handler::{BatchError, Handler, HandlerError, Outcome},
     message::{Decode, Delivery},
     metrics::GroupMetrics,
 };
@@ -54,6 +54,16 @@ pub(crate) struct PartitionWorker<M, H> {
     pub previous: Option<CancellationToken>,
     /// Cancelled when this worker exits.
     pub done: CancellationToken,
+}
+
+/// How a batch run ended.
+enum BatchRun {
+    /// Every message handled; the offset of the last one.
+    Done(i64),
+    /// The first `done` messages handled; the next failed with `error`.
+    FailedAt { done: usize, error: HandlerError },
+    /// Failed as a whole: handle one by one.
+    Whole,
 }
 
 /// Whether the worker may go on after a step.
@@ -149,20 +159,40 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 .metrics
                 .observe_lag(delivery.message.occurred_at_ms(), now_ms);
         }
+        let mut prior_error = None;
         if batch.len() > 1 {
             let started = Instant::now();
-            if let Some(last_offset) = self.run_batch(&batch).await {
-                let elapsed = started.elapsed().as_secs_f64();
-                for _ in &batch {
-                    self.shared.metrics.processing.observe(elapsed);
+            match self.run_batch(&batch).await {
+                BatchRun::Done(last_offset) => {
+                    let elapsed = started.elapsed().as_secs_f64();
+                    for _ in &batch {
+                        self.shared.metrics.processing.observe(elapsed);
+                    }
+                    self.store(last_offset, next_offset);
+                    return Step::Continue;
                 }
-                self.store(last_offset, next_offset);
-                return Step::Continue;
+                BatchRun::FailedAt { done, error } => {
+                    if let Some(last_done) = done.checked_sub(1).and_then(|i| batch.get(i)) {
+                        self.store(last_done.offset, next_offset);
+                    }
+                    // The rest goes back to the queue, to be batched again
+                    // once the failing message is settled.
+                    let rest = raws.split_off((done + 1).min(raws.len()));
+                    for raw in rest.into_iter().rev() {
+                        queue.push_front(raw);
+                    }
+                    batch.truncate(done + 1);
+                    batch.drain(..done);
+                    raws.drain(..done.min(raws.len()));
+                    prior_error = Some(error);
+                }
+                BatchRun::Whole => {}
             }
         }
         for (delivery, raw) in batch.into_iter().zip(&raws) {
             let started = Instant::now();
-            if let Step::Stop = self.handle_one(delivery, raw, next_offset).await {
+            let prior = prior_error.take();
+            if let Step::Stop = self.handle_one(delivery, raw, prior, next_offset).await {
                 return Step::Stop;
             }
             self.shared
@@ -173,9 +203,8 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         Step::Continue
     }
 
-    /// Runs the handler once over the whole batch; `None` means "handle the
-    /// messages one by one" (with retries and dead letters).
-    async fn run_batch(&self, batch: &[Delivery<M>]) -> Option<i64> {
+    /// Runs the handler once over the whole batch.
+    async fn run_batch(&self, batch: &[Delivery<M>]) -> BatchRun {
         let size = batch.len();
         let first_offset = batch.first().map_or(0, |d| d.offset);
         let last_offset = batch.last().map_or(0, |d| d.offset);
@@ -197,12 +226,27 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 for outcome in outcomes {
                     self.count(outcome);
                 }
-                return Some(last_offset);
+                return BatchRun::Done(last_offset);
+            }
+            Ok(Err(BatchError::At { done, error })) if done.len() < size => {
+                let failed = done.len();
+                for outcome in done {
+                    self.count(outcome);
+                }
+                return BatchRun::FailedAt {
+                    done: failed,
+                    error,
+                };
             }
             Ok(Ok(outcomes)) => format!("{} outcomes for {size} messages", outcomes.len()),
-            Ok(Err(error)) => error.to_string(),
+            Ok(Err(BatchError::At { done, error })) => {
+                format!("{error} (reported after {} of {size} messages)", done.len())
+            }
+            Ok(Err(BatchError::Whole(error))) => error.to_string(),
             Err(join_error) => format!("handler panicked: {join_error}"),
         };
+        // The failed batch counts as one failed attempt.
+        self.shared.metrics.retried.inc();
         tracing::info!(
             consumer_group = %self.shared.settings.consumer_group,
             partition = self.partition,
@@ -211,14 +255,16 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
             error = %reason,
             "batch failed, handling one by one"
         );
-        None
+        BatchRun::Whole
     }
 
     /// One message: retry with backoff up to the budget, then dead-letter.
+    /// `prior_error` is the failure of a first attempt made within a batch.
     async fn handle_one(
         &self,
         mut delivery: Delivery<M>,
         raw: &OwnedMessage,
+        mut prior_error: Option<HandlerError>,
         next_offset: &mut i64,
     ) -> Step {
         let settings = &self.shared.settings;
@@ -226,7 +272,11 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         let offset = delivery.offset;
         loop {
             let attempt = delivery.attempt;
-            let error = match self.run_handler(delivery.clone()).await {
+            let result = match prior_error.take() {
+                Some(error) => Err(error),
+                None => self.run_handler(delivery.clone()).await,
+            };
+            let error = match result {
                 Ok(outcome) => {
                     self.count(outcome);
                     self.store(offset, next_offset);

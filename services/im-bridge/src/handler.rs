@@ -12,7 +12,7 @@
 //! by Tencent.
 
 use crate::{config::BridgeConfig, message::room_event_message};
-use consumer_runtime::{Delivery, Handler, HandlerError, Outcome, dedup, im};
+use consumer_runtime::{BatchError, Delivery, Handler, HandlerError, Outcome, dedup, im};
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use sqlx::MySqlPool;
 use std::collections::HashSet;
@@ -74,7 +74,7 @@ impl ImBridgeHandler {
     async fn apply(
         &self,
         batch: &[Delivery<pb::RoomOutboxEvent>],
-    ) -> Result<Vec<Outcome>, HandlerError> {
+    ) -> Result<Vec<Outcome>, BatchError> {
         let message_ids: Vec<&str> = batch
             .iter()
             .filter(|delivery| matches!(self.action(&delivery.message), Action::Message))
@@ -109,7 +109,10 @@ impl ImBridgeHandler {
                     if let Err(record_error) = self.record(&sent).await {
                         tracing::warn!(consumer_group = %self.consumer_group, error = %record_error, "dedup record failed");
                     }
-                    return Err(im::handler_error(&error));
+                    return Err(BatchError::At {
+                        done: outcomes,
+                        error: im::handler_error(&error),
+                    });
                 }
             }
         }
@@ -220,14 +223,16 @@ impl Handler<pb::RoomOutboxEvent> for ImBridgeHandler {
         &self,
         delivery: &Delivery<pb::RoomOutboxEvent>,
     ) -> Result<Outcome, HandlerError> {
-        let outcomes = self.apply(std::slice::from_ref(delivery)).await?;
-        Ok(outcomes.first().copied().unwrap_or(Outcome::Ignored))
+        match self.apply(std::slice::from_ref(delivery)).await {
+            Ok(outcomes) => Ok(outcomes.first().copied().unwrap_or(Outcome::Ignored)),
+            Err(BatchError::Whole(error) | BatchError::At { error, .. }) => Err(error),
+        }
     }
 
     async fn handle_batch(
         &self,
         batch: &[Delivery<pb::RoomOutboxEvent>],
-    ) -> Result<Vec<Outcome>, HandlerError> {
+    ) -> Result<Vec<Outcome>, BatchError> {
         self.apply(batch).await
     }
 }

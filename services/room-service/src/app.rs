@@ -166,16 +166,6 @@ impl App {
         self.deps.store.pool().clone()
     }
 
-    /// One gift-saga recovery sweep (also run periodically by the worker).
-    pub async fn sweep_sagas_once(&self) -> Result<usize, Error> {
-        workers::sweep_sagas(&self.deps, self.config.saga.stuck_after.as_millis()).await
-    }
-
-    /// One presence sweep (also run periodically by the worker).
-    pub async fn sweep_presence_once(&self) -> Result<usize, Error> {
-        workers::sweep_presence(&self.rooms).await
-    }
-
     fn start_workers(&self) -> Result<(), Error> {
         let rooms = self.rooms.clone();
         let interval = self.config.room.presence_sweep_interval.as_std();

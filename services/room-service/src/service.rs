@@ -186,6 +186,17 @@ impl Rooms {
         self.deps.redis.top_rooms(i64::from(limit)).await
     }
 
+    /// One gift-saga recovery sweep: sagas untouched for `stuck_after_ms` are
+    /// compensated. Returns how many were refunded.
+    pub async fn sweep_sagas(&self, stuck_after_ms: i64) -> Result<usize, Error> {
+        crate::workers::sweep_sagas(&self.deps, stuck_after_ms).await
+    }
+
+    /// One presence sweep. Returns how many users left.
+    pub async fn sweep_presence(&self) -> Result<usize, Error> {
+        crate::workers::sweep_presence(self).await
+    }
+
     /// Validation context for gateway requests.
     pub fn context<'a>(&'a self, traceparent: &'a str) -> validate::RequestContext<'a> {
         validate::RequestContext {

@@ -1,0 +1,112 @@
+//! What scenarios share: a fresh benchmark database, pre-filled outbox rows
+//! shaped exactly like room-service's, relays, and a topic reader.
+
+use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, names, row, shard_of};
+use prost::Message as _;
+use room_core::{EventKind, RoomEvent};
+use service_kit::time::now_ms;
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+
+/// Where the infrastructure is.
+#[derive(Debug, Clone)]
+pub struct BenchEnv {
+    /// Broker bootstrap.
+    pub bootstrap: String,
+    /// MariaDB server URL.
+    pub mysql: String,
+    /// Redis URL.
+    pub redis: String,
+    /// Tiny sizes.
+    pub smoke: bool,
+}
+
+/// A fresh migrated database for one scenario.
+pub async fn fresh_database(env: &BenchEnv) -> anyhow::Result<(MySqlPool, String)> {
+    let name = format!("hyapp_bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let mut admin = MySqlConnection::connect(&env.mysql).await?;
+    sqlx::query(&format!("CREATE DATABASE `{name}`")).execute(&mut admin).await?;
+    let pool = sqlx::mysql::MySqlPoolOptions::new().max_connections(32).connect(&format!("{}/{name}", env.mysql)).await?;
+    service_kit::db::MIGRATOR.run(&pool).await?;
+    Ok((pool, name))
+}
+
+/// Drops a scenario's database.
+pub async fn drop_database(env: &BenchEnv, name: &str) -> anyhow::Result<()> {
+    let mut admin = MySqlConnection::connect(&env.mysql).await?;
+    sqlx::query(&format!("DROP DATABASE `{name}`")).execute(&mut admin).await?;
+    Ok(())
+}
+
+/// One room event row as room-service writes it (a gift, the commonest event).
+pub fn gift_row(room_id: &str, seq: u64, now: i64) -> NewOutboxRow {
+    let context = EnvelopeContext {
+        app_code: "hyapp".into(),
+        room_id: room_id.into(),
+        room_version: seq,
+        command_id: format!("cmd-{room_id}-{seq}"),
+        occurred_at_ms: now,
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        ..EnvelopeContext::default()
+    };
+    let event = RoomEvent {
+        seq,
+        kind: EventKind::RoomGiftSent {
+            sender_id: format!("user-{}", seq % 97),
+            receiver_id: "host".into(),
+            gift_id: "rose".into(),
+            count: 1,
+            unit_value: 10,
+            total_value: 10,
+        },
+    };
+    let event_id = uuid::Uuid::now_v7().to_string();
+    let envelope = envelope_for(&context, event_id.clone(), &event);
+    NewOutboxRow {
+        event_id,
+        app_code: "hyapp".into(),
+        room_id: room_id.into(),
+        shard: shard_of(room_id),
+        lane: row::LANE_CHAIN,
+        room_event_seq: seq,
+        event_type: envelope.event_type.clone(),
+        topic: names::TOPIC_ROOM_OUTBOX.into(),
+        payload: envelope.encode_to_vec(),
+        traceparent: context.traceparent,
+        not_before_ms: now,
+        created_at_ms: now,
+    }
+}
+
+/// Inserts `rows_total` rows across `rooms` rooms, interleaved like concurrent commits.
+pub async fn prefill(pool: &MySqlPool, rooms: usize, rows_total: usize) -> anyhow::Result<()> {
+    let now = now_ms();
+    let per_room = rows_total.div_ceil(rooms);
+    let mut batch = Vec::with_capacity(2_000);
+    let mut written = 0;
+    'outer: for seq in 1..=per_room as u64 {
+        for room in 0..rooms {
+            batch.push(gift_row(&format!("bench-room-{room}"), seq, now));
+            written += 1;
+            if batch.len() == 2_000 {
+                flush(pool, &mut batch).await?;
+            }
+            if written == rows_total {
+                break 'outer;
+            }
+        }
+    }
+    flush(pool, &mut batch).await
+}
+
+async fn flush(pool: &MySqlPool, batch: &mut Vec<NewOutboxRow>) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    outbox_relay::insert_outbox_rows(&mut tx, batch).await?;
+    tx.commit().await?;
+    batch.clear();
+    Ok(())
+}
+
+/// Open rows left.
+pub async fn open_rows(pool: &MySqlPool) -> anyhow::Result<i64> {
+    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM room_outbox WHERE open_flag = 1").fetch_one(pool).await?)
+}

@@ -1,0 +1,52 @@
+//! Benchmark runner. `cargo xtask bench` starts the broker and runs this in
+//! release mode; each scenario prints table rows (target, measured, same-run
+//! baseline, ratio, PASS/MISS) and everything is written as JSON under
+//! `target/bench/`. A MISS is reported, never hidden; this is not a test and
+//! asserts no timings.
+
+mod fixtures;
+mod relay_scenarios;
+mod report;
+
+use clap::Parser;
+use report::Report;
+
+#[derive(Debug, Parser)]
+#[command(name = "bench", about = "Platform benchmarks with same-run baselines")]
+struct Cli {
+    /// Broker bootstrap servers.
+    #[arg(long, env = "HYAPP_BENCH_KAFKA_BOOTSTRAP")]
+    bootstrap: String,
+    /// MariaDB server URL (no database).
+    #[arg(long, default_value = "mysql://root@127.0.0.1:3306")]
+    mysql: String,
+    /// Redis URL.
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    /// Seconds-long smoke run (CI keeps the harness working with this).
+    #[arg(long)]
+    smoke: bool,
+    /// Run only scenarios whose name contains one of these.
+    #[arg(long)]
+    only: Vec<String>,
+    /// Where to write results.
+    #[arg(long, default_value = "target/bench")]
+    out_dir: std::path::PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let env = fixtures::BenchEnv { bootstrap: cli.bootstrap.clone(), mysql: cli.mysql.clone(), redis: cli.redis.clone(), smoke: cli.smoke };
+    let selected = |name: &str| cli.only.is_empty() || cli.only.iter().any(|only| name.contains(only.as_str()));
+    let mut report = Report::new(cli.smoke);
+    if selected("relay-drain") {
+        relay_scenarios::backlog_drain(&env, &mut report).await?;
+    }
+    if selected("relay-latency") {
+        relay_scenarios::idle_latency(&env, &mut report).await?;
+    }
+    report.print();
+    report.write(&cli.out_dir)?;
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! Relay scenarios: backlog drain with 1 and 2 relays against two same-run
+//! baselines (raw rdkafka produce of the same payloads; raw SQL claim+mark of
+//! the same rows), per-room order verified on the topic afterwards; and
+//! idle-to-publish latency with and without the commit nudge.
+
+use crate::{
+    fixtures::{self, BenchEnv},
+    report::{Report, Row},
+};
+use fred::prelude::*;
+use hdrhistogram::Histogram;
+use outbox_relay::config::{DirectConfig, OutboxWorkerConfig};
+use outbox_schema::names;
+use rdkafka::{
+    ClientConfig, Message,
+    admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
+    client::DefaultClientContext,
+    consumer::{Consumer, StreamConsumer},
+    producer::{FutureProducer, FutureRecord},
+};
+use service_kit::{duration::ConfigDuration, mq::MqConfig, time::now_ms};
+use sqlx::{MySqlPool, Row as _};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+use tokio_util::sync::CancellationToken;
+
+const PARTITIONS: i32 = 8;
+
+fn mq_config(env: &BenchEnv, namespace: &str) -> MqConfig {
+    let mut mq = MqConfig {
+        enabled: true,
+        name_servers: vec![env.bootstrap.clone()],
+        namespace: namespace.into(),
+        send_timeout: ConfigDuration::from_secs(10),
+        ..MqConfig::default()
+    };
+    mq.room_outbox.enabled = true;
+    mq
+}
+
+fn worker(node_id: &str, nudge: bool, poll: ConfigDuration, redis: &str) -> OutboxWorkerConfig {
+    OutboxWorkerConfig {
+        publish_mode: "mq".into(),
+        poll_interval: poll,
+        batch_size: 2_000,
+        publish_timeout: ConfigDuration::from_secs(10),
+        shard_lease: ConfigDuration::from_secs(2),
+        nudge_enabled: nudge,
+        redis_url: redis.into(),
+        node_id: node_id.into(),
+        ..OutboxWorkerConfig::default()
+    }
+}
+
+async fn create_topic(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+    let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1));
+    admin.create_topics([&new], &AdminOptions::new()).await?;
+    Ok(())
+}
+
+/// Scenario 3 (and the relay issue's drain figure).
+pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
+    let (rows, rooms) = if env.smoke { (2_000, 50) } else { (200_000, 1_000) };
+    println!("relay-drain: {rows} rows across {rooms} rooms");
+    let produce_baseline = raw_produce(env, rows, rooms).await?;
+    let sql_baseline = raw_sql_claim_mark(env, rows, rooms).await?;
+    let lower = produce_baseline.min(sql_baseline);
+    report.add(Row {
+        scenario: "relay-drain baseline: raw produce".into(),
+        metric: "events/s".into(),
+        measured: produce_baseline,
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: "rdkafka idempotent producer, same payloads, no DB".into(),
+    });
+    report.add(Row {
+        scenario: "relay-drain baseline: raw SQL".into(),
+        metric: "events/s".into(),
+        measured: sql_baseline,
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: "claim+mark UPDATEs of the same rows, no broker".into(),
+    });
+    for relays in [1usize, 2] {
+        let (rate, order_ok) = drain_with(env, rows, rooms, relays).await?;
+        let ratio = rate / lower;
+        report.add(Row {
+            scenario: format!("relay-drain ({relays} relay{})", if relays > 1 { "s" } else { "" }),
+            metric: "events/s".into(),
+            measured: rate,
+            target: Some(">= 30000, >= 0.5x".into()),
+            baseline: Some(lower),
+            ratio: Some(ratio),
+            pass: Some(rate >= 30_000.0 && ratio >= 0.5 && order_ok),
+            note: format!("per-room order on topic: {}", if order_ok { "verified" } else { "VIOLATED" }),
+        });
+    }
+    Ok(())
+}
+
+async fn drain_with(env: &BenchEnv, rows: usize, rooms: usize, relays: usize) -> anyhow::Result<(f64, bool)> {
+    let (pool, db) = fixtures::fresh_database(env).await?;
+    fixtures::prefill(&pool, rooms, rows).await?;
+    let namespace = format!("bench{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let mq = mq_config(env, &namespace);
+    let topic = mq.topic(names::TOPIC_ROOM_OUTBOX);
+    create_topic(&env.bootstrap, &topic).await?;
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for index in 0..relays {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let relay = outbox_relay::app::build_relay(
+            pool.clone(),
+            &worker(&format!("bench-relay-{index}"), false, ConfigDuration::from_millis(20), &env.redis),
+            &mq,
+            &DirectConfig::default(),
+            &mut registry,
+        )?;
+        handles.push(tokio::spawn(relay.run(shutdown.clone())));
+    }
+    while fixtures::open_rows(&pool).await? > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    shutdown.cancel();
+    for handle in handles {
+        handle.await??;
+    }
+    let order_ok = verify_room_order(env, &topic, rows).await?;
+    pool.close().await;
+    fixtures::drop_database(env, &db).await?;
+    Ok((rows as f64 / elapsed, order_ok))
+}
+
+/// Reads the whole topic and checks each room's sequence never goes backwards
+/// and ends complete (at-least-once duplicates allowed).
+async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::Result<bool> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &env.bootstrap)
+        .set("group.id", format!("bench-verify-{}", uuid::Uuid::new_v4().simple()))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    consumer.subscribe(&[topic])?;
+    let mut last: HashMap<String, u64> = HashMap::new();
+    let mut distinct = std::collections::HashSet::new();
+    let mut ok = true;
+    while distinct.len() < rows {
+        let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await??;
+        let envelope = outbox_schema::decode_envelope(message.payload().unwrap_or_default())?;
+        let previous = last.insert(envelope.room_id.clone(), envelope.room_event_seq).unwrap_or(0);
+        if envelope.room_event_seq < previous {
+            ok = false;
+        }
+        distinct.insert(envelope.event_id);
+    }
+    Ok(ok)
+}
+
+async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
+    let topic = format!("bench-raw-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    create_topic(&env.bootstrap, &topic).await?;
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &env.bootstrap)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "2")
+        .set("compression.type", "lz4")
+        .create()?;
+    let now = now_ms();
+    let payloads: Vec<_> =
+        (0..rows).map(|index| fixtures::gift_row(&format!("bench-room-{}", index % rooms), (index / rooms) as u64 + 1, now)).collect();
+    let started = Instant::now();
+    for chunk in payloads.chunks(10_000) {
+        let sends = chunk.iter().map(|row| {
+            producer.send(FutureRecord::to(&topic).key(&row.room_id).payload(&row.payload), Duration::from_secs(10))
+        });
+        for result in futures::future::join_all(sends).await {
+            result.map_err(|(error, _)| error)?;
+        }
+    }
+    Ok(rows as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
+    let (pool, db) = fixtures::fresh_database(env).await?;
+    fixtures::prefill(&pool, rooms, rows).await?;
+    let started = Instant::now();
+    loop {
+        let ids: Vec<u64> = sqlx::query_scalar(
+            "SELECT id FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1 ORDER BY id LIMIT 2000",
+        )
+        .fetch_all(&pool)
+        .await?;
+        if ids.is_empty() {
+            break;
+        }
+        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        sqlx::query(&format!("UPDATE room_outbox SET status = 'delivering', claim_token = 1 WHERE id IN ({list})"))
+            .execute(&pool)
+            .await?;
+        sqlx::query(&format!("UPDATE room_outbox SET status = 'delivered' WHERE id IN ({list}) AND claim_token = 1"))
+            .execute(&pool)
+            .await?;
+    }
+    let rate = rows as f64 / started.elapsed().as_secs_f64();
+    pool.close().await;
+    fixtures::drop_database(env, &db).await?;
+    Ok(rate)
+}
+
+/// Idle-to-publish latency (commit → delivered) of single events, with and without the nudge.
+pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
+    let samples = if env.smoke { 5 } else { 200 };
+    for nudge in [true, false] {
+        let histogram = latency_samples(env, nudge, if nudge { samples } else { samples / 2 }).await?;
+        for (quantile, label) in [(0.5, "p50"), (0.99, "p99")] {
+            report.add(Row {
+                scenario: format!("relay idle-to-publish, nudge {}", if nudge { "on" } else { "off" }),
+                metric: format!("{label} ms"),
+                measured: histogram.value_at_quantile(quantile) as f64,
+                target: None,
+                baseline: None,
+                ratio: None,
+                pass: None,
+                note: "poll_interval 1s; commit to broker ack".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn latency_samples(env: &BenchEnv, nudge: bool, samples: usize) -> anyhow::Result<Histogram<u64>> {
+    let (pool, db) = fixtures::fresh_database(env).await?;
+    let namespace = format!("benchlat{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let mq = mq_config(env, &namespace);
+    create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let relay = outbox_relay::app::build_relay(
+        pool.clone(),
+        &worker("bench-latency", nudge, ConfigDuration::from_secs(1), &env.redis),
+        &mq,
+        &DirectConfig::default(),
+        &mut registry,
+    )?;
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn(relay.run(shutdown.clone()));
+    let redis = Builder::from_config(Config::from_url(&env.redis)?).build()?;
+    redis.init().await?;
+    // Let the relay take its shards and subscribe before measuring.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut histogram = Histogram::<u64>::new(3)?;
+    for index in 0..samples {
+        let row = fixtures::gift_row("latency-room", index as u64 + 1, now_ms());
+        let mut tx = pool.begin().await?;
+        outbox_relay::insert_outbox_rows(&mut tx, std::slice::from_ref(&row)).await?;
+        tx.commit().await?;
+        if nudge {
+            let _: i64 = redis.publish(names::NUDGE_CHANNEL, row.shard.to_string()).await?;
+        }
+        let latency = wait_delivered(&pool, &row.event_id).await?;
+        histogram.record(latency.max(0) as u64)?;
+        // Decorrelate from the poll ticker.
+        tokio::time::sleep(Duration::from_millis(7 * (index as u64 % 13))).await;
+    }
+    shutdown.cancel();
+    handle.await??;
+    let _ = redis.quit().await;
+    pool.close().await;
+    fixtures::drop_database(env, &db).await?;
+    Ok(histogram)
+}
+
+async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let row = sqlx::query("SELECT delivered_at_ms - created_at_ms AS lag FROM room_outbox WHERE event_id = ? AND status = 'delivered'")
+            .bind(event_id)
+            .fetch_optional(pool)
+            .await?;
+        if let Some(row) = row {
+            return Ok(row.try_get("lag")?);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "event {event_id} not delivered within 30s");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}

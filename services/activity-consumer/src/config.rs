@@ -1,0 +1,216 @@
+//! activity-consumer configuration: defaults → `configs/activity-consumer.yaml`
+//! (or `--config`) → `ACTIVITY__…` environment → validation.
+
+use crate::Error;
+use consumer_runtime::{
+    ConsumerConfig, ConsumerSettings,
+    im::{DeliveryRetryConfig, TencentImSection},
+};
+use outbox_schema::names::GROUP_ACTIVITY;
+use serde::{Deserialize, Serialize};
+use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
+use std::path::PathBuf;
+
+/// Whose score a gift raises on a leaderboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankBy {
+    /// The sender (a "wealth" board).
+    Sender,
+    /// The receiver (a "charm" board).
+    Receiver,
+}
+
+/// One activity with a daily (UTC) gift leaderboard.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityRule {
+    /// Activity id, the leaderboard's key.
+    pub id: String,
+    /// Gifts that count; empty = every gift.
+    #[serde(default)]
+    pub gift_ids: Vec<String>,
+    /// Whose score rises.
+    #[serde(default = "default_rank_by")]
+    pub rank_by: RankBy,
+    /// First counted commit time, Unix ms (0 = since ever).
+    #[serde(default)]
+    pub starts_at_ms: i64,
+    /// End of the activity, Unix ms, exclusive (0 = never).
+    #[serde(default)]
+    pub ends_at_ms: i64,
+}
+
+fn default_rank_by() -> RankBy {
+    RankBy::Sender
+}
+
+impl ActivityRule {
+    /// Whether a gift committed at `occurred_at_ms` counts for this activity.
+    pub fn counts(&self, gift_id: &str, occurred_at_ms: i64) -> bool {
+        (self.gift_ids.is_empty() || self.gift_ids.iter().any(|id| id == gift_id))
+            && occurred_at_ms >= self.starts_at_ms
+            && (self.ends_at_ms == 0 || occurred_at_ms < self.ends_at_ms)
+    }
+}
+
+/// The `activity` section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActivityConfig {
+    /// Activities with leaderboards.
+    pub activities: Vec<ActivityRule>,
+    /// A gift whose `total_value` reaches this is broadcast (0 disables).
+    pub big_gift_threshold: u64,
+    /// The global IM group big gifts are announced in.
+    pub broadcast_group_id: String,
+    /// Retries of broadcast deliveries.
+    pub broadcast: DeliveryRetryConfig,
+}
+
+impl Default for ActivityConfig {
+    fn default() -> Self {
+        Self {
+            activities: vec![ActivityRule {
+                id: "daily_gift_rank".into(),
+                gift_ids: Vec::new(),
+                rank_by: RankBy::Sender,
+                starts_at_ms: 0,
+                ends_at_ms: 0,
+            }],
+            big_gift_threshold: 10_000,
+            broadcast_group_id: "hyapp_global_broadcast".into(),
+            broadcast: DeliveryRetryConfig::default(),
+        }
+    }
+}
+
+/// The whole configuration of activity-consumer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Logging.
+    pub log: LogConfig,
+    /// MySQL holding the activity tables and `consumer_dedup`.
+    pub mysql: MysqlConfig,
+    /// Broker (seed 001 `rocketmq` section).
+    pub rocketmq: MqConfig,
+    /// Consumer runtime tunables (`group` defaults to `hyapp-activity-room-outbox`).
+    pub consumer: ConsumerConfig,
+    /// Tencent IM REST (broadcasts).
+    pub tencent_im: TencentImSection,
+    /// Activity rules.
+    pub activity: ActivityConfig,
+    /// gRPC listen address of the `activity.v1` direct entry.
+    pub grpc_listen: String,
+    /// Admin HTTP (`/healthz`, `/readyz`, `/metrics`).
+    pub http_listen: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log: LogConfig::default(),
+            mysql: MysqlConfig::default(),
+            rocketmq: MqConfig::default(),
+            consumer: ConsumerConfig::default(),
+            tencent_im: TencentImSection::default(),
+            activity: ActivityConfig::default(),
+            grpc_listen: "127.0.0.1:7301".into(),
+            http_listen: "127.0.0.1:7302".into(),
+        }
+    }
+}
+
+const LIST_KEYS: &[&str] = &["rocketmq.name_servers"];
+
+impl Config {
+    /// Loads the layered configuration and validates it.
+    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
+        Self::load_with_env(file, None)
+    }
+
+    /// Like [`Config::load`] with an explicit environment (tests).
+    pub fn load_with_env(
+        file: Option<PathBuf>,
+        env: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, Error> {
+        let config: Config = ConfigSources {
+            service: "activity-consumer",
+            env_prefix: "ACTIVITY",
+            file,
+            list_keys: LIST_KEYS,
+        }
+        .load_with_env(env)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Refuses configurations that cannot work, naming the key.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.consumer_settings()?;
+        let mut ids = std::collections::HashSet::new();
+        for rule in &self.activity.activities {
+            if rule.id.is_empty() || rule.id.len() > 64 || !ids.insert(rule.id.as_str()) {
+                return Err(Error::Config(format!(
+                    "activity.activities: id `{}` must be unique and 1..=64 chars",
+                    rule.id
+                )));
+            }
+        }
+        if self.activity.big_gift_threshold > 0 && self.activity.broadcast_group_id.is_empty() {
+            return Err(Error::Config(
+                "activity.broadcast_group_id is required when big_gift_threshold > 0".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The consumer of `rocketmq.room_outbox.topic` in the activity group.
+    pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
+        Ok(ConsumerSettings::resolve(
+            &self.rocketmq,
+            &self.consumer,
+            &self.rocketmq.room_outbox.topic,
+            GROUP_ACTIVITY,
+            self.rocketmq.room_outbox.consumer_max_reconsume_times,
+        )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_files_load_with_env_overrides_and_redaction() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
+        for file in ["activity-consumer.yaml", "activity-consumer.docker.yaml"] {
+            let env = [(
+                "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD".to_string(),
+                "777".to_string(),
+            )]
+            .into();
+            let config =
+                Config::load_with_env(Some(PathBuf::from(format!("{root}/{file}"))), Some(env))
+                    .unwrap();
+            assert_eq!(config.activity.big_gift_threshold, 777, "{file}");
+            assert_eq!(config.consumer_settings().unwrap().consumer_group, GROUP_ACTIVITY);
+            assert!(!service_kit::config::dump(&config).contains("local-dev-im-key"));
+        }
+    }
+
+    #[test]
+    fn activity_windows_and_gift_filters() {
+        let rule = ActivityRule {
+            id: "a".into(),
+            gift_ids: vec!["rose".into()],
+            rank_by: RankBy::Sender,
+            starts_at_ms: 100,
+            ends_at_ms: 200,
+        };
+        assert!(rule.counts("rose", 100));
+        assert!(!rule.counts("rose", 200));
+        assert!(!rule.counts("car", 150));
+    }
+}

@@ -1,0 +1,201 @@
+//! The SendGift wallet saga (seed 004): debit before commit, refund when the
+//! commit fails, the recovery sweep for the crash window, and wallet refusals
+//! that leave nothing behind.
+
+mod common;
+
+use common::*;
+use fake_wallet::{FaultCode, Method};
+use hyapp_api::room::GetRoomRequest;
+use hyapp_api::wallet::DebitRequest;
+use hyapp_api::wallet::wallet_service_client::WalletServiceClient;
+
+async fn saga_status(harness: &Harness, command_id: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT status FROM room_gift_saga WHERE command_id = ?")
+        .bind(command_id)
+        .fetch_optional(&harness.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_gift_debits_once_and_commits_its_saga() {
+    let mut harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
+    let command_id = testkit::unique("gift-");
+    let request = gift(&room, &command_id, "fan", "owner", 3, 10);
+    let reply = harness.client.send_gift(request.clone()).await.unwrap().into_inner();
+    let types: Vec<&str> = reply.events.iter().map(|event| event.event_type.as_str()).collect();
+    assert_eq!(types, ["RoomGiftSent", "RoomHeatChanged", "RoomRankChanged"]);
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 30);
+    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("committed"));
+
+    let replay = harness.client.send_gift(request).await.unwrap().into_inner();
+    assert!(replay.replayed);
+    assert_eq!(harness.wallet.stats().debits, 1);
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 30);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn insufficient_balance_is_a_clear_error_and_writes_nothing() {
+    let mut harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["poor"]).await;
+    harness.wallet.set_balance("poor", 5);
+    let command_id = testkit::unique("gift-");
+    let error = harness
+        .client
+        .send_gift(gift(&room, &command_id, "poor", "owner", 1, 6))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::FailedPrecondition);
+    assert!(error.message().contains("insufficient balance"), "{}", error.message());
+    assert_eq!(harness.count("room_gift_saga", "command_id", &command_id).await, 0);
+    assert_eq!(harness.count("room_command_log", "command_id", &command_id).await, 0);
+    assert_eq!(harness.count("room_outbox", "room_id", &room).await, 2, "create + join only");
+    assert_eq!(harness.wallet.balance("poor"), 5);
+    let snapshot = harness.client.get_room(GetRoomRequest { room_id: room }).await.unwrap().into_inner();
+    assert_eq!(snapshot.heat, 0);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_commit_is_refunded_and_leaves_no_rows() {
+    let mut harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
+    let outbox_before = harness.count("room_outbox", "room_id", &room).await;
+    // Make every outbox insert fail: the SaveMutation transaction aborts after the debit.
+    sqlx::query(
+        "CREATE TRIGGER fail_outbox BEFORE INSERT ON room_outbox FOR EACH ROW \
+         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected outbox failure'",
+    )
+    .execute(&harness.pool)
+    .await
+    .unwrap();
+    let command_id = testkit::unique("gift-");
+    let error = harness
+        .client
+        .send_gift(gift(&room, &command_id, "fan", "owner", 2, 50))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable, "{}", error.message());
+
+    // Debited, then refunded; neither the command nor any outbox row exists.
+    let stats = harness.wallet.stats();
+    assert_eq!((stats.debits, stats.refunds), (1, 1));
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000);
+    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("compensated"));
+    assert_eq!(harness.count("room_command_log", "command_id", &command_id).await, 0);
+    assert_eq!(harness.count("room_outbox", "room_id", &room).await, outbox_before);
+
+    sqlx::query("DROP TRIGGER fail_outbox").execute(&harness.pool).await.unwrap();
+    // The refunded id is spent; a new id works and the cell was not corrupted.
+    let reused = harness
+        .client
+        .send_gift(gift(&room, &command_id, "fan", "owner", 2, 50))
+        .await
+        .unwrap_err();
+    assert_eq!(reused.code(), tonic::Code::FailedPrecondition);
+    assert!(reused.message().contains("refunded"), "{}", reused.message());
+    let fresh = harness
+        .client
+        .send_gift(gift(&room, &testkit::unique("gift-"), "fan", "owner", 2, 50))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(fresh.room_version, 3);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_debit_outcome_is_compensated() {
+    let mut harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
+    // The debit is applied but its reply is lost.
+    harness.wallet.inject(fake_wallet::FaultRule {
+        method: Method::Debit,
+        count: 1,
+        code: FaultCode::DeadlineExceeded,
+        after_apply: true,
+    });
+    let command_id = testkit::unique("gift-");
+    let error = harness
+        .client
+        .send_gift(gift(&room, &command_id, "fan", "owner", 1, 40))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable);
+    assert!(error.message().contains("wallet"), "{}", error.message());
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000);
+    assert_eq!(harness.wallet.stats().refunds, 1);
+    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("compensated"));
+    assert_eq!(harness.count("room_command_log", "command_id", &command_id).await, 0);
+
+    // Wallet down before applying: also compensated (nothing to refund).
+    harness.wallet.fail_next(Method::Debit, 1, FaultCode::Unavailable);
+    let second = testkit::unique("gift-");
+    let error = harness.client.send_gift(gift(&room, &second, "fan", "owner", 1, 40)).await.unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable);
+    assert_eq!(saga_status(&harness, &second).await.as_deref(), Some("compensated"));
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn the_sweep_refunds_a_saga_left_by_a_crash() {
+    let harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    let command_id = testkit::unique("gift-");
+    // The crash window: debited at the wallet, neither committed nor refunded.
+    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint()).await.unwrap();
+    wallet
+        .debit(DebitRequest {
+            idempotency_key: command_id.clone(),
+            user_id: "fan".into(),
+            amount: 70,
+            reason: "gift".into(),
+        })
+        .await
+        .unwrap();
+    let long_ago = service_kit::time::now_ms() - 10 * 60_000;
+    sqlx::query(
+        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, 'fan', 70, 'debited', ?, ?)",
+    )
+    .bind(&command_id)
+    .bind(&room)
+    .bind(long_ago)
+    .bind(long_ago)
+    .execute(&harness.pool)
+    .await
+    .unwrap();
+    // A fresh saga of a live pipeline must be left alone.
+    let live = testkit::unique("gift-");
+    sqlx::query(
+        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, 'fan', 5, 'debiting', ?, ?)",
+    )
+    .bind(&live)
+    .bind(&room)
+    .bind(service_kit::time::now_ms())
+    .bind(service_kit::time::now_ms())
+    .execute(&harness.pool)
+    .await
+    .unwrap();
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
+
+    let repaired = harness.rooms.sweep_sagas(60_000).await.unwrap();
+    assert_eq!(repaired, 1);
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000);
+    assert_eq!(harness.wallet.stats().refunds, 1);
+    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("compensated"));
+    assert_eq!(saga_status(&harness, &live).await.as_deref(), Some("debiting"));
+    // Idempotent: a second sweep finds nothing and moves no money.
+    assert_eq!(harness.rooms.sweep_sagas(60_000).await.unwrap(), 0);
+    assert_eq!(harness.wallet.stats().refunds, 1);
+    harness.stop().await;
+}
