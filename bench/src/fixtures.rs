@@ -22,10 +22,18 @@ pub struct BenchEnv {
 
 /// A fresh migrated database for one scenario.
 pub async fn fresh_database(env: &BenchEnv) -> anyhow::Result<(MySqlPool, String)> {
-    let name = format!("hyapp_bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let name = format!(
+        "hyapp_bench_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    );
     let mut admin = MySqlConnection::connect(&env.mysql).await?;
-    sqlx::query(&format!("CREATE DATABASE `{name}`")).execute(&mut admin).await?;
-    let pool = sqlx::mysql::MySqlPoolOptions::new().max_connections(32).connect(&format!("{}/{name}", env.mysql)).await?;
+    sqlx::query(&format!("CREATE DATABASE `{name}`"))
+        .execute(&mut admin)
+        .await?;
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(32)
+        .connect(&format!("{}/{name}", env.mysql))
+        .await?;
     service_kit::db::MIGRATOR.run(&pool).await?;
     Ok((pool, name))
 }
@@ -33,7 +41,9 @@ pub async fn fresh_database(env: &BenchEnv) -> anyhow::Result<(MySqlPool, String
 /// Drops a scenario's database.
 pub async fn drop_database(env: &BenchEnv, name: &str) -> anyhow::Result<()> {
     let mut admin = MySqlConnection::connect(&env.mysql).await?;
-    sqlx::query(&format!("DROP DATABASE `{name}`")).execute(&mut admin).await?;
+    sqlx::query(&format!("DROP DATABASE `{name}`"))
+        .execute(&mut admin)
+        .await?;
     Ok(())
 }
 
@@ -108,5 +118,9 @@ async fn flush(pool: &MySqlPool, batch: &mut Vec<NewOutboxRow>) -> anyhow::Resul
 
 /// Open rows left.
 pub async fn open_rows(pool: &MySqlPool) -> anyhow::Result<i64> {
-    Ok(sqlx::query_scalar("SELECT COUNT(*) FROM room_outbox WHERE open_flag = 1").fetch_one(pool).await?)
+    Ok(
+        sqlx::query_scalar("SELECT COUNT(*) FROM room_outbox WHERE open_flag = 1")
+            .fetch_one(pool)
+            .await?,
+    )
 }

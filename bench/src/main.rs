@@ -37,8 +37,15 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let env = fixtures::BenchEnv { bootstrap: cli.bootstrap.clone(), mysql: cli.mysql.clone(), redis: cli.redis.clone(), smoke: cli.smoke };
-    let selected = |name: &str| cli.only.is_empty() || cli.only.iter().any(|only| name.contains(only.as_str()));
+    let env = fixtures::BenchEnv {
+        bootstrap: cli.bootstrap.clone(),
+        mysql: cli.mysql.clone(),
+        redis: cli.redis.clone(),
+        smoke: cli.smoke,
+    };
+    let selected = |name: &str| {
+        cli.only.is_empty() || cli.only.iter().any(|only| name.contains(only.as_str()))
+    };
     let mut report = Report::new(cli.smoke);
     if selected("relay-drain") {
         relay_scenarios::backlog_drain(&env, &mut report).await?;

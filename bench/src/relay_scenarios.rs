@@ -55,7 +55,9 @@ fn worker(node_id: &str, nudge: bool, poll: ConfigDuration, redis: &str) -> Outb
 }
 
 async fn create_topic(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new().set("bootstrap.servers", bootstrap).create()?;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
     let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1));
     admin.create_topics([&new], &AdminOptions::new()).await?;
     Ok(())
@@ -63,7 +65,11 @@ async fn create_topic(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
 
 /// Scenario 3 (and the relay issue's drain figure).
 pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
-    let (rows, rooms) = if env.smoke { (2_000, 50) } else { (200_000, 1_000) };
+    let (rows, rooms) = if env.smoke {
+        (2_000, 50)
+    } else {
+        (200_000, 1_000)
+    };
     println!("relay-drain: {rows} rows across {rooms} rooms");
     let produce_baseline = raw_produce(env, rows, rooms).await?;
     let sql_baseline = raw_sql_claim_mark(env, rows, rooms).await?;
@@ -92,20 +98,31 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         let (rate, order_ok) = drain_with(env, rows, rooms, relays).await?;
         let ratio = rate / lower;
         report.add(Row {
-            scenario: format!("relay-drain ({relays} relay{})", if relays > 1 { "s" } else { "" }),
+            scenario: format!(
+                "relay-drain ({relays} relay{})",
+                if relays > 1 { "s" } else { "" }
+            ),
             metric: "events/s".into(),
             measured: rate,
             target: Some(">= 30000, >= 0.5x".into()),
             baseline: Some(lower),
             ratio: Some(ratio),
             pass: Some(rate >= 30_000.0 && ratio >= 0.5 && order_ok),
-            note: format!("per-room order on topic: {}", if order_ok { "verified" } else { "VIOLATED" }),
+            note: format!(
+                "per-room order on topic: {}",
+                if order_ok { "verified" } else { "VIOLATED" }
+            ),
         });
     }
     Ok(())
 }
 
-async fn drain_with(env: &BenchEnv, rows: usize, rooms: usize, relays: usize) -> anyhow::Result<(f64, bool)> {
+async fn drain_with(
+    env: &BenchEnv,
+    rows: usize,
+    rooms: usize,
+    relays: usize,
+) -> anyhow::Result<(f64, bool)> {
     let (pool, db) = fixtures::fresh_database(env).await?;
     fixtures::prefill(&pool, rooms, rows).await?;
     let namespace = format!("bench{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
@@ -119,7 +136,12 @@ async fn drain_with(env: &BenchEnv, rows: usize, rooms: usize, relays: usize) ->
         let mut registry = prometheus_client::registry::Registry::default();
         let relay = outbox_relay::app::build_relay(
             pool.clone(),
-            &worker(&format!("bench-relay-{index}"), false, ConfigDuration::from_millis(20), &env.redis),
+            &worker(
+                &format!("bench-relay-{index}"),
+                false,
+                ConfigDuration::from_millis(20),
+                &env.redis,
+            ),
             &mq,
             &DirectConfig::default(),
             &mut registry,
@@ -145,7 +167,10 @@ async fn drain_with(env: &BenchEnv, rows: usize, rooms: usize, relays: usize) ->
 async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::Result<bool> {
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", &env.bootstrap)
-        .set("group.id", format!("bench-verify-{}", uuid::Uuid::new_v4().simple()))
+        .set(
+            "group.id",
+            format!("bench-verify-{}", uuid::Uuid::new_v4().simple()),
+        )
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .create()?;
@@ -156,7 +181,9 @@ async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::
     while distinct.len() < rows {
         let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await??;
         let envelope = outbox_schema::decode_envelope(message.payload().unwrap_or_default())?;
-        let previous = last.insert(envelope.room_id.clone(), envelope.room_event_seq).unwrap_or(0);
+        let previous = last
+            .insert(envelope.room_id.clone(), envelope.room_event_seq)
+            .unwrap_or(0);
         if envelope.room_event_seq < previous {
             ok = false;
         }
@@ -166,7 +193,10 @@ async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::
 }
 
 async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let topic = format!("bench-raw-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let topic = format!(
+        "bench-raw-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     create_topic(&env.bootstrap, &topic).await?;
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &env.bootstrap)
@@ -176,12 +206,24 @@ async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Resul
         .set("compression.type", "lz4")
         .create()?;
     let now = now_ms();
-    let payloads: Vec<_> =
-        (0..rows).map(|index| fixtures::gift_row(&format!("bench-room-{}", index % rooms), (index / rooms) as u64 + 1, now)).collect();
+    let payloads: Vec<_> = (0..rows)
+        .map(|index| {
+            fixtures::gift_row(
+                &format!("bench-room-{}", index % rooms),
+                (index / rooms) as u64 + 1,
+                now,
+            )
+        })
+        .collect();
     let started = Instant::now();
     for chunk in payloads.chunks(10_000) {
         let sends = chunk.iter().map(|row| {
-            producer.send(FutureRecord::to(&topic).key(&row.room_id).payload(&row.payload), Duration::from_secs(10))
+            producer.send(
+                FutureRecord::to(&topic)
+                    .key(&row.room_id)
+                    .payload(&row.payload),
+                Duration::from_secs(10),
+            )
         });
         for result in futures::future::join_all(sends).await {
             result.map_err(|(error, _)| error)?;
@@ -204,12 +246,16 @@ async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow
             break;
         }
         let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        sqlx::query(&format!("UPDATE room_outbox SET status = 'delivering', claim_token = 1 WHERE id IN ({list})"))
-            .execute(&pool)
-            .await?;
-        sqlx::query(&format!("UPDATE room_outbox SET status = 'delivered' WHERE id IN ({list}) AND claim_token = 1"))
-            .execute(&pool)
-            .await?;
+        sqlx::query(&format!(
+            "UPDATE room_outbox SET status = 'delivering', claim_token = 1 WHERE id IN ({list})"
+        ))
+        .execute(&pool)
+        .await?;
+        sqlx::query(&format!(
+            "UPDATE room_outbox SET status = 'delivered' WHERE id IN ({list}) AND claim_token = 1"
+        ))
+        .execute(&pool)
+        .await?;
     }
     let rate = rows as f64 / started.elapsed().as_secs_f64();
     pool.close().await;
@@ -221,10 +267,14 @@ async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow
 pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let samples = if env.smoke { 5 } else { 200 };
     for nudge in [true, false] {
-        let histogram = latency_samples(env, nudge, if nudge { samples } else { samples / 2 }).await?;
+        let histogram =
+            latency_samples(env, nudge, if nudge { samples } else { samples / 2 }).await?;
         for (quantile, label) in [(0.5, "p50"), (0.99, "p99")] {
             report.add(Row {
-                scenario: format!("relay idle-to-publish, nudge {}", if nudge { "on" } else { "off" }),
+                scenario: format!(
+                    "relay idle-to-publish, nudge {}",
+                    if nudge { "on" } else { "off" }
+                ),
                 metric: format!("{label} ms"),
                 measured: histogram.value_at_quantile(quantile) as f64,
                 target: None,
@@ -238,15 +288,27 @@ pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result
     Ok(())
 }
 
-async fn latency_samples(env: &BenchEnv, nudge: bool, samples: usize) -> anyhow::Result<Histogram<u64>> {
+async fn latency_samples(
+    env: &BenchEnv,
+    nudge: bool,
+    samples: usize,
+) -> anyhow::Result<Histogram<u64>> {
     let (pool, db) = fixtures::fresh_database(env).await?;
-    let namespace = format!("benchlat{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let namespace = format!(
+        "benchlat{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     let mq = mq_config(env, &namespace);
     create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
     let mut registry = prometheus_client::registry::Registry::default();
     let relay = outbox_relay::app::build_relay(
         pool.clone(),
-        &worker("bench-latency", nudge, ConfigDuration::from_secs(1), &env.redis),
+        &worker(
+            "bench-latency",
+            nudge,
+            ConfigDuration::from_secs(1),
+            &env.redis,
+        ),
         &mq,
         &DirectConfig::default(),
         &mut registry,
@@ -264,7 +326,9 @@ async fn latency_samples(env: &BenchEnv, nudge: bool, samples: usize) -> anyhow:
         outbox_relay::insert_outbox_rows(&mut tx, std::slice::from_ref(&row)).await?;
         tx.commit().await?;
         if nudge {
-            let _: i64 = redis.publish(names::NUDGE_CHANNEL, row.shard.to_string()).await?;
+            let _: i64 = redis
+                .publish(names::NUDGE_CHANNEL, row.shard.to_string())
+                .await?;
         }
         let latency = wait_delivered(&pool, &row.event_id).await?;
         histogram.record(latency.max(0) as u64)?;
@@ -289,7 +353,10 @@ async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64>
         if let Some(row) = row {
             return Ok(row.try_get("lag")?);
         }
-        anyhow::ensure!(Instant::now() < deadline, "event {event_id} not delivered within 30s");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "event {event_id} not delivered within 30s"
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

@@ -44,11 +44,28 @@ impl Report {
     pub fn new(smoke: bool) -> Self {
         let memory_kib = std::fs::read_to_string("/proc/meminfo")
             .ok()
-            .and_then(|text| text.lines().next().and_then(|line| line.split_whitespace().nth(1)?.parse().ok()))
+            .and_then(|text| {
+                text.lines()
+                    .next()
+                    .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+            })
             .unwrap_or(0);
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
-        let cpus = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
-        Self { smoke, machine: Machine { cpus, memory_kib, kernel }, rows: Vec::new() }
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let cpus = std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(1);
+        Self {
+            smoke,
+            machine: Machine {
+                cpus,
+                memory_kib,
+                kernel,
+            },
+            rows: Vec::new(),
+        }
     }
 
     /// Adds a row and prints it at once (long runs show progress).
@@ -58,7 +75,8 @@ impl Report {
             row.scenario,
             row.measured,
             row.metric,
-            row.pass.map_or("", |pass| if pass { "PASS" } else { "MISS" })
+            row.pass
+                .map_or("", |pass| if pass { "PASS" } else { "MISS" })
         );
         self.rows.push(row);
     }
@@ -78,9 +96,14 @@ impl Report {
                 row.metric,
                 row.measured,
                 row.target.clone().unwrap_or_default(),
-                row.baseline.map(|value| format!("{value:.1}")).unwrap_or_default(),
-                row.ratio.map(|value| format!("{value:.2}")).unwrap_or_default(),
-                row.pass.map_or("", |pass| if pass { "PASS" } else { "MISS" }),
+                row.baseline
+                    .map(|value| format!("{value:.1}"))
+                    .unwrap_or_default(),
+                row.ratio
+                    .map(|value| format!("{value:.2}"))
+                    .unwrap_or_default(),
+                row.pass
+                    .map_or("", |pass| if pass { "PASS" } else { "MISS" }),
                 row.note
             );
         }
@@ -92,7 +115,11 @@ impl Report {
     /// Writes `results.json` into `dir`.
     pub fn write(&self, dir: &std::path::Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let path = dir.join(if self.smoke { "results-smoke.json" } else { "results.json" });
+        let path = dir.join(if self.smoke {
+            "results-smoke.json"
+        } else {
+            "results.json"
+        });
         std::fs::write(&path, serde_json::to_vec_pretty(self)?)?;
         println!("results written to {}", path.display());
         Ok(())

@@ -11,7 +11,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let tansu = infra::ensure_tansu()?;
     let port = infra::free_port()?;
     let root = infra::workspace_root();
-    let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &root.join("target/tansu"))?;
+    let broker = infra::start_broker(
+        &tansu,
+        port,
+        &BrokerStorage::Memory,
+        &root.join("target/tansu"),
+    )?;
     let smoke = args.iter().any(|arg| arg == "--smoke");
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.args(["run", "--quiet", "-p", "bench"]);
@@ -21,7 +26,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     command
         .arg("--")
         .args(["--bootstrap", &broker.bootstrap])
-        .args(["--out-dir", &root.join("target/bench").display().to_string()])
+        .args([
+            "--out-dir",
+            &root.join("target/bench").display().to_string(),
+        ])
         .args(args)
         .current_dir(&root);
     let result = infra::run_checked(&mut command);

@@ -71,9 +71,21 @@ fn drop_leftover_databases() {
         return;
     };
     let names = String::from_utf8_lossy(&output.stdout);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0);
+    // Names are hyapp_t_<unix secs>_<random>; younger ones may belong to a concurrent run.
+    let is_stale = |name: &&str| {
+        name.strip_prefix("hyapp_t_")
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|secs| secs.parse::<u64>().ok())
+            .is_none_or(|created| now.saturating_sub(created) > STALE_AFTER_SECS)
+    };
     let statements: String = names
         .lines()
         .filter(|name| !name.is_empty())
+        .filter(is_stale)
         .map(|name| format!("DROP DATABASE `{name}`;"))
         .collect();
     if !statements.is_empty() {

@@ -65,6 +65,30 @@ impl TestProducer {
             .await
     }
 
+    /// Publishes many envelopes without waiting for each acknowledgement
+    /// (throughput tests); returns once the broker accepted all of them.
+    pub async fn send_events(&self, topic: &str, events: &[pb::RoomOutboxEvent]) -> Result<(), Error> {
+        use prost::Message as _;
+        let mut pending = Vec::with_capacity(events.len());
+        for event in events {
+            let payload = event.encode_to_vec();
+            let record = FutureRecord::to(topic).key(&event.room_id).payload(&payload);
+            let delivery = self
+                .producer
+                .send_result(record)
+                .map_err(|(error, _)| Error::Kafka(error))?;
+            pending.push(delivery);
+        }
+        for delivery in pending {
+            match delivery.await {
+                Ok(Ok(_)) => {}
+                Ok(Err((error, _))) => return Err(Error::Kafka(error)),
+                Err(_) => return Err(Error::Config("producer dropped a delivery".into())),
+            }
+        }
+        Ok(())
+    }
+
     /// Publishes arbitrary bytes (malformed messages, wake-ups).
     pub async fn send_raw(
         &self,

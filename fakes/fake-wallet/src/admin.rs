@@ -34,7 +34,10 @@ async fn stats(State(shared): State<Shared>) -> Json<WalletStats> {
     Json(shared.lock().ledger.stats())
 }
 
-async fn add_fault(State(shared): State<Shared>, Json(rule): Json<FaultRule>) -> Json<Vec<FaultRule>> {
+async fn add_fault(
+    State(shared): State<Shared>,
+    Json(rule): Json<FaultRule>,
+) -> Json<Vec<FaultRule>> {
     let mut state = shared.lock();
     state.faults.add(rule);
     Json(state.faults.pending())
@@ -69,7 +72,10 @@ struct SetBalance {
 }
 
 async fn set_balance(State(shared): State<Shared>, Json(body): Json<SetBalance>) -> &'static str {
-    shared.lock().ledger.set_balance(&body.user_id, body.balance);
+    shared
+        .lock()
+        .ledger
+        .set_balance(&body.user_id, body.balance);
     "ok"
 }
 

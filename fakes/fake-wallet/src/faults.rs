@@ -137,8 +137,14 @@ mod tests {
             after_apply: true,
         });
         assert_eq!(faults.take(Method::Refund), None);
-        assert_eq!(faults.take(Method::Debit).unwrap().code, FaultCode::Unavailable);
-        assert_eq!(faults.take(Method::Debit).unwrap().code, FaultCode::Unavailable);
+        assert_eq!(
+            faults.take(Method::Debit).unwrap().code,
+            FaultCode::Unavailable
+        );
+        assert_eq!(
+            faults.take(Method::Debit).unwrap().code,
+            FaultCode::Unavailable
+        );
         let third = faults.take(Method::Debit).unwrap();
         assert_eq!((third.code, third.after_apply), (FaultCode::Internal, true));
         assert_eq!(faults.take(Method::Debit), None);

@@ -143,14 +143,21 @@ impl Ledger {
     }
 
     /// Debits `amount` from `user_id` once per `key`.
-    pub fn debit(&mut self, key: &str, user_id: &str, amount: i64) -> Result<DebitOutcome, DebitError> {
+    pub fn debit(
+        &mut self,
+        key: &str,
+        user_id: &str,
+        amount: i64,
+    ) -> Result<DebitOutcome, DebitError> {
         if key.is_empty() || user_id.is_empty() {
             return Err(DebitError::Invalid(
                 "idempotency_key and user_id are required".into(),
             ));
         }
         if amount <= 0 {
-            return Err(DebitError::Invalid(format!("amount must be > 0, got {amount}")));
+            return Err(DebitError::Invalid(format!(
+                "amount must be > 0, got {amount}"
+            )));
         }
         if let Some(record) = self.debits.get(key) {
             if record.user_id != user_id || record.amount != amount {
@@ -209,12 +216,16 @@ impl Ledger {
             });
         }
         if let Some(earlier_key) = self.refund_of_debit.get(debit_key) {
-            let record = self.refunds.get(earlier_key).cloned().unwrap_or(RefundRecord {
-                debit_key: debit_key.to_owned(),
-                transaction_id: String::new(),
-                balance_after: 0,
-                debit_not_found: true,
-            });
+            let record = self
+                .refunds
+                .get(earlier_key)
+                .cloned()
+                .unwrap_or(RefundRecord {
+                    debit_key: debit_key.to_owned(),
+                    transaction_id: String::new(),
+                    balance_after: 0,
+                    debit_not_found: true,
+                });
             self.stats.refund_replays += 1;
             return Ok(RefundOutcome {
                 record,
@@ -250,7 +261,8 @@ impl Ledger {
             }
         };
         self.refunds.insert(key.to_owned(), record.clone());
-        self.refund_of_debit.insert(debit_key.to_owned(), key.to_owned());
+        self.refund_of_debit
+            .insert(debit_key.to_owned(), key.to_owned());
         Ok(RefundOutcome {
             record,
             replayed: false,
@@ -272,8 +284,14 @@ mod tests {
         assert!(again.replayed);
         assert_eq!(again.record, first.record);
         assert_eq!(ledger.balance("u1"), 70);
-        assert!(matches!(ledger.debit("k1", "u1", 31), Err(DebitError::KeyConflict(_))));
-        assert!(matches!(ledger.debit("k1", "u2", 30), Err(DebitError::KeyConflict(_))));
+        assert!(matches!(
+            ledger.debit("k1", "u1", 31),
+            Err(DebitError::KeyConflict(_))
+        ));
+        assert!(matches!(
+            ledger.debit("k1", "u2", 30),
+            Err(DebitError::KeyConflict(_))
+        ));
         assert_eq!(ledger.stats().debits, 1);
         assert_eq!(ledger.stats().total_debited, 30);
     }
@@ -281,9 +299,18 @@ mod tests {
     #[test]
     fn insufficient_balance_and_invalid_amounts_move_nothing() {
         let mut ledger = Ledger::new(10);
-        assert_eq!(ledger.debit("k", "u", 11), Err(DebitError::InsufficientBalance));
-        assert!(matches!(ledger.debit("k", "u", 0), Err(DebitError::Invalid(_))));
-        assert!(matches!(ledger.debit("k", "u", -5), Err(DebitError::Invalid(_))));
+        assert_eq!(
+            ledger.debit("k", "u", 11),
+            Err(DebitError::InsufficientBalance)
+        );
+        assert!(matches!(
+            ledger.debit("k", "u", 0),
+            Err(DebitError::Invalid(_))
+        ));
+        assert!(matches!(
+            ledger.debit("k", "u", -5),
+            Err(DebitError::Invalid(_))
+        ));
         assert_eq!(ledger.balance("u"), 10);
         assert_eq!(ledger.stats(), WalletStats::default());
     }

@@ -208,7 +208,10 @@ impl FakeWalletHandle {
     pub async fn shutdown(mut self) {
         self.cancel.cancel();
         for task in self.tasks.drain(..) {
-            if tokio::time::timeout(Duration::from_secs(5), task).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
                 tracing::warn!("fake wallet server did not stop in time");
             }
         }

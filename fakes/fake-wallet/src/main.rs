@@ -9,10 +9,18 @@ use clap::Parser;
 #[command(about = "Fake wallet/v1 gRPC service with injectable faults")]
 struct Args {
     /// gRPC listen address.
-    #[arg(long, env = "FAKE_WALLET_GRPC_LISTEN", default_value = "127.0.0.1:7401")]
+    #[arg(
+        long,
+        env = "FAKE_WALLET_GRPC_LISTEN",
+        default_value = "127.0.0.1:7401"
+    )]
     grpc_listen: SocketAddr,
     /// Admin HTTP listen address.
-    #[arg(long, env = "FAKE_WALLET_ADMIN_LISTEN", default_value = "127.0.0.1:7402")]
+    #[arg(
+        long,
+        env = "FAKE_WALLET_ADMIN_LISTEN",
+        default_value = "127.0.0.1:7402"
+    )]
     admin_listen: SocketAddr,
     /// Balance of users not seen before.
     #[arg(long, env = "FAKE_WALLET_INITIAL_BALANCE", default_value_t = fake_wallet::DEFAULT_INITIAL_BALANCE)]

@@ -31,10 +31,18 @@ async fn debit_refund_and_balance_over_grpc() {
     .unwrap();
     let mut wallet = client(&handle).await;
 
-    let first = wallet.debit(debit("k1", "u1", 300)).await.unwrap().into_inner();
+    let first = wallet
+        .debit(debit("k1", "u1", 300))
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!first.replayed);
     assert_eq!(first.balance_after, 1_000_000 - 300);
-    let again = wallet.debit(debit("k1", "u1", 300)).await.unwrap().into_inner();
+    let again = wallet
+        .debit(debit("k1", "u1", 300))
+        .await
+        .unwrap()
+        .into_inner();
     assert!(again.replayed);
     assert_eq!(again.transaction_id, first.transaction_id);
 
@@ -82,7 +90,9 @@ async fn debit_refund_and_balance_over_grpc() {
 
 #[tokio::test]
 async fn injected_faults_fail_the_next_calls() {
-    let handle = fake_wallet::spawn(FakeWalletConfig::default()).await.unwrap();
+    let handle = fake_wallet::spawn(FakeWalletConfig::default())
+        .await
+        .unwrap();
     let mut wallet = client(&handle).await;
     handle.fail_next(Method::Debit, 2, FaultCode::Unavailable);
     for _ in 0..2 {
@@ -107,7 +117,9 @@ async fn injected_faults_fail_the_next_calls() {
 
 #[tokio::test]
 async fn admin_http_sets_faults_and_reports_stats() {
-    let handle = fake_wallet::spawn(FakeWalletConfig::default()).await.unwrap();
+    let handle = fake_wallet::spawn(FakeWalletConfig::default())
+        .await
+        .unwrap();
     let base = format!("http://{}", handle.admin_addr());
     let http = reqwest::Client::new();
     let response = http

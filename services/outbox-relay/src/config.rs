@@ -90,22 +90,13 @@ impl Default for OutboxWorkerConfig {
 }
 
 /// Direct-mode sinks (seed 001: Tencent IM publisher + activity gRPC publisher).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DirectConfig {
     /// Tencent IM REST settings.
     pub tencent_im: TencentImConfig,
     /// activity-service gRPC endpoint, e.g. `http://127.0.0.1:7301`; empty disables the sink.
     pub activity_endpoint: String,
-}
-
-impl Default for DirectConfig {
-    fn default() -> Self {
-        Self {
-            tencent_im: TencentImConfig::default(),
-            activity_endpoint: String::new(),
-        }
-    }
 }
 
 /// Tencent IM REST settings as they appear in config files.

@@ -144,10 +144,10 @@ impl Publishers {
     /// (topic `hyapp_room_treasure_open`) only exist on the broker.
     pub async fn publish(&self, row: &OutboxRow, timeout: Duration) -> Result<(), PublishFailure> {
         let is_room_event = row.lane == outbox_schema::row::LANE_CHAIN;
-        if let Some(direct) = &self.direct {
-            if is_room_event {
-                direct.publish(row, timeout).await?;
-            }
+        if let Some(direct) = &self.direct
+            && is_room_event
+        {
+            direct.publish(row, timeout).await?;
         }
         if let Some(mq) = &self.mq {
             mq.publish(row, timeout).await?;

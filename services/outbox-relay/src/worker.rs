@@ -67,7 +67,7 @@ pub struct BatchProcessor {
 
 enum Outcome {
     Delivered(u64),
-    Failed(OutboxRow, PublishFailure),
+    Failed(Box<OutboxRow>, PublishFailure),
     Released(u64),
 }
 
@@ -176,7 +176,7 @@ impl BatchProcessor {
             match self.publish_one(&row).await {
                 Ok(()) => outcomes.push(Outcome::Delivered(row.id)),
                 Err(failure) => {
-                    outcomes.push(Outcome::Failed(row, failure));
+                    outcomes.push(Outcome::Failed(Box::new(row), failure));
                     outcomes.extend(rows.by_ref().map(|rest| Outcome::Released(rest.id)));
                 }
             }
@@ -321,7 +321,7 @@ impl BatchProcessor {
         let outcomes = futures::future::join_all(rows.into_iter().map(|row| async move {
             match self.publish_one(&row).await {
                 Ok(()) => Outcome::Delivered(row.id),
-                Err(failure) => Outcome::Failed(row, failure),
+                Err(failure) => Outcome::Failed(Box::new(row), failure),
             }
         }))
         .await;

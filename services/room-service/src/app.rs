@@ -120,7 +120,11 @@ impl App {
         };
         let grpc_listener = bind(&config.grpc_listen).await?;
         let http_listener = bind(&config.http_listen).await?;
-        let local = |listener: &TcpListener| listener.local_addr().map_err(|error| Error::Server(error.to_string()));
+        let local = |listener: &TcpListener| {
+            listener
+                .local_addr()
+                .map_err(|error| Error::Server(error.to_string()))
+        };
         Ok(Self {
             grpc_addr: local(&grpc_listener)?,
             http_addr: local(&http_listener)?,
@@ -196,7 +200,10 @@ impl App {
         let steps = Arc::new(Mutex::new(Vec::new()));
         let step = |name: &'static str| {
             tracing::info!(step = name, "shutdown step");
-            steps.lock().unwrap_or_else(|poison| poison.into_inner()).push(name);
+            steps
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .push(name);
         };
         let grace = self.config.shutdown_grace.as_std();
         // Seed 000 order: workers start before the gRPC server serves.
@@ -210,7 +217,9 @@ impl App {
         ));
 
         let (health, health_service) = tonic_health::server::health_reporter();
-        health.set_serving::<RoomServiceServer<GrpcRoomService>>().await;
+        health
+            .set_serving::<RoomServiceServer<GrpcRoomService>>()
+            .await;
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
             .build_v1()
@@ -220,12 +229,15 @@ impl App {
             .build_v1alpha()
             .map_err(|error| Error::Server(error.to_string()))?;
         let grpc_stop = CancellationToken::new();
-        let incoming = tonic::transport::server::TcpIncoming::from(self.grpc_listener).with_nodelay(Some(true));
+        let incoming = tonic::transport::server::TcpIncoming::from(self.grpc_listener)
+            .with_nodelay(Some(true));
         let server = tonic::transport::Server::builder()
             .add_service(health_service)
             .add_service(reflection)
             .add_service(reflection_alpha)
-            .add_service(RoomServiceServer::new(GrpcRoomService::new(self.rooms.clone())))
+            .add_service(RoomServiceServer::new(GrpcRoomService::new(
+                self.rooms.clone(),
+            )))
             .serve_with_incoming_shutdown(incoming, grpc_stop.clone().cancelled_owned());
         let mut grpc_task = tokio::spawn(server);
 
@@ -239,11 +251,16 @@ impl App {
         }
 
         self.readiness.set_draining();
-        health.set_not_serving::<RoomServiceServer<GrpcRoomService>>().await;
+        health
+            .set_not_serving::<RoomServiceServer<GrpcRoomService>>()
+            .await;
         step("draining");
         self.workers.cancel();
         step("workers_cancelled");
-        if tokio::time::timeout(grace, self.workers.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.workers.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(?grace, "workers did not stop within the grace period");
         }
         step("workers_stopped");
@@ -253,7 +270,10 @@ impl App {
             None => tokio::time::timeout(grace, &mut grpc_task).await.ok(),
         };
         step("grpc_stopped");
-        if tokio::time::timeout(grace, self.cells.shutdown()).await.is_err() {
+        if tokio::time::timeout(grace, self.cells.shutdown())
+            .await
+            .is_err()
+        {
             tracing::warn!("room actors did not stop within the grace period");
         }
         step("cells_released");
@@ -268,7 +288,10 @@ impl App {
         step("http_stopped");
 
         let report = ShutdownReport {
-            steps: steps.lock().unwrap_or_else(|poison| poison.into_inner()).clone(),
+            steps: steps
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .clone(),
         };
         match grpc_result {
             Some(Ok(Err(error))) => Err(Error::Server(error.to_string())),

@@ -44,6 +44,10 @@ impl CommandJob {
 pub type ReadJob = Box<dyn FnOnce(Result<&RoomState, Error>) + Send>;
 
 /// Anything a room's mailbox accepts.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "commands are the common case; boxing them would allocate once more per command"
+)]
 pub enum Job {
     /// A write command.
     Command(CommandJob),
@@ -54,7 +58,10 @@ pub enum Job {
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Job::Command(job) => f.debug_tuple("Command").field(&job.request.command_id).finish(),
+            Job::Command(job) => f
+                .debug_tuple("Command")
+                .field(&job.request.command_id)
+                .finish(),
             Job::Read(_) => f.write_str("Read"),
         }
     }
@@ -182,7 +189,9 @@ pub async fn rebuild(
         .map_err(database)?
     {
         cell.state = serde_json::from_slice(&state).map_err(|error| {
-            Error::Internal(format!("snapshot {room_id}@{version} is undecodable: {error}"))
+            Error::Internal(format!(
+                "snapshot {room_id}@{version} is undecodable: {error}"
+            ))
         })?;
         if cell.state.version != version {
             return Err(Error::Internal(format!(
@@ -207,12 +216,13 @@ pub async fn rebuild(
                 logged.room_version
             ))
         })?;
-        let applied = room_core::apply(&cell.state, &command, logged.applied_at_ms).map_err(|rejection| {
-            Error::Internal(format!(
-                "replay of {room_id}@{} was rejected: {rejection}",
-                logged.room_version
-            ))
-        })?;
+        let applied =
+            room_core::apply(&cell.state, &command, logged.applied_at_ms).map_err(|rejection| {
+                Error::Internal(format!(
+                    "replay of {room_id}@{} was rejected: {rejection}",
+                    logged.room_version
+                ))
+            })?;
         if applied.state.version != logged.room_version {
             return Err(Error::Internal(format!(
                 "replay of {room_id} reached version {} but the log says {}",

@@ -38,7 +38,9 @@ pub struct Cells {
 
 impl std::fmt::Debug for Cells {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cells").field("loaded", &self.loaded()).finish_non_exhaustive()
+        f.debug_struct("Cells")
+            .field("loaded", &self.loaded())
+            .finish_non_exhaustive()
     }
 }
 
@@ -55,7 +57,9 @@ impl Cells {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.entries
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     /// Number of loaded rooms.
@@ -76,7 +80,9 @@ impl Cells {
             match sender.try_send(job) {
                 Ok(()) => return,
                 Err(mpsc::error::TrySendError::Full(returned)) => {
-                    returned.fail(Error::Overloaded { room_id: room_id.to_owned() });
+                    returned.fail(Error::Overloaded {
+                        room_id: room_id.to_owned(),
+                    });
                     return;
                 }
                 Err(mpsc::error::TrySendError::Closed(returned)) => {
@@ -85,7 +91,9 @@ impl Cells {
                 }
             }
         }
-        job.fail(Error::Overloaded { room_id: room_id.to_owned() });
+        job.fail(Error::Overloaded {
+            room_id: room_id.to_owned(),
+        });
     }
 
     fn sender(self: &Arc<Self>, room_id: &str) -> (mpsc::Sender<Job>, u64) {
@@ -95,7 +103,13 @@ impl Cells {
         }
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::channel(self.deps.settings.mailbox_capacity);
-        entries.insert(room_id.to_owned(), Entry { sender: sender.clone(), generation });
+        entries.insert(
+            room_id.to_owned(),
+            Entry {
+                sender: sender.clone(),
+                generation,
+            },
+        );
         self.deps.metrics.cells_loaded.set(entries.len() as i64);
         drop(entries);
         let actor = Actor {
@@ -111,7 +125,10 @@ impl Cells {
     /// Removes the room's entry if it still belongs to actor `generation`.
     fn forget(&self, room_id: &str, generation: u64) {
         let mut entries = self.lock();
-        if entries.get(room_id).is_some_and(|entry| entry.generation == generation) {
+        if entries
+            .get(room_id)
+            .is_some_and(|entry| entry.generation == generation)
+        {
             entries.remove(room_id);
         }
         self.deps.metrics.cells_loaded.set(entries.len() as i64);
@@ -148,7 +165,9 @@ impl Actor {
         self.receiver.close();
         let error = match exit {
             Exit::Stopped => Error::ShuttingDown,
-            _ => Error::StaleOwner { room_id: self.room_id.clone() },
+            _ => Error::StaleOwner {
+                room_id: self.room_id.clone(),
+            },
         };
         // Jobs that slipped in before the close; their callers may retry.
         while let Ok(job) = self.receiver.try_recv() {
@@ -224,7 +243,13 @@ impl Actor {
                     let loaded = if let Some(loaded) = cell.take() {
                         loaded
                     } else {
-                        rebuild(&deps.store, &self.room_id, &settings.rules, settings.recent_per_room).await?
+                        rebuild(
+                            &deps.store,
+                            &self.room_id,
+                            &settings.rules,
+                            settings.recent_per_room,
+                        )
+                        .await?
                     };
                     Ok::<_, Error>((loaded, acquired))
                 }
@@ -254,7 +279,11 @@ impl Actor {
             };
 
             // Group commit: take what is already queued, up to the batch limit.
-            let limit = if settings.group_commit { settings.max_batch } else { 1 };
+            let limit = if settings.group_commit {
+                settings.max_batch
+            } else {
+                1
+            };
             let mut jobs = vec![first];
             while jobs.len() < limit {
                 match self.receiver.try_recv() {
@@ -269,9 +298,17 @@ impl Actor {
                     Job::Command(command) => batch.push(command),
                     Job::Read(read) => {
                         if !batch.is_empty() {
-                            fate = process_batch(&deps, loaded, std::mem::take(&mut batch), lease_time).await;
+                            fate = process_batch(
+                                &deps,
+                                loaded,
+                                std::mem::take(&mut batch),
+                                lease_time,
+                            )
+                            .await;
                             if fate == CellFate::Reload {
-                                read(Err(Error::StaleOwner { room_id: self.room_id.clone() }));
+                                read(Err(Error::StaleOwner {
+                                    room_id: self.room_id.clone(),
+                                }));
                                 continue;
                             }
                         }
@@ -282,7 +319,12 @@ impl Actor {
             if !batch.is_empty() {
                 if fate == CellFate::Reload {
                     for job in batch {
-                        job.answer(Err(Error::StaleOwner { room_id: self.room_id.clone() }), Default::default());
+                        job.answer(
+                            Err(Error::StaleOwner {
+                                room_id: self.room_id.clone(),
+                            }),
+                            Default::default(),
+                        );
                     }
                 } else {
                     fate = process_batch(&deps, loaded, batch, lease_time).await;

@@ -221,10 +221,7 @@ impl Default for SagaConfig {
 }
 
 /// Keys whose `ROOM__…` environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &[
-    "room.rules.treasure_thresholds",
-    "rocketmq.name_servers",
-];
+const LIST_KEYS: &[&str] = &["room.rules.treasure_thresholds", "rocketmq.name_servers"];
 
 impl Config {
     /// Loads the layered configuration and validates it.
@@ -253,24 +250,39 @@ impl Config {
                 self.node_id
             ));
         }
-        if self.app_code.is_empty() || self.app_code.len() > MAX_APP_CODE_LEN || !is_id_charset(&self.app_code) {
+        if self.app_code.is_empty()
+            || self.app_code.len() > MAX_APP_CODE_LEN
+            || !is_id_charset(&self.app_code)
+        {
             return invalid(format!(
                 "app_code `{}` must be 1..={MAX_APP_CODE_LEN} chars of [A-Za-z0-9_.:-]",
                 self.app_code
             ));
         }
-        for (key, value) in [("grpc_listen", &self.grpc_listen), ("http_listen", &self.http_listen)] {
+        for (key, value) in [
+            ("grpc_listen", &self.grpc_listen),
+            ("http_listen", &self.http_listen),
+        ] {
             if value.parse::<std::net::SocketAddr>().is_err() {
                 return invalid(format!("{key} `{value}` is not a host:port socket address"));
             }
         }
         if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
-            return invalid(format!("redis.url `{}` must start with redis:// or rediss://", self.redis.url));
+            return invalid(format!(
+                "redis.url `{}` must start with redis:// or rediss://",
+                self.redis.url
+            ));
         }
         if self.redis.lease_ttl.as_millis() < 1_000 {
-            return invalid(format!("redis.lease_ttl must be at least 1s, got {}", self.redis.lease_ttl));
+            return invalid(format!(
+                "redis.lease_ttl must be at least 1s, got {}",
+                self.redis.lease_ttl
+            ));
         }
-        self.redis.command_timeout = self.redis.command_timeout.positive_or(ConfigDuration::from_secs(1));
+        self.redis.command_timeout = self
+            .redis
+            .command_timeout
+            .positive_or(ConfigDuration::from_secs(1));
         self.redis.pool_size = self.redis.pool_size.clamp(1, 64);
         let room = &mut self.room;
         if room.snapshot_every_n == 0 {
@@ -287,29 +299,57 @@ impl Config {
         }
         room.idle_ttl = room.idle_ttl.positive_or(ConfigDuration::from_secs(300));
         room.presence_ttl = room.presence_ttl.positive_or(ConfigDuration::from_secs(60));
-        room.presence_sweep_interval = room.presence_sweep_interval.positive_or(ConfigDuration::from_secs(5));
+        room.presence_sweep_interval = room
+            .presence_sweep_interval
+            .positive_or(ConfigDuration::from_secs(5));
         if room.rules.rank_size == 0 {
             return invalid("room.rules.rank_size must be at least 1".into());
         }
-        if room.rules.treasure_thresholds.windows(2).any(|pair| pair[0] >= pair[1]) {
+        if room
+            .rules
+            .treasure_thresholds
+            .windows(2)
+            .any(|pair| pair[0] >= pair[1])
+        {
             return invalid("room.rules.treasure_thresholds must be strictly increasing".into());
         }
         if !room.rules.treasure_countdown.is_positive() {
             return invalid("room.rules.treasure_countdown must be positive".into());
         }
-        if room.rules.max_mic_seats == 0 || room.rules.max_gift_count == 0 || room.rules.max_gift_unit_value == 0 {
+        if room.rules.max_mic_seats == 0
+            || room.rules.max_gift_count == 0
+            || room.rules.max_gift_unit_value == 0
+        {
             return invalid("room.rules.max_mic_seats, max_gift_count and max_gift_unit_value must be at least 1".into());
         }
         // Keeps count × unit_value representable as the wallet's i64 amount.
-        if u128::from(room.rules.max_gift_count) * u128::from(room.rules.max_gift_unit_value) > i64::MAX as u128 {
-            return invalid("room.rules.max_gift_count × max_gift_unit_value must fit in i64".into());
+        if u128::from(room.rules.max_gift_count) * u128::from(room.rules.max_gift_unit_value)
+            > i64::MAX as u128
+        {
+            return invalid(
+                "room.rules.max_gift_count × max_gift_unit_value must fit in i64".into(),
+            );
         }
-        if !self.wallet.endpoint.starts_with("http://") && !self.wallet.endpoint.starts_with("https://") {
-            return invalid(format!("wallet.endpoint `{}` must start with http:// or https://", self.wallet.endpoint));
+        if !self.wallet.endpoint.starts_with("http://")
+            && !self.wallet.endpoint.starts_with("https://")
+        {
+            return invalid(format!(
+                "wallet.endpoint `{}` must start with http:// or https://",
+                self.wallet.endpoint
+            ));
         }
-        self.wallet.timeout = self.wallet.timeout.positive_or(ConfigDuration::from_secs(2));
-        self.saga.sweep_interval = self.saga.sweep_interval.positive_or(ConfigDuration::from_secs(30));
-        self.saga.stuck_after = self.saga.stuck_after.positive_or(ConfigDuration::from_secs(60));
+        self.wallet.timeout = self
+            .wallet
+            .timeout
+            .positive_or(ConfigDuration::from_secs(2));
+        self.saga.sweep_interval = self
+            .saga
+            .sweep_interval
+            .positive_or(ConfigDuration::from_secs(30));
+        self.saga.stuck_after = self
+            .saga
+            .stuck_after
+            .positive_or(ConfigDuration::from_secs(60));
         if self.tencent_im.enabled {
             if self.tencent_im.sdk_app_id == 0 {
                 return invalid("tencent_im.sdk_app_id is required when tencent_im.enabled".into());
@@ -321,7 +361,9 @@ impl Config {
                 return invalid("tencent_im.group_id_template must contain {room_id}".into());
             }
         }
-        self.shutdown_grace = self.shutdown_grace.positive_or(ConfigDuration::from_secs(20));
+        self.shutdown_grace = self
+            .shutdown_grace
+            .positive_or(ConfigDuration::from_secs(20));
         Ok(self)
     }
 }
@@ -339,14 +381,21 @@ mod tests {
 
     #[test]
     fn messages_name_the_key() {
-        let cases: Vec<(fn(&mut Config), &str)> = vec![
+        type Mutation = fn(&mut Config);
+        let cases: Vec<(Mutation, &str)> = vec![
             (|c| c.room.snapshot_every_n = 0, "room.snapshot_every_n"),
-            (|c| c.room.group_commit_max_batch = 0, "room.group_commit_max_batch"),
+            (
+                |c| c.room.group_commit_max_batch = 0,
+                "room.group_commit_max_batch",
+            ),
             (|c| c.wallet.endpoint = "wallet:1".into(), "wallet.endpoint"),
             (|c| c.redis.url = "localhost".into(), "redis.url"),
             (|c| c.grpc_listen = "nowhere".into(), "grpc_listen"),
             (|c| c.node_id = "bad node".into(), "node_id"),
-            (|c| c.room.rules.treasure_thresholds = vec![5, 5], "room.rules.treasure_thresholds"),
+            (
+                |c| c.room.rules.treasure_thresholds = vec![5, 5],
+                "room.rules.treasure_thresholds",
+            ),
             (|c| c.tencent_im.enabled = true, "tencent_im.sdk_app_id"),
         ];
         for (mutate, key) in cases {
@@ -363,7 +412,10 @@ mod tests {
         config.room.presence_sweep_interval = ConfigDuration::from_millis(0);
         config.saga.sweep_interval = ConfigDuration::from_millis(-5);
         let config = config.validate().unwrap();
-        assert_eq!(config.room.presence_sweep_interval, ConfigDuration::from_secs(5));
+        assert_eq!(
+            config.room.presence_sweep_interval,
+            ConfigDuration::from_secs(5)
+        );
         assert_eq!(config.saga.sweep_interval, ConfigDuration::from_secs(30));
     }
 }

@@ -93,7 +93,9 @@ pub enum Error {
         original: String,
     },
     /// A SendGift with this command_id failed earlier and was refunded; its id is spent.
-    #[error("command_id {command_id} belongs to a gift that failed and was refunded; use a new command_id")]
+    #[error(
+        "command_id {command_id} belongs to a gift that failed and was refunded; use a new command_id"
+    )]
     GiftCompensated {
         /// The spent id.
         command_id: String,
@@ -170,9 +172,9 @@ impl Error {
                 RejectionKind::PermissionDenied => ErrorCode::PermissionDenied,
             },
             Error::CommandIdReused { .. } => ErrorCode::AlreadyExists,
-            Error::GiftCompensated { .. } | Error::InsufficientBalance { .. } | Error::WalletRefused(_) => {
-                ErrorCode::FailedPrecondition
-            }
+            Error::GiftCompensated { .. }
+            | Error::InsufficientBalance { .. }
+            | Error::WalletRefused(_) => ErrorCode::FailedPrecondition,
             Error::GiftInFlight { .. } | Error::StaleOwner { .. } => ErrorCode::Aborted,
             Error::Overloaded { .. } => ErrorCode::ResourceExhausted,
             Error::OwnedElsewhere { .. }
@@ -255,7 +257,11 @@ mod tests {
         let cases = [
             (Rejection::RoomNotFound, tonic::Code::NotFound, 404),
             (Rejection::SeatTaken, tonic::Code::FailedPrecondition, 412),
-            (Rejection::CannotKickOwner, tonic::Code::PermissionDenied, 403),
+            (
+                Rejection::CannotKickOwner,
+                tonic::Code::PermissionDenied,
+                403,
+            ),
             (Rejection::AmountOverflow, tonic::Code::InvalidArgument, 400),
         ];
         for (rejection, grpc, http) in cases {

@@ -5,10 +5,10 @@
 
 use hyapp_api::room::room_service_server::RoomService;
 use hyapp_api::room::{
-    CloseRoomRequest, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply, HeartbeatRequest,
-    JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest, ListRoomsReply, ListRoomsRequest,
-    LockMicRequest, RoomListEntry, RoomSnapshot, SendGiftRequest, SetAdminRequest, TakeMicRequest,
-    UnlockMicRequest,
+    CloseRoomRequest, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply,
+    HeartbeatRequest, JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest,
+    ListRoomsReply, ListRoomsRequest, LockMicRequest, RoomListEntry, RoomSnapshot, SendGiftRequest,
+    SetAdminRequest, TakeMicRequest, UnlockMicRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -51,61 +51,108 @@ impl GrpcRoomService {
 
 #[tonic::async_trait]
 impl RoomService for GrpcRoomService {
-    async fn create_room(&self, request: Request<CreateRoomRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn create_room(
+        &self,
+        request: Request<CreateRoomRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::create_room).await
     }
 
-    async fn close_room(&self, request: Request<CloseRoomRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn close_room(
+        &self,
+        request: Request<CloseRoomRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::close_room).await
     }
 
-    async fn join_room(&self, request: Request<JoinRoomRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn join_room(
+        &self,
+        request: Request<JoinRoomRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::join_room).await
     }
 
-    async fn leave_room(&self, request: Request<LeaveRoomRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn leave_room(
+        &self,
+        request: Request<LeaveRoomRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::leave_room).await
     }
 
-    async fn kick_user(&self, request: Request<KickUserRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn kick_user(
+        &self,
+        request: Request<KickUserRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::kick_user).await
     }
 
-    async fn set_admin(&self, request: Request<SetAdminRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn set_admin(
+        &self,
+        request: Request<SetAdminRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::set_admin).await
     }
 
-    async fn take_mic(&self, request: Request<TakeMicRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn take_mic(
+        &self,
+        request: Request<TakeMicRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::take_mic).await
     }
 
-    async fn leave_mic(&self, request: Request<LeaveMicRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn leave_mic(
+        &self,
+        request: Request<LeaveMicRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::leave_mic).await
     }
 
-    async fn lock_mic(&self, request: Request<LockMicRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn lock_mic(
+        &self,
+        request: Request<LockMicRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::lock_mic).await
     }
 
-    async fn unlock_mic(&self, request: Request<UnlockMicRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn unlock_mic(
+        &self,
+        request: Request<UnlockMicRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::unlock_mic).await
     }
 
-    async fn send_gift(&self, request: Request<SendGiftRequest>) -> Result<Response<CommandReply>, Status> {
+    async fn send_gift(
+        &self,
+        request: Request<SendGiftRequest>,
+    ) -> Result<Response<CommandReply>, Status> {
         self.command(request, validate::send_gift).await
     }
 
-    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatReply>, Status> {
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatReply>, Status> {
         let request = request.into_inner();
-        let expires_at_ms = self.rooms.heartbeat(&request.room_id, &request.user_id).await?;
+        let expires_at_ms = self
+            .rooms
+            .heartbeat(&request.room_id, &request.user_id)
+            .await?;
         Ok(Response::new(HeartbeatReply { expires_at_ms }))
     }
 
-    async fn get_room(&self, request: Request<GetRoomRequest>) -> Result<Response<RoomSnapshot>, Status> {
-        Ok(Response::new(self.rooms.get_room(&request.get_ref().room_id).await?))
+    async fn get_room(
+        &self,
+        request: Request<GetRoomRequest>,
+    ) -> Result<Response<RoomSnapshot>, Status> {
+        Ok(Response::new(
+            self.rooms.get_room(&request.get_ref().room_id).await?,
+        ))
     }
 
-    async fn list_rooms(&self, request: Request<ListRoomsRequest>) -> Result<Response<ListRoomsReply>, Status> {
+    async fn list_rooms(
+        &self,
+        request: Request<ListRoomsRequest>,
+    ) -> Result<Response<ListRoomsReply>, Status> {
         let rooms = self.rooms.list_rooms(request.get_ref().limit).await?;
         Ok(Response::new(ListRoomsReply {
             rooms: rooms

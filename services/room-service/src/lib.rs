@@ -14,6 +14,7 @@ pub mod cells;
 pub mod config;
 pub mod embedded_relay;
 pub mod error;
+pub mod gifts;
 pub mod grpc;
 pub mod im;
 pub mod metrics;

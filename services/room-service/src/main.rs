@@ -26,7 +26,9 @@ async fn main() -> anyhow::Result<()> {
     }
     service_kit::telemetry::init("room-service", &config.log);
     let shutdown = service_kit::shutdown::on_signal();
-    let app = room_service::App::build(config).await.context("starting room-service")?;
+    let app = room_service::App::build(config)
+        .await
+        .context("starting room-service")?;
     let report = app.run(shutdown).await.context("running room-service")?;
     tracing::info!(steps = ?report.steps, "room-service stopped");
     Ok(())

@@ -62,7 +62,10 @@ pub fn build(
     let room_id = final_state.room_id.clone();
     let shard = shard_of(&room_id);
     let app_code = if cell.app_code.is_empty() {
-        requests.first().map(|request| request.app_code.clone()).unwrap_or_default()
+        requests
+            .first()
+            .map(|request| request.app_code.clone())
+            .unwrap_or_default()
     } else {
         cell.app_code.clone()
     };
@@ -129,15 +132,25 @@ pub fn build(
                 event_type: event_type.into(),
                 seq: event.seq,
             });
-            project_event(&mut projection, &room_id, &event.kind, presence_expiry, &mut heat_changed);
+            project_event(
+                &mut projection,
+                &room_id,
+                &event.kind,
+                presence_expiry,
+                &mut heat_changed,
+            );
         }
         for user_id in &command.left_on_close {
-            projection.presence_remove.push(presence_member(&room_id, user_id));
+            projection
+                .presence_remove
+                .push(presence_member(&room_id, user_id));
         }
         if snapshot.is_none()
             && let Some(image) = &command.creation_image
         {
-            snapshot = serde_json::to_vec(image).ok().map(|state| (image.version, state));
+            snapshot = serde_json::to_vec(image)
+                .ok()
+                .map(|state| (image.version, state));
         }
         let reply = CommandReply {
             room_id: room_id.clone(),
@@ -191,15 +204,25 @@ pub fn build(
     }
 }
 
-fn project_event(projection: &mut Projection, room_id: &str, kind: &EventKind, expires_at_ms: i64, heat_changed: &mut bool) {
+fn project_event(
+    projection: &mut Projection,
+    room_id: &str,
+    kind: &EventKind,
+    expires_at_ms: i64,
+    heat_changed: &mut bool,
+) {
     match kind {
         EventKind::RoomCreated { owner_id, .. } => {
             *heat_changed = true;
-            projection.presence_set.push((presence_member(room_id, owner_id), expires_at_ms));
+            projection
+                .presence_set
+                .push((presence_member(room_id, owner_id), expires_at_ms));
         }
         EventKind::RoomUserJoined { user_id } => {
             let member = presence_member(room_id, user_id);
-            projection.presence_remove.retain(|removed| *removed != member);
+            projection
+                .presence_remove
+                .retain(|removed| *removed != member);
             projection.presence_set.push((member, expires_at_ms));
         }
         EventKind::RoomUserLeft { user_id, .. } => {

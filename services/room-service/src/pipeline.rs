@@ -13,19 +13,17 @@
 
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
 use hyapp_api::room::CommandReply;
 use room_core::{EventKind, RoomState};
 
 use crate::Error;
 use crate::app::Deps;
 use crate::cell::{Cell, CommandJob, RecentReply, replay_or_conflict};
+use crate::gifts::{charge_gifts, compensate};
 use crate::mutation::{self, AppliedCommand};
-use crate::store::saga::{NewSaga, SagaStart, status};
 use crate::store::{SaveError, StoredCommand};
 use crate::timing::StageTimings;
 use crate::validate::CommandRequest;
-use crate::wallet::DebitFailure;
 
 /// What the actor should do with the cell after a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,21 +35,26 @@ pub enum CellFate {
 }
 
 /// A command of the batch still in play.
-struct Pending {
-    job: CommandJob,
-    stages: StageTimings,
+pub(crate) struct Pending {
+    pub(crate) job: CommandJob,
+    pub(crate) stages: StageTimings,
     /// Saga row written and the wallet debited: must commit or be compensated.
-    debited: bool,
+    pub(crate) debited: bool,
 }
 
 impl Pending {
-    fn is_gift(&self) -> bool {
+    pub(crate) fn is_gift(&self) -> bool {
         self.job.request.gift_charge().is_some()
     }
 }
 
 /// Runs one batch against `cell`. `lease` is the load time to report for it.
-pub async fn process_batch(deps: &Deps, cell: &mut Cell, jobs: Vec<CommandJob>, lease: Duration) -> CellFate {
+pub async fn process_batch(
+    deps: &Deps,
+    cell: &mut Cell,
+    jobs: Vec<CommandJob>,
+    lease: Duration,
+) -> CellFate {
     let started = Instant::now();
     let now_ms = service_kit::time::now_ms();
     let mut pending: Vec<Pending> = Vec::with_capacity(jobs.len());
@@ -69,12 +72,25 @@ pub async fn process_batch(deps: &Deps, cell: &mut Cell, jobs: Vec<CommandJob>, 
                 &cell.state.room_id,
                 &recent.reply,
             );
-            job.answer(result, StageTimings { idempotency: started.elapsed(), ..stages });
-        } else if pending.iter().any(|other| other.job.request.command_id == job.request.command_id) {
+            job.answer(
+                result,
+                StageTimings {
+                    idempotency: started.elapsed(),
+                    ..stages
+                },
+            );
+        } else if pending
+            .iter()
+            .any(|other| other.job.request.command_id == job.request.command_id)
+        {
             // The same id twice in one batch: answered from the first one's outcome.
             repeats.push(job);
         } else {
-            pending.push(Pending { job, stages, debited: false });
+            pending.push(Pending {
+                job,
+                stages,
+                debited: false,
+            });
         }
     }
     let idempotency = started.elapsed();
@@ -93,11 +109,19 @@ pub async fn process_batch(deps: &Deps, cell: &mut Cell, jobs: Vec<CommandJob>, 
                 .recent
                 .get(&repeat.request.command_id)
                 .map(|recent| {
-                    replay_or_conflict(&repeat.request, &recent.fingerprint, recent.command_name, &cell.state.room_id, reply)
+                    replay_or_conflict(
+                        &repeat.request,
+                        &recent.fingerprint,
+                        recent.command_name,
+                        &cell.state.room_id,
+                        reply,
+                    )
                 })
                 .unwrap_or_else(|| Ok(reply.clone())),
             Some((_, Err(error))) => Err(error.clone()),
-            None => Err(Error::Internal("duplicate command lost its original".into())),
+            None => Err(Error::Internal(
+                "duplicate command lost its original".into(),
+            )),
         };
         repeat.answer(result, StageTimings::default());
     }
@@ -140,7 +164,10 @@ async fn run(
                     compensate(deps, &entry.job.request.command_id, "rejected after debit").await;
                 }
                 let result = match &stored {
-                    Ok(stored) => match stored.iter().find(|row| row.command_id == entry.job.request.command_id) {
+                    Ok(stored) => match stored
+                        .iter()
+                        .find(|row| row.command_id == entry.job.request.command_id)
+                    {
                         Some(found) => stored_answer(&entry, found),
                         None => Err(Error::Rejected(rejection)),
                     },
@@ -152,7 +179,10 @@ async fn run(
         }
 
         // Gifts: saga row, then the debit; anything refused leaves the batch.
-        if pending.iter().any(|entry| entry.is_gift() && !entry.debited) {
+        if pending
+            .iter()
+            .any(|entry| entry.is_gift() && !entry.debited)
+        {
             let removed = charge_gifts(deps, pending, now_ms).await;
             let any_removed = !removed.is_empty();
             for (index, result) in removed.into_iter().rev() {
@@ -164,8 +194,16 @@ async fn run(
         }
 
         let save_started = Instant::now();
-        let requests: Vec<&CommandRequest> = pending.iter().map(|entry| &entry.job.request).collect();
-        let built = mutation::build(&deps.settings, cell, &requests, &applied, &final_state, now_ms);
+        let requests: Vec<&CommandRequest> =
+            pending.iter().map(|entry| &entry.job.request).collect();
+        let built = mutation::build(
+            &deps.settings,
+            cell,
+            &requests,
+            &applied,
+            &final_state,
+            now_ms,
+        );
         let saved = deps.store.save_mutation(&built.mutation).await;
         let save_time = save_started.elapsed();
         for entry in pending.iter_mut() {
@@ -209,7 +247,10 @@ async fn run(
             }
             Err(SaveError::DuplicateCommandId) => {
                 let lookup_started = Instant::now();
-                let ids: Vec<&str> = pending.iter().map(|entry| entry.job.request.command_id.as_str()).collect();
+                let ids: Vec<&str> = pending
+                    .iter()
+                    .map(|entry| entry.job.request.command_id.as_str())
+                    .collect();
                 let stored = match deps.store.lookup_commands(&ids).await {
                     Ok(stored) => stored,
                     Err(error) => {
@@ -219,27 +260,39 @@ async fn run(
                 };
                 if stored.is_empty() {
                     // Committed by someone between our insert and the lookup: another owner.
-                    let error = Error::StaleOwner { room_id: cell.state.room_id.clone() };
+                    let error = Error::StaleOwner {
+                        room_id: cell.state.room_id.clone(),
+                    };
                     fail_all(deps, pending, error, &mut answer).await;
                     return CellFate::Reload;
                 }
                 let lookup = lookup_started.elapsed();
                 for index in (0..pending.len()).rev() {
-                    let Some(found) = stored.iter().find(|row| row.command_id == pending[index].job.request.command_id) else {
+                    let Some(found) = stored
+                        .iter()
+                        .find(|row| row.command_id == pending[index].job.request.command_id)
+                    else {
                         pending[index].stages.idempotency += lookup;
                         continue;
                     };
                     let mut entry = pending.remove(index);
                     entry.stages.idempotency += lookup;
                     if entry.debited {
-                        compensate(deps, &entry.job.request.command_id, "command_id already used").await;
+                        compensate(
+                            deps,
+                            &entry.job.request.command_id,
+                            "command_id already used",
+                        )
+                        .await;
                     }
                     let result = stored_answer(&entry, found);
                     answer(entry, result);
                 }
             }
             Err(SaveError::VersionConflict | SaveError::SagaGone) => {
-                let error = Error::StaleOwner { room_id: cell.state.room_id.clone() };
+                let error = Error::StaleOwner {
+                    room_id: cell.state.room_id.clone(),
+                };
                 fail_all(deps, pending, error, &mut answer).await;
                 return CellFate::Reload;
             }
@@ -247,18 +300,32 @@ async fn run(
                 tracing::warn!(room_id = %cell.state.room_id, %error, commit_sent, "save mutation failed");
                 fail_all(deps, pending, Error::database(&error), &mut answer).await;
                 // After a failed COMMIT the transaction may have landed: reload to learn the truth.
-                return if commit_sent { CellFate::Reload } else { CellFate::Keep };
+                return if commit_sent {
+                    CellFate::Reload
+                } else {
+                    CellFate::Keep
+                };
             }
         }
     }
 }
 
 /// The reply for a command found in the log.
-fn stored_answer(entry: &Pending, found: &StoredCommand) -> Result<CommandReply, Error> {
+pub(crate) fn stored_answer(entry: &Pending, found: &StoredCommand) -> Result<CommandReply, Error> {
     use prost::Message;
-    let reply = CommandReply::decode(found.reply.as_slice())
-        .map_err(|error| Error::Internal(format!("stored reply of {} is undecodable: {error}", found.command_id)))?;
-    replay_or_conflict(&entry.job.request, &found.fingerprint, &found.command_name, &found.room_id, &reply)
+    let reply = CommandReply::decode(found.reply.as_slice()).map_err(|error| {
+        Error::Internal(format!(
+            "stored reply of {} is undecodable: {error}",
+            found.command_id
+        ))
+    })?;
+    replay_or_conflict(
+        &entry.job.request,
+        &found.fingerprint,
+        &found.command_name,
+        &found.room_id,
+        &reply,
+    )
 }
 
 /// Fails every pending command, compensating debited gifts first.
@@ -282,14 +349,22 @@ fn apply_all(
     state: &RoomState,
     pending: &[Pending],
     now_ms: i64,
-) -> (Vec<AppliedCommand>, RoomState, Vec<(usize, room_core::Rejection)>) {
+) -> (
+    Vec<AppliedCommand>,
+    RoomState,
+    Vec<(usize, room_core::Rejection)>,
+) {
     let mut working = state.clone();
     let mut applied = Vec::with_capacity(pending.len());
     let mut rejected = Vec::new();
     for (index, entry) in pending.iter().enumerate() {
         match room_core::apply(&working, &entry.job.request.command, now_ms) {
             Ok(result) => {
-                let left_on_close = if result.events.iter().any(|event| matches!(event.kind, EventKind::RoomClosed { .. })) {
+                let left_on_close = if result
+                    .events
+                    .iter()
+                    .any(|event| matches!(event.kind, EventKind::RoomClosed { .. }))
+                {
                     working.members.keys().cloned().collect()
                 } else {
                     Vec::new()
@@ -309,116 +384,6 @@ fn apply_all(
     (applied, working, rejected)
 }
 
-/// Starts the sagas of the batch's uncharged gifts and debits them. Returns
-/// the commands that leave the batch, with their answers.
-async fn charge_gifts(deps: &Deps, pending: &mut [Pending], now_ms: i64) -> Vec<(usize, Result<CommandReply, Error>)> {
-    let started = Instant::now();
-    let indexes: Vec<usize> = (0..pending.len())
-        .filter(|index| pending[*index].is_gift() && !pending[*index].debited)
-        .collect();
-    let sagas: Vec<NewSaga> = indexes
-        .iter()
-        .filter_map(|index| {
-            let request = &pending[*index].job.request;
-            let (sender_id, amount) = request.gift_charge()?;
-            Some(NewSaga {
-                command_id: request.command_id.clone(),
-                room_id: request.room_id.clone(),
-                sender_id: sender_id.to_owned(),
-                amount: amount.unsigned_abs(),
-            })
-        })
-        .collect();
-    let mut removed = Vec::new();
-    let starts = match deps.store.start_sagas(&sagas, now_ms).await {
-        Ok(starts) => starts,
-        Err(error) => {
-            return indexes.into_iter().map(|index| (index, Err(Error::database(&error)))).collect();
-        }
-    };
-    let mut to_debit = Vec::new();
-    let mut existing = Vec::new();
-    for (index, start) in indexes.iter().copied().zip(starts) {
-        match start {
-            SagaStart::Started => to_debit.push(index),
-            SagaStart::Exists(row) => existing.push((index, row)),
-        }
-    }
-    if !existing.is_empty() {
-        let ids: Vec<&str> = existing.iter().map(|(_, row)| row.command_id.as_str()).collect();
-        let stored = deps.store.lookup_commands(&ids).await;
-        for (index, row) in existing {
-            let result = match &stored {
-                Err(error) => Err(Error::database(error)),
-                Ok(stored) => match stored.iter().find(|found| found.command_id == row.command_id) {
-                    Some(found) => stored_answer(&pending[index], found),
-                    None if row.status == status::COMPENSATED => Err(Error::GiftCompensated { command_id: row.command_id }),
-                    None => Err(Error::GiftInFlight { command_id: row.command_id }),
-                },
-            };
-            removed.push((index, result));
-        }
-    }
-    let debits = to_debit.iter().map(|index| {
-        let request = &pending[*index].job.request;
-        let (sender_id, amount) = request.gift_charge().unwrap_or_default();
-        let reason = match &request.command {
-            room_core::Command::SendGift { gift_id, .. } => format!("gift {gift_id} in room {}", request.room_id),
-            _ => String::new(),
-        };
-        deps.wallet.debit(&request.command_id, sender_id, amount, reason)
-    });
-    let results = join_all(debits).await;
-    for (index, result) in to_debit.into_iter().zip(results) {
-        let command_id = pending[index].job.request.command_id.clone();
-        match result {
-            Ok(()) => pending[index].debited = true,
-            Err(DebitFailure::Refused(error)) => {
-                // Nothing happened anywhere, so nothing stays written.
-                if let Err(db_error) = deps.store.delete_saga(&command_id).await {
-                    tracing::warn!(command_id, error = %db_error, "saga cleanup failed");
-                }
-                removed.push((index, Err(error)));
-            }
-            Err(DebitFailure::Unknown(error)) => {
-                compensate(deps, &command_id, &error.to_string()).await;
-                removed.push((index, Err(error)));
-            }
-        }
-    }
-    let elapsed = started.elapsed();
-    for entry in pending.iter_mut().filter(|entry| entry.is_gift()) {
-        entry.stages.wallet_debit += elapsed;
-    }
-    removed.sort_by_key(|(index, _)| *index);
-    removed
-}
-
-/// Compensates a gift whose room commit did not (or may not) happen: claims
-/// the saga (which fails if the commit landed after all), refunds, records it.
-/// Failures are left to the recovery sweep.
-pub async fn compensate(deps: &Deps, command_id: &str, why: &str) {
-    let now_ms = service_kit::time::now_ms();
-    match deps.store.claim_compensation(command_id, now_ms, None).await {
-        Ok(true) => {}
-        Ok(false) => return,
-        Err(error) => {
-            tracing::warn!(command_id, %error, "saga claim failed, left to the sweep");
-            return;
-        }
-    }
-    match deps.wallet.refund(command_id, why).await {
-        Ok(refunded) => {
-            deps.metrics.sagas_compensated.inc();
-            let note = format!("{why} ({refunded:?})");
-            if let Err(error) = deps.store.mark_compensated(command_id, service_kit::time::now_ms(), &note).await {
-                tracing::warn!(command_id, %error, "saga completion failed, left to the sweep");
-            }
-        }
-        Err(error) => tracing::warn!(command_id, %error, "refund failed, left to the sweep"),
-    }
-}
-
 /// Writes a snapshot when the batch crossed a multiple of `snapshot_every_n`.
 async fn snapshot_if_due(deps: &Deps, cell: &mut Cell, old_version: u64, now_ms: i64) -> Duration {
     let every = deps.settings.snapshot_every_n;
@@ -430,7 +395,13 @@ async fn snapshot_if_due(deps: &Deps, cell: &mut Cell, old_version: u64, now_ms:
     let result = match serde_json::to_vec(&cell.state) {
         Ok(state) => deps
             .store
-            .write_snapshot(&cell.state.room_id, version, &state, now_ms, cell.last_snapshot_version)
+            .write_snapshot(
+                &cell.state.room_id,
+                version,
+                &state,
+                now_ms,
+                cell.last_snapshot_version,
+            )
             .await
             .map_err(|error| error.to_string()),
         Err(error) => Err(error.to_string()),
@@ -438,7 +409,9 @@ async fn snapshot_if_due(deps: &Deps, cell: &mut Cell, old_version: u64, now_ms:
     match result {
         Ok(()) => cell.last_snapshot_version = version,
         // Best effort: the log still rebuilds the room, only more slowly.
-        Err(error) => tracing::warn!(room_id = %cell.state.room_id, version, %error, "snapshot failed"),
+        Err(error) => {
+            tracing::warn!(room_id = %cell.state.room_id, version, %error, "snapshot failed")
+        }
     }
     started.elapsed()
 }

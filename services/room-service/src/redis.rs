@@ -189,7 +189,11 @@ impl Redis {
     pub async fn release_lease(&self, room_id: &str) -> Result<(), Error> {
         let _: i64 = self
             .pool
-            .eval(RELEASE_LEASE, lease_key(room_id), vec![self.node_id.clone()])
+            .eval(
+                RELEASE_LEASE,
+                lease_key(room_id),
+                vec![self.node_id.clone()],
+            )
             .await
             .map_err(|error| Error::redis(&error))?;
         Ok(())
@@ -204,7 +208,14 @@ impl Redis {
         let queued: Result<(), fred::error::Error> = async {
             if let Some((room_id, heat)) = &projection.room_heat {
                 let () = pipeline
-                    .zadd(ROOM_LIST_KEY, None, None, false, false, (*heat as f64, room_id.as_str()))
+                    .zadd(
+                        ROOM_LIST_KEY,
+                        None,
+                        None,
+                        false,
+                        false,
+                        (*heat as f64, room_id.as_str()),
+                    )
                     .await?;
             }
             if let Some(room_id) = &projection.remove_room {
@@ -239,7 +250,12 @@ impl Redis {
     }
 
     /// Sets a user's presence expiry (heartbeat).
-    pub async fn touch_presence(&self, room_id: &str, user_id: &str, expires_at_ms: i64) -> Result<(), Error> {
+    pub async fn touch_presence(
+        &self,
+        room_id: &str,
+        user_id: &str,
+        expires_at_ms: i64,
+    ) -> Result<(), Error> {
         let _: Value = self
             .pool
             .zadd(
@@ -256,7 +272,11 @@ impl Redis {
     }
 
     /// Up to `limit` presence entries expired at `now_ms`: (member, expires_at_ms).
-    pub async fn expired_presence(&self, now_ms: i64, limit: i64) -> Result<Vec<(String, i64)>, Error> {
+    pub async fn expired_presence(
+        &self,
+        now_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
         let entries: Vec<(String, f64)> = self
             .pool
             .zrangebyscore(PRESENCE_KEY, "-inf", now_ms as f64, true, Some((0, limit)))

@@ -14,11 +14,13 @@ use tokio::sync::oneshot;
 
 use crate::Error;
 use crate::app::Deps;
-use crate::cell::{CommandJob, CommandOutcome, Job};
+use crate::cell::{CommandJob, CommandOutcome, Job, ReadJob};
 use crate::cells::Cells;
 use crate::im::ImGroups;
 use crate::timing::{self, CommandIdentity, StageTimings};
-use crate::validate::{self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ID_LEN, check_id, internal_fingerprint};
+use crate::validate::{
+    self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ID_LEN, check_id, internal_fingerprint,
+};
 
 /// The room API.
 #[derive(Debug, Clone)]
@@ -33,7 +35,11 @@ pub struct Rooms {
 /// `expires_at_ms`: deterministic, so every node and retry maps to one command.
 pub fn presence_command_id(room_id: &str, user_id: &str, expires_at_ms: i64) -> String {
     let digest = Sha256::digest(format!("{room_id}|{user_id}|{expires_at_ms}"));
-    let hex: String = digest.iter().take(16).map(|byte| format!("{byte:02x}")).collect();
+    let hex: String = digest
+        .iter()
+        .take(16)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     format!("presence-expired:{hex}")
 }
 
@@ -54,11 +60,20 @@ impl Rooms {
             _ => None,
         };
         let (sender, receiver) = oneshot::channel();
-        self.cells.submit(&room_id, Job::Command(CommandJob { request, reply: sender }));
-        let CommandOutcome { result, mut stages } = receiver.await.unwrap_or_else(|_| CommandOutcome {
-            result: Err(Error::Internal("room actor stopped without answering".into())),
-            stages: StageTimings::default(),
-        });
+        self.cells.submit(
+            &room_id,
+            Job::Command(CommandJob {
+                request,
+                reply: sender,
+            }),
+        );
+        let CommandOutcome { result, mut stages } =
+            receiver.await.unwrap_or_else(|_| CommandOutcome {
+                result: Err(Error::Internal(
+                    "room actor stopped without answering".into(),
+                )),
+                stages: StageTimings::default(),
+            });
         if let (Ok(reply), Some(im), Some(title)) = (&result, &self.im, &title)
             && !reply.replayed
         {
@@ -85,7 +100,9 @@ impl Rooms {
             &stages,
             total,
         );
-        self.deps.metrics.record_command(command_name, outcome, total.as_secs_f64());
+        self.deps
+            .metrics
+            .record_command(command_name, outcome, total.as_secs_f64());
         result
     }
 
@@ -93,31 +110,52 @@ impl Rooms {
     /// treasure-open consumer with `treasure_open_command_id(..)`, so a
     /// redelivered wake-up is an idempotent replay). room-core re-validates box,
     /// level, `open_at_ms` and the daily reset.
-    pub async fn open_treasure(&self, room_id: &str, box_id: &str, level: u32, command_id: &str) -> Result<CommandReply, Error> {
+    pub async fn open_treasure(
+        &self,
+        room_id: &str,
+        box_id: &str,
+        level: u32,
+        command_id: &str,
+    ) -> Result<CommandReply, Error> {
         check_id("room_id", room_id, MAX_ID_LEN)?;
         check_id("command_id", command_id, MAX_COMMAND_ID_LEN)?;
         if box_id.is_empty() || box_id.len() > 256 {
-            return Err(Error::InvalidArgument("box_id must be 1..=256 bytes".into()));
+            return Err(Error::InvalidArgument(
+                "box_id must be 1..=256 bytes".into(),
+            ));
         }
         let command = Command::OpenTreasure {
             box_id: box_id.to_owned(),
             level,
         };
-        self.execute(self.internal_request(room_id, command_id, "OpenTreasure", command)).await
+        self.execute(self.internal_request(room_id, command_id, "OpenTreasure", command))
+            .await
     }
 
     /// Removes a user whose presence expired, as a normal LeaveRoom command so
     /// a `RoomUserLeft{PresenceExpired}` event is emitted.
-    pub async fn expire_presence(&self, room_id: &str, user_id: &str, expires_at_ms: i64) -> Result<CommandReply, Error> {
+    pub async fn expire_presence(
+        &self,
+        room_id: &str,
+        user_id: &str,
+        expires_at_ms: i64,
+    ) -> Result<CommandReply, Error> {
         let command = Command::LeaveRoom {
             user_id: user_id.to_owned(),
             reason: LeaveReason::PresenceExpired,
         };
         let command_id = presence_command_id(room_id, user_id, expires_at_ms);
-        self.execute(self.internal_request(room_id, &command_id, "PresenceExpired", command)).await
+        self.execute(self.internal_request(room_id, &command_id, "PresenceExpired", command))
+            .await
     }
 
-    fn internal_request(&self, room_id: &str, command_id: &str, kind: &str, command: Command) -> CommandRequest {
+    fn internal_request(
+        &self,
+        room_id: &str,
+        command_id: &str,
+        kind: &str,
+        command: Command,
+    ) -> CommandRequest {
         CommandRequest {
             room_id: room_id.to_owned(),
             command_id: command_id.to_owned(),
@@ -136,13 +174,15 @@ impl Rooms {
         read: impl FnOnce(&RoomState) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let (sender, receiver) = oneshot::channel();
-        let job: Box<dyn FnOnce(Result<&RoomState, Error>) + Send> = Box::new(move |state| {
+        let job: ReadJob = Box::new(move |state| {
             let _ = sender.send(state.and_then(read));
         });
         self.cells.submit(room_id, Job::Read(job));
-        receiver
-            .await
-            .unwrap_or_else(|_| Err(Error::Internal("room actor stopped without answering".into())))
+        receiver.await.unwrap_or_else(|_| {
+            Err(Error::Internal(
+                "room actor stopped without answering".into(),
+            ))
+        })
     }
 
     /// The room's current state.
@@ -165,12 +205,18 @@ impl Rooms {
         self.read(room_id, move |state| match state.status {
             RoomStatus::Vacant => Err(Rejection::RoomNotFound.into()),
             RoomStatus::Closed => Err(Rejection::RoomClosed.into()),
-            RoomStatus::Open if !state.is_member(&member) => Err(Rejection::NotAMember { user_id: member }.into()),
+            RoomStatus::Open if !state.is_member(&member) => {
+                Err(Rejection::NotAMember { user_id: member }.into())
+            }
             RoomStatus::Open => Ok(()),
         })
         .await?;
-        let expires_at_ms = service_kit::time::now_ms().saturating_add(self.deps.settings.presence_ttl_ms);
-        self.deps.redis.touch_presence(room_id, user_id, expires_at_ms).await?;
+        let expires_at_ms =
+            service_kit::time::now_ms().saturating_add(self.deps.settings.presence_ttl_ms);
+        self.deps
+            .redis
+            .touch_presence(room_id, user_id, expires_at_ms)
+            .await?;
         Ok(expires_at_ms)
     }
 
@@ -180,7 +226,9 @@ impl Rooms {
             0 => 20,
             1..=100 => limit,
             _ => {
-                return Err(Error::InvalidArgument(format!("limit must be in 1..=100, got {limit}")));
+                return Err(Error::InvalidArgument(format!(
+                    "limit must be in 1..=100, got {limit}"
+                )));
             }
         };
         self.deps.redis.top_rooms(i64::from(limit)).await
@@ -260,7 +308,10 @@ mod tests {
     #[test]
     fn presence_command_ids_are_deterministic_and_short() {
         let id = presence_command_id(&"r".repeat(64), &"u".repeat(64), i64::MAX);
-        assert_eq!(id, presence_command_id(&"r".repeat(64), &"u".repeat(64), i64::MAX));
+        assert_eq!(
+            id,
+            presence_command_id(&"r".repeat(64), &"u".repeat(64), i64::MAX)
+        );
         assert!(id.len() <= MAX_COMMAND_ID_LEN);
         assert!(validate::is_id_charset(&id));
         assert_ne!(id, presence_command_id("r", "u", 1));

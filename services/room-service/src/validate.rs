@@ -134,7 +134,9 @@ fn build<M: Message + Clone>(
     command: Command,
 ) -> Result<CommandRequest, Error> {
     let Some(meta) = meta else {
-        return Err(Error::InvalidArgument("meta must be set (meta.command_id is required)".into()));
+        return Err(Error::InvalidArgument(
+            "meta must be set (meta.command_id is required)".into(),
+        ));
     };
     check_id("meta.command_id", &meta.command_id, MAX_COMMAND_ID_LEN)?;
     check_id("room_id", room_id, MAX_ID_LEN)?;
@@ -173,7 +175,10 @@ macro_rules! clear_request_id {
 }
 
 /// `CreateRoom`.
-pub fn create_room(request: &api::CreateRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn create_room(
+    request: &api::CreateRoomRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("owner_id", &request.owner_id, MAX_ID_LEN)?;
     if request.title.trim().is_empty() {
         return Err(Error::InvalidArgument("title must not be empty".into()));
@@ -185,46 +190,92 @@ pub fn create_room(request: &api::CreateRoomRequest, context: RequestContext<'_>
         )));
     }
     if request.mic_seat_count == 0 {
-        return Err(Error::InvalidArgument("mic_seat_count must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "mic_seat_count must be at least 1".into(),
+        ));
     }
     let command = Command::CreateRoom {
         owner_id: request.owner_id.clone(),
         title: request.title.clone(),
         mic_seat_count: request.mic_seat_count,
     };
-    build("CreateRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "CreateRoom",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `CloseRoom`.
-pub fn close_room(request: &api::CloseRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn close_room(
+    request: &api::CloseRoomRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
     let command = Command::CloseRoom {
         actor_id: request.actor_id.clone(),
     };
-    build("CloseRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "CloseRoom",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `JoinRoom`.
-pub fn join_room(request: &api::JoinRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn join_room(
+    request: &api::JoinRoomRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("user_id", &request.user_id, MAX_ID_LEN)?;
     let command = Command::JoinRoom {
         user_id: request.user_id.clone(),
     };
-    build("JoinRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "JoinRoom",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `LeaveRoom` (voluntary).
-pub fn leave_room(request: &api::LeaveRoomRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn leave_room(
+    request: &api::LeaveRoomRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("user_id", &request.user_id, MAX_ID_LEN)?;
     let command = Command::LeaveRoom {
         user_id: request.user_id.clone(),
         reason: LeaveReason::Voluntary,
     };
-    build("LeaveRoom", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "LeaveRoom",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `KickUser`; the ban duration becomes an absolute time so replay is deterministic.
-pub fn kick_user(request: &api::KickUserRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn kick_user(
+    request: &api::KickUserRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
     check_id("target_id", &request.target_id, MAX_ID_LEN)?;
     let ban_until_ms = if request.ban_seconds == 0 {
@@ -239,11 +290,22 @@ pub fn kick_user(request: &api::KickUserRequest, context: RequestContext<'_>) ->
         target_id: request.target_id.clone(),
         ban_until_ms,
     };
-    build("KickUser", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "KickUser",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `SetAdmin`.
-pub fn set_admin(request: &api::SetAdminRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn set_admin(
+    request: &api::SetAdminRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
     check_id("target_id", &request.target_id, MAX_ID_LEN)?;
     let command = Command::SetAdmin {
@@ -251,59 +313,121 @@ pub fn set_admin(request: &api::SetAdminRequest, context: RequestContext<'_>) ->
         target_id: request.target_id.clone(),
         admin: request.admin,
     };
-    build("SetAdmin", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "SetAdmin",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `TakeMic`.
-pub fn take_mic(request: &api::TakeMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn take_mic(
+    request: &api::TakeMicRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("user_id", &request.user_id, MAX_ID_LEN)?;
     let command = Command::TakeMic {
         user_id: request.user_id.clone(),
         seat_index: request.seat_index,
     };
-    build("TakeMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "TakeMic",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `LeaveMic`.
-pub fn leave_mic(request: &api::LeaveMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn leave_mic(
+    request: &api::LeaveMicRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("user_id", &request.user_id, MAX_ID_LEN)?;
     let command = Command::LeaveMic {
         user_id: request.user_id.clone(),
     };
-    build("LeaveMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "LeaveMic",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `LockMic`.
-pub fn lock_mic(request: &api::LockMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn lock_mic(
+    request: &api::LockMicRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
     let command = Command::LockMic {
         actor_id: request.actor_id.clone(),
         seat_index: request.seat_index,
     };
-    build("LockMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "LockMic",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `UnlockMic`.
-pub fn unlock_mic(request: &api::UnlockMicRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn unlock_mic(
+    request: &api::UnlockMicRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
     let command = Command::UnlockMic {
         actor_id: request.actor_id.clone(),
         seat_index: request.seat_index,
     };
-    build("UnlockMic", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "UnlockMic",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 /// `SendGift`: signed wire amounts must be positive and fit room_core's types;
 /// room_core then checks them against the room's limits.
-pub fn send_gift(request: &api::SendGiftRequest, context: RequestContext<'_>) -> Result<CommandRequest, Error> {
+pub fn send_gift(
+    request: &api::SendGiftRequest,
+    context: RequestContext<'_>,
+) -> Result<CommandRequest, Error> {
     check_id("sender_id", &request.sender_id, MAX_ID_LEN)?;
     check_id("receiver_id", &request.receiver_id, MAX_ID_LEN)?;
     check_id("gift_id", &request.gift_id, MAX_ID_LEN)?;
     if request.count <= 0 {
-        return Err(Error::InvalidArgument(format!("count must be positive, got {}", request.count)));
+        return Err(Error::InvalidArgument(format!(
+            "count must be positive, got {}",
+            request.count
+        )));
     }
     let count = u32::try_from(request.count).map_err(|_| {
-        Error::InvalidArgument(format!("count {} overflows (at most {})", request.count, u32::MAX))
+        Error::InvalidArgument(format!(
+            "count {} overflows (at most {})",
+            request.count,
+            u32::MAX
+        ))
     })?;
     if request.unit_value <= 0 {
         return Err(Error::InvalidArgument(format!(
@@ -328,7 +452,15 @@ pub fn send_gift(request: &api::SendGiftRequest, context: RequestContext<'_>) ->
         count,
         unit_value,
     };
-    build("SendGift", request.meta.as_ref(), &request.room_id, request, clear_request_id!(), context, command)
+    build(
+        "SendGift",
+        request.meta.as_ref(),
+        &request.room_id,
+        request,
+        clear_request_id!(),
+        context,
+        command,
+    )
 }
 
 #[cfg(test)]
@@ -356,7 +488,10 @@ mod tests {
         assert!(check_id("room_id", "room-1:a_b.c", MAX_ID_LEN).is_ok());
         let message = |value: &str| check_id("room_id", value, 4).unwrap_err().to_string();
         assert_eq!(message(""), "room_id must not be empty");
-        assert_eq!(message("abcde"), "room_id must be at most 4 characters, got 5");
+        assert_eq!(
+            message("abcde"),
+            "room_id must be at most 4 characters, got 5"
+        );
         assert!(message("a b").contains("' ' at position 1"));
         assert!(message("é").contains("position 0"));
     }
@@ -391,7 +526,11 @@ mod tests {
             count,
             unit_value,
         };
-        let error = |count, value| send_gift(&gift(count, value), context()).unwrap_err().to_string();
+        let error = |count, value| {
+            send_gift(&gift(count, value), context())
+                .unwrap_err()
+                .to_string()
+        };
         assert!(error(0, 1).starts_with("count must be positive"));
         assert!(error(-3, 1).contains("got -3"));
         assert!(error(1 << 40, 1).contains("overflows"));
@@ -408,6 +547,11 @@ mod tests {
             room_id: "r".into(),
             user_id: "u".into(),
         };
-        assert!(join_room(&request, context()).unwrap_err().to_string().contains("meta"));
+        assert!(
+            join_room(&request, context())
+                .unwrap_err()
+                .to_string()
+                .contains("meta")
+        );
     }
 }

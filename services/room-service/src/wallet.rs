@@ -126,6 +126,9 @@ mod tests {
             DebitFailure::Unknown(_)
         ));
         let deadline = tonic::Status::deadline_exceeded("slow");
-        assert!(matches!(classify_debit(&deadline, "u", 5), DebitFailure::Unknown(_)));
+        assert!(matches!(
+            classify_debit(&deadline, "u", 5),
+            DebitFailure::Unknown(_)
+        ));
     }
 }

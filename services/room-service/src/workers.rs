@@ -47,13 +47,13 @@ impl Workers {
     }
 }
 
-/// Runs `tick` every `interval` until `token` is cancelled.
+/// Runs `tick` every `interval` (first after one interval) until `token` is cancelled.
 pub async fn every<F, Fut>(interval: Duration, token: CancellationToken, mut tick: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut ticker = tokio::time::interval(interval);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -126,7 +126,11 @@ pub async fn sweep_sagas(deps: &Deps, stuck_after_ms: i64) -> Result<usize, Erro
             Ok(refunded) => {
                 deps.metrics.sagas_compensated.inc();
                 deps.store
-                    .mark_compensated(&saga.command_id, service_kit::time::now_ms(), &format!("recovered ({refunded:?})"))
+                    .mark_compensated(
+                        &saga.command_id,
+                        service_kit::time::now_ms(),
+                        &format!("recovered ({refunded:?})"),
+                    )
                     .await
                     .map_err(|error| Error::database(&error))?;
                 tracing::info!(command_id = %saga.command_id, room_id = %saga.room_id, ?refunded, "gift saga compensated");

@@ -15,14 +15,26 @@ async fn commands_commit_with_their_outbox_rows() {
     let room = testkit::unique("room-");
     let mut request = tonic::Request::new(create(&room, "owner"));
     let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    request.metadata_mut().insert("traceparent", traceparent.parse().unwrap());
-    let created = harness.client.create_room(request).await.unwrap().into_inner();
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent.parse().unwrap());
+    let created = harness
+        .client
+        .create_room(request)
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(created.room_version, 1);
     assert!(!created.replayed);
     assert_eq!(created.events.len(), 1);
     assert_eq!(created.events[0].event_type, "RoomCreated");
 
-    let joined = harness.client.join_room(join(&room, "alice")).await.unwrap().into_inner();
+    let joined = harness
+        .client
+        .join_room(join(&room, "alice"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(joined.room_version, 2);
     let seated = harness
         .client
@@ -51,7 +63,10 @@ async fn commands_commit_with_their_outbox_rows() {
         assert_eq!(row.get::<u8, _>("lane"), outbox_schema::row::LANE_CHAIN);
         assert_eq!(row.get::<u16, _>("shard"), outbox_schema::shard_of(&room));
         assert_eq!(row.get::<u64, _>("room_event_seq"), index as u64 + 1);
-        assert_eq!(row.get::<String, _>("topic"), outbox_schema::names::TOPIC_ROOM_OUTBOX);
+        assert_eq!(
+            row.get::<String, _>("topic"),
+            outbox_schema::names::TOPIC_ROOM_OUTBOX
+        );
         assert_eq!(row.get::<String, _>("status"), "pending");
         assert_eq!(row.get::<String, _>("event_id").len(), 36);
         let envelope = outbox_schema::decode_envelope(&row.get::<Vec<u8>, _>("payload")).unwrap();
@@ -60,7 +75,10 @@ async fn commands_commit_with_their_outbox_rows() {
         assert_eq!(envelope.app_code, "hyapp");
     }
     assert_eq!(rows[0].get::<String, _>("traceparent"), traceparent);
-    assert_eq!(rows[0].get::<String, _>("event_id"), created.events[0].event_id);
+    assert_eq!(
+        rows[0].get::<String, _>("event_id"),
+        created.events[0].event_id
+    );
     let mic = outbox_schema::decode_envelope(&rows[2].get::<Vec<u8>, _>("payload")).unwrap();
     assert!(matches!(mic.payload, Some(Payload::RoomMicTaken(ref taken)) if taken.seat_index == 2));
 
@@ -75,12 +93,17 @@ async fn commands_commit_with_their_outbox_rows() {
 
     let snapshot = harness
         .client
-        .get_room(GetRoomRequest { room_id: room.clone() })
+        .get_room(GetRoomRequest {
+            room_id: room.clone(),
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(snapshot.version, 3);
-    assert_eq!(snapshot.members, vec!["alice".to_string(), "owner".to_string()]);
+    assert_eq!(
+        snapshot.members,
+        vec!["alice".to_string(), "owner".to_string()]
+    );
     assert_eq!(snapshot.seats[2].user_id, "alice");
     harness.stop().await;
 }
@@ -91,7 +114,12 @@ async fn same_command_id_replays_the_original_reply_and_writes_nothing() {
     let room = testkit::unique("room-");
     room_with_members(&mut harness.client, &room, "owner", &[]).await;
     let request = join(&room, "bob");
-    let first = harness.client.join_room(request.clone()).await.unwrap().into_inner();
+    let first = harness
+        .client
+        .join_room(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
     let outbox_before = harness.count("room_outbox", "room_id", &room).await;
     let log_before = harness.count("room_command_log", "room_id", &room).await;
 
@@ -103,8 +131,14 @@ async fn same_command_id_replays_the_original_reply_and_writes_nothing() {
     assert_eq!(replay.room_version, first.room_version);
     assert_eq!(replay.events, first.events);
 
-    assert_eq!(harness.count("room_outbox", "room_id", &room).await, outbox_before);
-    assert_eq!(harness.count("room_command_log", "room_id", &room).await, log_before);
+    assert_eq!(
+        harness.count("room_outbox", "room_id", &room).await,
+        outbox_before
+    );
+    assert_eq!(
+        harness.count("room_command_log", "room_id", &room).await,
+        log_before
+    );
     harness.stop().await;
 }
 
@@ -114,13 +148,23 @@ async fn replay_after_restart_comes_from_the_command_log() {
     let room = testkit::unique("room-");
     room_with_members(&mut harness.client, &room, "owner", &[]).await;
     let request = join(&room, "carol");
-    let first = harness.client.join_room(request.clone()).await.unwrap().into_inner();
+    let first = harness
+        .client
+        .join_room(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
     let (_, db, wallet) = harness.stop().await;
 
     // A fresh node has no recent-reply cache: the unique key catches the reuse.
     let config = common::test_config(&db, &wallet);
     let mut harness = Harness::start_on(db, wallet, config).await;
-    let replay = harness.client.join_room(request).await.unwrap().into_inner();
+    let replay = harness
+        .client
+        .join_room(request)
+        .await
+        .unwrap()
+        .into_inner();
     assert!(replay.replayed);
     assert_eq!(replay.events, first.events);
     assert_eq!(harness.count("room_command_log", "room_id", &room).await, 2);
@@ -141,9 +185,18 @@ async fn reusing_a_command_id_for_another_request_is_rejected() {
     let error = harness.client.join_room(other).await.unwrap_err();
     assert_eq!(error.code(), tonic::Code::AlreadyExists);
     assert!(error.message().contains(&command_id), "{}", error.message());
-    assert!(error.message().contains("different request"), "{}", error.message());
+    assert!(
+        error.message().contains("different request"),
+        "{}",
+        error.message()
+    );
     assert_eq!(harness.count("room_command_log", "room_id", &room).await, 2);
-    let snapshot = harness.client.get_room(GetRoomRequest { room_id: room }).await.unwrap().into_inner();
+    let snapshot = harness
+        .client
+        .get_room(GetRoomRequest { room_id: room })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(!snapshot.members.contains(&"erin".to_string()));
     harness.stop().await;
 }
@@ -160,23 +213,41 @@ async fn a_gift_storm_in_one_room_commits_every_gift_once() {
     let gifts = (0..60).map(|index| {
         let mut client = harness.client.clone();
         let request = gift(&room, &format!("{room}-gift-{index}"), "fan", "owner", 1, 7);
-        tokio::spawn(async move { client.send_gift(request).await.map(|reply| reply.into_inner()) })
+        tokio::spawn(async move {
+            client
+                .send_gift(request)
+                .await
+                .map(|reply| reply.into_inner())
+        })
     });
     let mut versions = Vec::new();
     for handle in gifts {
         versions.push(handle.await.unwrap().unwrap().room_version);
     }
     versions.sort_unstable();
-    assert_eq!(versions, (3..63).collect::<Vec<u64>>(), "one version per gift");
-    let snapshot = harness.client.get_room(GetRoomRequest { room_id: room.clone() }).await.unwrap().into_inner();
+    assert_eq!(
+        versions,
+        (3..63).collect::<Vec<u64>>(),
+        "one version per gift"
+    );
+    let snapshot = harness
+        .client
+        .get_room(GetRoomRequest {
+            room_id: room.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(snapshot.heat, 60 * 7);
     assert_eq!(harness.wallet.stats().debits, 60);
     assert_eq!(harness.wallet.stats().total_debited, 420);
-    let committed: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM room_gift_saga WHERE room_id = ? AND status = 'committed'")
-        .bind(&room)
-        .fetch_one(&harness.pool)
-        .await
-        .unwrap();
+    let committed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM room_gift_saga WHERE room_id = ? AND status = 'committed'",
+    )
+    .bind(&room)
+    .fetch_one(&harness.pool)
+    .await
+    .unwrap();
     assert_eq!(committed, 60);
     harness.stop().await;
 }
@@ -188,16 +259,40 @@ async fn list_rooms_orders_by_heat() {
     let hot = testkit::unique("room-");
     room_with_members(&mut harness.client, &cold, "owner", &["fan"]).await;
     room_with_members(&mut harness.client, &hot, "owner", &["fan"]).await;
-    harness.client.send_gift(gift(&cold, &testkit::unique("g-"), "fan", "owner", 1, 1)).await.unwrap();
+    harness
+        .client
+        .send_gift(gift(&cold, &testkit::unique("g-"), "fan", "owner", 1, 1))
+        .await
+        .unwrap();
     harness.wallet.set_balance("fan", i64::MAX / 2);
     // Far above anything other tests produce, so this room tops the shared list.
-    harness.client.send_gift(gift(&hot, &testkit::unique("g-"), "fan", "owner", 9_999, 1_000_000)).await.unwrap();
-    let listed = harness.client.list_rooms(ListRoomsRequest { limit: 100 }).await.unwrap().into_inner();
+    harness
+        .client
+        .send_gift(gift(
+            &hot,
+            &testkit::unique("g-"),
+            "fan",
+            "owner",
+            9_999,
+            1_000_000,
+        ))
+        .await
+        .unwrap();
+    let listed = harness
+        .client
+        .list_rooms(ListRoomsRequest { limit: 100 })
+        .await
+        .unwrap()
+        .into_inner();
     let position = |room: &str| listed.rooms.iter().position(|entry| entry.room_id == room);
     let hot_position = position(&hot).expect("hot room listed");
     assert_eq!(listed.rooms[hot_position].heat, 9_999 * 1_000_000);
     assert!(position(&cold).is_none_or(|cold| cold > hot_position));
-    let error = harness.client.list_rooms(ListRoomsRequest { limit: 101 }).await.unwrap_err();
+    let error = harness
+        .client
+        .list_rooms(ListRoomsRequest { limit: 101 })
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), tonic::Code::InvalidArgument);
     assert!(error.message().contains("limit"));
     // Closed rooms leave the shared list, so later runs start clean.
@@ -212,7 +307,12 @@ async fn list_rooms_orders_by_heat() {
             .await
             .unwrap();
     }
-    let listed = harness.client.list_rooms(ListRoomsRequest { limit: 100 }).await.unwrap().into_inner();
+    let listed = harness
+        .client
+        .list_rooms(ListRoomsRequest { limit: 100 })
+        .await
+        .unwrap()
+        .into_inner();
     assert!(listed.rooms.iter().all(|entry| entry.room_id != hot));
     harness.stop().await;
 }

@@ -25,13 +25,33 @@ async fn a_gift_debits_once_and_commits_its_saga() {
     room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
     let command_id = testkit::unique("gift-");
     let request = gift(&room, &command_id, "fan", "owner", 3, 10);
-    let reply = harness.client.send_gift(request.clone()).await.unwrap().into_inner();
-    let types: Vec<&str> = reply.events.iter().map(|event| event.event_type.as_str()).collect();
-    assert_eq!(types, ["RoomGiftSent", "RoomHeatChanged", "RoomRankChanged"]);
+    let reply = harness
+        .client
+        .send_gift(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let types: Vec<&str> = reply
+        .events
+        .iter()
+        .map(|event| event.event_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["RoomGiftSent", "RoomHeatChanged", "RoomRankChanged"]
+    );
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 30);
-    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("committed"));
+    assert_eq!(
+        saga_status(&harness, &command_id).await.as_deref(),
+        Some("committed")
+    );
 
-    let replay = harness.client.send_gift(request).await.unwrap().into_inner();
+    let replay = harness
+        .client
+        .send_gift(request)
+        .await
+        .unwrap()
+        .into_inner();
     assert!(replay.replayed);
     assert_eq!(harness.wallet.stats().debits, 1);
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 30);
@@ -51,12 +71,35 @@ async fn insufficient_balance_is_a_clear_error_and_writes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), tonic::Code::FailedPrecondition);
-    assert!(error.message().contains("insufficient balance"), "{}", error.message());
-    assert_eq!(harness.count("room_gift_saga", "command_id", &command_id).await, 0);
-    assert_eq!(harness.count("room_command_log", "command_id", &command_id).await, 0);
-    assert_eq!(harness.count("room_outbox", "room_id", &room).await, 2, "create + join only");
+    assert!(
+        error.message().contains("insufficient balance"),
+        "{}",
+        error.message()
+    );
+    assert_eq!(
+        harness
+            .count("room_gift_saga", "command_id", &command_id)
+            .await,
+        0
+    );
+    assert_eq!(
+        harness
+            .count("room_command_log", "command_id", &command_id)
+            .await,
+        0
+    );
+    assert_eq!(
+        harness.count("room_outbox", "room_id", &room).await,
+        2,
+        "create + join only"
+    );
     assert_eq!(harness.wallet.balance("poor"), 5);
-    let snapshot = harness.client.get_room(GetRoomRequest { room_id: room }).await.unwrap().into_inner();
+    let snapshot = harness
+        .client
+        .get_room(GetRoomRequest { room_id: room })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(snapshot.heat, 0);
     harness.stop().await;
 }
@@ -81,17 +124,36 @@ async fn a_failed_commit_is_refunded_and_leaves_no_rows() {
         .send_gift(gift(&room, &command_id, "fan", "owner", 2, 50))
         .await
         .unwrap_err();
-    assert_eq!(error.code(), tonic::Code::Unavailable, "{}", error.message());
+    assert_eq!(
+        error.code(),
+        tonic::Code::Unavailable,
+        "{}",
+        error.message()
+    );
 
     // Debited, then refunded; neither the command nor any outbox row exists.
     let stats = harness.wallet.stats();
     assert_eq!((stats.debits, stats.refunds), (1, 1));
     assert_eq!(harness.wallet.balance("fan"), 1_000_000);
-    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("compensated"));
-    assert_eq!(harness.count("room_command_log", "command_id", &command_id).await, 0);
-    assert_eq!(harness.count("room_outbox", "room_id", &room).await, outbox_before);
+    assert_eq!(
+        saga_status(&harness, &command_id).await.as_deref(),
+        Some("compensated")
+    );
+    assert_eq!(
+        harness
+            .count("room_command_log", "command_id", &command_id)
+            .await,
+        0
+    );
+    assert_eq!(
+        harness.count("room_outbox", "room_id", &room).await,
+        outbox_before
+    );
 
-    sqlx::query("DROP TRIGGER fail_outbox").execute(&harness.pool).await.unwrap();
+    sqlx::query("DROP TRIGGER fail_outbox")
+        .execute(&harness.pool)
+        .await
+        .unwrap();
     // The refunded id is spent; a new id works and the cell was not corrupted.
     let reused = harness
         .client
@@ -99,10 +161,21 @@ async fn a_failed_commit_is_refunded_and_leaves_no_rows() {
         .await
         .unwrap_err();
     assert_eq!(reused.code(), tonic::Code::FailedPrecondition);
-    assert!(reused.message().contains("refunded"), "{}", reused.message());
+    assert!(
+        reused.message().contains("refunded"),
+        "{}",
+        reused.message()
+    );
     let fresh = harness
         .client
-        .send_gift(gift(&room, &testkit::unique("gift-"), "fan", "owner", 2, 50))
+        .send_gift(gift(
+            &room,
+            &testkit::unique("gift-"),
+            "fan",
+            "owner",
+            2,
+            50,
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -132,15 +205,32 @@ async fn an_unknown_debit_outcome_is_compensated() {
     assert!(error.message().contains("wallet"), "{}", error.message());
     assert_eq!(harness.wallet.balance("fan"), 1_000_000);
     assert_eq!(harness.wallet.stats().refunds, 1);
-    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("compensated"));
-    assert_eq!(harness.count("room_command_log", "command_id", &command_id).await, 0);
+    assert_eq!(
+        saga_status(&harness, &command_id).await.as_deref(),
+        Some("compensated")
+    );
+    assert_eq!(
+        harness
+            .count("room_command_log", "command_id", &command_id)
+            .await,
+        0
+    );
 
     // Wallet down before applying: also compensated (nothing to refund).
-    harness.wallet.fail_next(Method::Debit, 1, FaultCode::Unavailable);
+    harness
+        .wallet
+        .fail_next(Method::Debit, 1, FaultCode::Unavailable);
     let second = testkit::unique("gift-");
-    let error = harness.client.send_gift(gift(&room, &second, "fan", "owner", 1, 40)).await.unwrap_err();
+    let error = harness
+        .client
+        .send_gift(gift(&room, &second, "fan", "owner", 1, 40))
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), tonic::Code::Unavailable);
-    assert_eq!(saga_status(&harness, &second).await.as_deref(), Some("compensated"));
+    assert_eq!(
+        saga_status(&harness, &second).await.as_deref(),
+        Some("compensated")
+    );
     assert_eq!(harness.wallet.balance("fan"), 1_000_000);
     harness.stop().await;
 }
@@ -151,7 +241,9 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     let room = testkit::unique("room-");
     let command_id = testkit::unique("gift-");
     // The crash window: debited at the wallet, neither committed nor refunded.
-    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint()).await.unwrap();
+    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint())
+        .await
+        .unwrap();
     wallet
         .debit(DebitRequest {
             idempotency_key: command_id.clone(),
@@ -192,8 +284,14 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     assert_eq!(repaired, 1);
     assert_eq!(harness.wallet.balance("fan"), 1_000_000);
     assert_eq!(harness.wallet.stats().refunds, 1);
-    assert_eq!(saga_status(&harness, &command_id).await.as_deref(), Some("compensated"));
-    assert_eq!(saga_status(&harness, &live).await.as_deref(), Some("debiting"));
+    assert_eq!(
+        saga_status(&harness, &command_id).await.as_deref(),
+        Some("compensated")
+    );
+    assert_eq!(
+        saga_status(&harness, &live).await.as_deref(),
+        Some("debiting")
+    );
     // Idempotent: a second sweep finds nothing and moves no money.
     assert_eq!(harness.rooms.sweep_sagas(60_000).await.unwrap(), 0);
     assert_eq!(harness.wallet.stats().refunds, 1);

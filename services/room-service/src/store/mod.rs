@@ -296,10 +296,13 @@ impl Store {
             .await
             .map_err(database)?;
         }
-        transaction.commit().await.map_err(|error| SaveError::Database {
-            error,
-            commit_sent: true,
-        })
+        transaction
+            .commit()
+            .await
+            .map_err(|error| SaveError::Database {
+                error,
+                commit_sent: true,
+            })
     }
 
     /// Writes a periodic snapshot and prunes those older than `keep_from`.

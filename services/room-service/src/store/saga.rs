@@ -76,11 +76,13 @@ impl Store {
         .await;
         match inserted {
             Ok(_) => Ok(SagaStart::Started),
-            Err(error) if is_duplicate(&error, "PRIMARY") => match self.saga(&saga.command_id).await? {
-                Some(row) => Ok(SagaStart::Exists(row)),
-                // Deleted between the two statements (a rejected debit); the caller retries.
-                None => Err(error),
-            },
+            Err(error) if is_duplicate(&error, "PRIMARY") => {
+                match self.saga(&saga.command_id).await? {
+                    Some(row) => Ok(SagaStart::Exists(row)),
+                    // Deleted between the two statements (a rejected debit); the caller retries.
+                    None => Err(error),
+                }
+            }
             Err(error) => Err(error),
         }
     }
@@ -183,7 +185,11 @@ impl Store {
     }
 
     /// Sagas left between debit and commit/refund for longer than the stuck threshold.
-    pub async fn stuck_sagas(&self, stale_before: i64, limit: u32) -> Result<Vec<SagaRow>, sqlx::Error> {
+    pub async fn stuck_sagas(
+        &self,
+        stale_before: i64,
+        limit: u32,
+    ) -> Result<Vec<SagaRow>, sqlx::Error> {
         let rows = sqlx::query(
             "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga \
              WHERE status IN ('debiting', 'debited', 'compensating') AND updated_at_ms < ? \

@@ -24,6 +24,8 @@ pub struct Harness {
     pub pool: MySqlPool,
     pub http: String,
     pub workers: room_service::workers::Workers,
+    pub node_id: String,
+    pub config: Config,
     app: Option<App>,
     shutdown: CancellationToken,
     task: Option<JoinHandle<Result<ShutdownReport, room_service::Error>>>,
@@ -66,9 +68,13 @@ impl Harness {
     }
 
     /// Starts the app on an existing database and wallet.
-    pub async fn start_on(db: TestDb, wallet: fake_wallet::FakeWalletHandle, config: Config) -> Harness {
+    pub async fn start_on(
+        db: TestDb,
+        wallet: fake_wallet::FakeWalletHandle,
+        config: Config,
+    ) -> Harness {
         let config = config.validate().expect("valid test config");
-        let app = App::build(config).await.expect("build app");
+        let app = App::build(config.clone()).await.expect("build app");
         let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr()))
             .await
             .expect("connect room-service");
@@ -77,6 +83,8 @@ impl Harness {
             pool: db.pool.clone(),
             http: format!("http://{}", app.http_addr()),
             workers: app.workers().clone(),
+            node_id: config.node_id.clone(),
+            config,
             db,
             wallet,
             client,
@@ -167,7 +175,14 @@ pub fn join(room_id: &str, user_id: &str) -> JoinRoomRequest {
     }
 }
 
-pub fn gift(room_id: &str, command_id: &str, sender: &str, receiver: &str, count: i64, unit_value: i64) -> SendGiftRequest {
+pub fn gift(
+    room_id: &str,
+    command_id: &str,
+    sender: &str,
+    receiver: &str,
+    count: i64,
+    unit_value: i64,
+) -> SendGiftRequest {
     SendGiftRequest {
         meta: meta(command_id),
         room_id: room_id.into(),
@@ -180,9 +195,20 @@ pub fn gift(room_id: &str, command_id: &str, sender: &str, receiver: &str, count
 }
 
 /// Creates `room_id` owned by `owner` with `members` joined.
-pub async fn room_with_members(client: &mut RoomServiceClient<Channel>, room_id: &str, owner: &str, members: &[&str]) {
-    client.create_room(create(room_id, owner)).await.expect("create room");
+pub async fn room_with_members(
+    client: &mut RoomServiceClient<Channel>,
+    room_id: &str,
+    owner: &str,
+    members: &[&str],
+) {
+    client
+        .create_room(create(room_id, owner))
+        .await
+        .expect("create room");
     for member in members {
-        client.join_room(join(room_id, member)).await.expect("join room");
+        client
+            .join_room(join(room_id, member))
+            .await
+            .expect("join room");
     }
 }

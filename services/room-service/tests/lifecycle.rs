@@ -1,0 +1,278 @@
+//! Process lifecycle and background work: admin probes, the seed 000 drain
+//! order, presence expiry through a normal command, the treasure wake-up row
+//! and its OpenTreasure, and CreateRoom's synchronous IM group.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use hyapp_api::room::{GetRoomRequest, HeartbeatRequest};
+use outbox_schema::pb::LeaveReason;
+use outbox_schema::pb::room_outbox_event::Payload;
+use prost::Message;
+use sqlx::Row;
+
+async fn status_of(url: String) -> u16 {
+    reqwest::get(url)
+        .await
+        .map(|response| response.status().as_u16())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn shutdown_drains_in_order_and_workers_stop_before_the_pools_close() {
+    let mut harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &[]).await;
+    assert_eq!(status_of(format!("{}/healthz", harness.http)).await, 200);
+    assert_eq!(status_of(format!("{}/readyz", harness.http)).await, 200);
+    let metrics = reqwest::get(format!("{}/metrics", harness.http))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("hyapp_room_commands_total"), "{metrics}");
+
+    // A probe worker in the slot: when cancelled it observes the process state.
+    let observed = Arc::new(Mutex::new(None));
+    let (readyz, pool, seen) = (
+        format!("{}/readyz", harness.http),
+        harness.pool.clone(),
+        Arc::clone(&observed),
+    );
+    let service = harness.rooms.clone();
+    harness.workers.spawn("probe", move |token| async move {
+        token.cancelled().await;
+        let ready_status = status_of(readyz).await;
+        let database_open = sqlx::query_scalar::<_, i64>("SELECT 1")
+            .fetch_one(&pool)
+            .await
+            .is_ok();
+        // The service's own pool must still answer (NOT_FOUND needs a query) while workers wind down.
+        let service_open = matches!(
+            service.get_room("no-such-room").await,
+            Err(error) if error.code() == room_service::ErrorCode::NotFound
+        );
+        *seen.lock().unwrap() = Some((ready_status, database_open, service_open));
+    });
+
+    let (report, _, _) = harness.stop().await;
+    assert_eq!(
+        report.steps,
+        [
+            "draining",
+            "workers_cancelled",
+            "workers_stopped",
+            "grpc_stopped",
+            "cells_released",
+            "wallet_closed",
+            "mysql_closed",
+            "redis_closed",
+            "http_stopped"
+        ]
+    );
+    let (ready_status, database_open, service_open) = observed.lock().unwrap().expect("probe ran");
+    assert_eq!(
+        ready_status, 503,
+        "readyz reports draining before workers stop"
+    );
+    assert!(
+        database_open && service_open,
+        "pools still open while workers stop"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_presence_leaves_the_room_with_an_event() {
+    let mut harness = Harness::start_with(|config| {
+        config.room.presence_ttl = service_kit::duration::ConfigDuration::from_millis(1);
+    })
+    .await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["sleepy"]).await;
+    // A heartbeat of a non-member is refused.
+    let error = harness
+        .client
+        .heartbeat(HeartbeatRequest {
+            room_id: room.clone(),
+            user_id: "ghost".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::FailedPrecondition);
+
+    let rooms = harness.rooms.clone();
+    let pool = harness.pool.clone();
+    let room_for_poll = room.clone();
+    let left = eventually(Duration::from_secs(10), || {
+        let (rooms, pool, room) = (rooms.clone(), pool.clone(), room_for_poll.clone());
+        async move {
+            let _ = rooms.sweep_presence().await;
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND event_type = 'RoomUserLeft'")
+                    .bind(&room)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    >= 2
+        }
+    })
+    .await;
+    assert!(left, "both members expire and leave");
+    let rows = sqlx::query("SELECT payload FROM room_outbox WHERE room_id = ? AND event_type = 'RoomUserLeft' ORDER BY id")
+        .bind(&room)
+        .fetch_all(&harness.pool)
+        .await
+        .unwrap();
+    for row in rows {
+        let envelope = outbox_schema::decode_envelope(&row.get::<Vec<u8>, _>("payload")).unwrap();
+        let Some(Payload::RoomUserLeft(left)) = envelope.payload else {
+            panic!("not a RoomUserLeft")
+        };
+        assert_eq!(left.reason(), LeaveReason::PresenceExpired);
+        assert!(envelope.command_id.starts_with("presence-expired:"));
+    }
+    let snapshot = harness
+        .client
+        .get_room(GetRoomRequest {
+            room_id: room.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(snapshot.members.is_empty());
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_treasure_countdown_schedules_a_wakeup_that_opens_the_box_once() {
+    let mut harness = Harness::start_with(|config| {
+        config.rocketmq.treasure_open.enabled = true;
+        config.room.rules.treasure_thresholds = vec![100];
+        config.room.rules.treasure_countdown =
+            service_kit::duration::ConfigDuration::from_millis(1);
+    })
+    .await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
+    let reply = harness
+        .client
+        .send_gift(gift(
+            &room,
+            &testkit::unique("gift-"),
+            "fan",
+            "owner",
+            1,
+            150,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        reply
+            .events
+            .iter()
+            .any(|event| event.event_type == "RoomTreasureCountdownStarted")
+    );
+
+    let row = sqlx::query(
+        "SELECT lane, topic, event_type, payload, next_retry_at_ms FROM room_outbox WHERE room_id = ? AND lane = 1",
+    )
+    .bind(&room)
+    .fetch_one(&harness.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        row.get::<String, _>("topic"),
+        outbox_schema::names::TOPIC_TREASURE_OPEN
+    );
+    assert_eq!(row.get::<String, _>("event_type"), "TreasureOpenWakeup");
+    let wakeup = outbox_schema::decode_wakeup(&row.get::<Vec<u8>, _>("payload")).unwrap();
+    assert_eq!(row.get::<i64, _>("next_retry_at_ms"), wakeup.open_at_ms);
+    assert_eq!(wakeup.room_id, room);
+    assert_eq!(wakeup.level, 1);
+    assert_eq!(
+        wakeup.command_id,
+        outbox_schema::treasure_open_command_id(&room, &wakeup.box_id, wakeup.level)
+    );
+    assert!(wakeup.encode_to_vec().len() > 10);
+
+    let opened = harness
+        .rooms
+        .open_treasure(&room, &wakeup.box_id, wakeup.level, &wakeup.command_id)
+        .await
+        .unwrap();
+    assert!(!opened.replayed);
+    assert_eq!(opened.events[0].event_type, "RoomTreasureOpened");
+    // A redelivered wake-up is an idempotent replay.
+    let again = harness
+        .rooms
+        .open_treasure(&room, &wakeup.box_id, wakeup.level, &wakeup.command_id)
+        .await
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.room_version, opened.room_version);
+    // A stale wake-up for another box is refused by the cell.
+    let stale = harness
+        .rooms
+        .open_treasure(&room, "other-box", 1, "treasure-open:stale")
+        .await
+        .unwrap_err();
+    assert_eq!(stale.code(), room_service::ErrorCode::NotFound);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn create_room_makes_the_im_group_and_survives_an_im_outage() {
+    let im = fake_tencent_im::spawn(fake_tencent_im::FakeImConfig::new(
+        1_400_000_001,
+        "im-secret",
+        "administrator",
+    ))
+    .await
+    .unwrap();
+    let im_url = im.base_url();
+    let mut harness = Harness::start_with(move |config| {
+        config.tencent_im.enabled = true;
+        config.tencent_im.base_url = im_url;
+        config.tencent_im.sdk_app_id = 1_400_000_001;
+        config.tencent_im.secret_key = service_kit::Secret::new("im-secret");
+    })
+    .await;
+    let room = testkit::unique("room-");
+    harness
+        .client
+        .create_room(create(&room, "owner"))
+        .await
+        .unwrap();
+    let groups = im.groups();
+    assert!(
+        groups
+            .iter()
+            .any(|group| group.group_id == format!("room_{room}")),
+        "{groups:?}"
+    );
+    let (_, db, wallet) = harness.stop().await;
+    im.shutdown().await.unwrap();
+
+    // IM unreachable: the room is still created (the relay's EnsureGroup repairs the group).
+    let mut config = common::test_config(&db, &wallet);
+    config.tencent_im.enabled = true;
+    config.tencent_im.base_url = "http://127.0.0.1:9".into();
+    config.tencent_im.sdk_app_id = 1_400_000_001;
+    config.tencent_im.secret_key = service_kit::Secret::new("im-secret");
+    config.tencent_im.request_timeout = service_kit::duration::ConfigDuration::from_millis(300);
+    let mut harness = Harness::start_on(db, wallet, config).await;
+    let other = testkit::unique("room-");
+    let created = harness
+        .client
+        .create_room(create(&other, "owner"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.room_version, 1);
+    assert_eq!(harness.count("room_outbox", "room_id", &other).await, 1);
+    harness.stop().await;
+}
