@@ -306,6 +306,9 @@ mod tests {
             16,
         )
         .unwrap_err();
-        assert!(error.to_string().contains("rocketmq.name_servers"), "{error}");
+        assert!(
+            error.to_string().contains("rocketmq.name_servers"),
+            "{error}"
+        );
     }
 }

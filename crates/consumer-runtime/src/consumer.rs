@@ -13,7 +13,9 @@ use crate::{
 };
 use rdkafka::{
     ClientConfig, ClientContext, Message, TopicPartitionList,
-    consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer},
+    consumer::{
+        BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
+    },
     error::{KafkaError, KafkaResult},
     message::OwnedMessage,
     types::RDKafkaErrorCode,
@@ -208,7 +210,9 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         dispatcher.drain(settings.shutdown_grace).await;
         match self.kafka.commit_consumer_state(CommitMode::Sync) {
             Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-            Err(error) => tracing::warn!(consumer_group = group, %error, "final offset commit failed"),
+            Err(error) => {
+                tracing::warn!(consumer_group = group, %error, "final offset commit failed")
+            }
         }
         self.kafka.unsubscribe();
         tracing::info!(consumer_group = group, "consumer stopped");
@@ -256,7 +260,9 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
             return;
         }
         if depth >= limit && !slot.paused {
-            let paused = self.partition_list(partition).and_then(|list| self.shared.consumer.pause(&list));
+            let paused = self
+                .partition_list(partition)
+                .and_then(|list| self.shared.consumer.pause(&list));
             if let Some(slot) = self.slots.get_mut(&partition) {
                 slot.paused = paused.is_ok();
             }
@@ -328,7 +334,9 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
             .map(|(partition, _)| *partition)
             .collect();
         for partition in paused {
-            let resumed = self.partition_list(partition).and_then(|list| self.shared.consumer.resume(&list));
+            let resumed = self
+                .partition_list(partition)
+                .and_then(|list| self.shared.consumer.resume(&list));
             if let Err(error) = &resumed {
                 tracing::debug!(consumer_group = %self.shared.settings.consumer_group, partition, %error, "partition resume failed");
             }

@@ -181,9 +181,18 @@ mod tests {
             Some(headers),
         );
         assert_eq!(header_text(&rebuilt, "event_id").as_deref(), Some("e1"));
-        assert_eq!(header_text(&rebuilt, HEADER_DLQ_GROUP).as_deref(), Some("g"));
-        assert_eq!(header_text(&rebuilt, HEADER_DLQ_ATTEMPTS).as_deref(), Some("17"));
-        assert_eq!(header_text(&rebuilt, HEADER_DLQ_SOURCE).as_deref(), Some("t/3/42"));
+        assert_eq!(
+            header_text(&rebuilt, HEADER_DLQ_GROUP).as_deref(),
+            Some("g")
+        );
+        assert_eq!(
+            header_text(&rebuilt, HEADER_DLQ_ATTEMPTS).as_deref(),
+            Some("17")
+        );
+        assert_eq!(
+            header_text(&rebuilt, HEADER_DLQ_SOURCE).as_deref(),
+            Some("t/3/42")
+        );
         let reason = header_text(&rebuilt, HEADER_DLQ_REASON).unwrap();
         assert!(reason.ends_with("...") && reason.len() <= MAX_REASON_BYTES + 3);
     }

@@ -120,9 +120,8 @@ async fn select_existing(
     if event_ids.is_empty() {
         return Ok(HashSet::new());
     }
-    let mut query = QueryBuilder::new(
-        "SELECT event_id FROM consumer_dedup WHERE consumer_group = ",
-    );
+    let mut query =
+        QueryBuilder::new("SELECT event_id FROM consumer_dedup WHERE consumer_group = ");
     query.push_bind(group).push(" AND event_id IN (");
     let mut ids = query.separated(", ");
     for event_id in event_ids {
@@ -152,7 +151,11 @@ async fn insert_ignore(
     query.push_values(event_ids, |mut row, event_id| {
         row.push_bind(group).push_bind(*event_id).push_bind(now_ms);
     });
-    Ok(query.build().execute(&mut *connection).await?.rows_affected())
+    Ok(query
+        .build()
+        .execute(&mut *connection)
+        .await?
+        .rows_affected())
 }
 
 /// Deletes up to `batch` rows of `group` processed before `cutoff_ms`;

@@ -69,7 +69,8 @@ impl TencentImSection {
             .positive_or(ConfigDuration::from_secs(7 * 86_400))
             .as_std();
         config.rate_limit_per_api = self.rate_limit_per_api.max(1);
-        tencent_im::Client::new(config).map_err(|error| Error::Config(format!("tencent_im: {error}")))
+        tencent_im::Client::new(config)
+            .map_err(|error| Error::Config(format!("tencent_im: {error}")))
     }
 
     /// The IM group of `room_id`.
@@ -115,20 +116,30 @@ impl DeliveryRetryConfig {
     /// Delay before the next attempt after `attempts` failed ones.
     pub fn backoff_ms(&self, attempts: u32) -> i64 {
         let defaults = Self::default();
-        let initial = self.initial_backoff.positive_or(defaults.initial_backoff).as_millis();
-        let max = self.max_backoff.positive_or(defaults.max_backoff).as_millis();
+        let initial = self
+            .initial_backoff
+            .positive_or(defaults.initial_backoff)
+            .as_millis();
+        let max = self
+            .max_backoff
+            .positive_or(defaults.max_backoff)
+            .as_millis();
         let shift = attempts.saturating_sub(1).min(20);
         initial.saturating_mul(1 << shift).min(max)
     }
 
     /// The claim lease, ms.
     pub fn lease_ms(&self) -> i64 {
-        self.claim_lease.positive_or(Self::default().claim_lease).as_millis()
+        self.claim_lease
+            .positive_or(Self::default().claim_lease)
+            .as_millis()
     }
 
     /// The sweep interval.
     pub fn sweep_every(&self) -> std::time::Duration {
-        self.sweep_interval.positive_or(Self::default().sweep_interval).as_std()
+        self.sweep_interval
+            .positive_or(Self::default().sweep_interval)
+            .as_std()
     }
 }
 
@@ -184,7 +195,10 @@ mod tests {
             api: "openim/sendmsg",
             status: 503,
         };
-        assert!(matches!(handler_error(&limited), HandlerError::Retryable(_)));
+        assert!(matches!(
+            handler_error(&limited),
+            HandlerError::Retryable(_)
+        ));
         let rejected = tencent_im::Error::HttpStatus {
             api: "openim/sendmsg",
             status: 403,
@@ -195,7 +209,13 @@ mod tests {
             group_id_template: "fixed".into(),
             ..TencentImSection::default()
         };
-        assert!(section.client().unwrap_err().to_string().contains("group_id_template"));
+        assert!(
+            section
+                .client()
+                .unwrap_err()
+                .to_string()
+                .contains("group_id_template")
+        );
         let retry = DeliveryRetryConfig::default();
         assert_eq!(retry.backoff_ms(1), 1_000);
         assert_eq!(retry.backoff_ms(3), 4_000);

@@ -23,6 +23,7 @@
 //! treasure-open wake-up.
 
 pub mod config;
+mod consumer;
 pub mod dead_letter;
 pub mod dedup;
 pub mod handler;
@@ -30,7 +31,6 @@ pub mod im;
 pub mod message;
 pub mod metrics;
 pub mod testing;
-mod consumer;
 mod worker;
 
 pub use config::{ConsumerConfig, ConsumerSettings, DedupPurge, RetryPolicy};

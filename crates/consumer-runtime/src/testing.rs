@@ -67,12 +67,18 @@ impl TestProducer {
 
     /// Publishes many envelopes without waiting for each acknowledgement
     /// (throughput tests); returns once the broker accepted all of them.
-    pub async fn send_events(&self, topic: &str, events: &[pb::RoomOutboxEvent]) -> Result<(), Error> {
+    pub async fn send_events(
+        &self,
+        topic: &str,
+        events: &[pb::RoomOutboxEvent],
+    ) -> Result<(), Error> {
         use prost::Message as _;
         let mut pending = Vec::with_capacity(events.len());
         for event in events {
             let payload = event.encode_to_vec();
-            let record = FutureRecord::to(topic).key(&event.room_id).payload(&payload);
+            let record = FutureRecord::to(topic)
+                .key(&event.room_id)
+                .payload(&payload);
             let delivery = self
                 .producer
                 .send_result(record)

@@ -12,9 +12,7 @@ use crate::{
     metrics::GroupMetrics,
 };
 use rdkafka::{
-    Message, Offset, TopicPartitionList,
-    consumer::Consumer as _,
-    message::OwnedMessage,
+    Message, Offset, TopicPartitionList, consumer::Consumer as _, message::OwnedMessage,
 };
 use std::{
     collections::VecDeque,
@@ -147,7 +145,9 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                     let Some(raw) = queue.pop_front() else {
                         return Step::Continue;
                     };
-                    return self.dead_letter_undecodable(&raw, &error, next_offset).await;
+                    return self
+                        .dead_letter_undecodable(&raw, &error, next_offset)
+                        .await;
                 }
                 // Handle the run before it; the bad one is next.
                 Err(_) => break,
@@ -218,9 +218,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
             size
         );
         // A task of its own, so a panicking handler is an error, not a dead worker.
-        let task = tokio::spawn(
-            async move { handler.handle_batch(&owned).await }.instrument(span),
-        );
+        let task = tokio::spawn(async move { handler.handle_batch(&owned).await }.instrument(span));
         let reason = match task.await {
             Ok(Ok(outcomes)) if outcomes.len() == size => {
                 for outcome in outcomes {
@@ -321,7 +319,11 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 %error,
                 "handler gave up, dead-lettering"
             );
-            let kind = if error.is_permanent() { "permanent" } else { "retries exhausted" };
+            let kind = if error.is_permanent() {
+                "permanent"
+            } else {
+                "retries exhausted"
+            };
             let reason = format!("{kind}: {error}");
             if let Step::Stop = self.publish_dead_letter(raw, &reason, attempt).await {
                 return Step::Stop;

@@ -140,7 +140,13 @@ async fn events_of_a_room_are_handled_once_in_order_across_partitions() {
         }
     }
     let recorder = Arc::new(Recorder::default());
-    let consumer = start(&topic, &group, 16, recorder.clone(), &ConsumerMetrics::unregistered());
+    let consumer = start(
+        &topic,
+        &group,
+        16,
+        recorder.clone(),
+        &ConsumerMetrics::unregistered(),
+    );
     assert!(wait_until(WAIT, || async { recorder.count() >= 90 }).await);
     stop(consumer).await;
 
@@ -149,7 +155,10 @@ async fn events_of_a_room_are_handled_once_in_order_across_partitions() {
     let mut by_room: HashMap<String, Vec<u64>> = HashMap::new();
     let mut partitions = HashSet::new();
     for entry in &seen {
-        by_room.entry(entry.room_id.clone()).or_default().push(entry.seq);
+        by_room
+            .entry(entry.room_id.clone())
+            .or_default()
+            .push(entry.seq);
         partitions.insert(entry.partition);
     }
     for (room, seqs) in by_room {
@@ -177,7 +186,12 @@ async fn failing_message_is_retried_then_dead_lettered_while_other_partitions_fl
     let consumer = start(&topic, &group, 3, recorder.clone(), &metrics);
 
     // The poison failed once and is held in its second attempt.
-    assert!(wait_until(WAIT, || async { *recorder.poison_attempts.lock().unwrap() >= 2 }).await);
+    assert!(
+        wait_until(WAIT, || async {
+            *recorder.poison_attempts.lock().unwrap() >= 2
+        })
+        .await
+    );
     let (poison_partition, _) = producer.send_event(&topic, &after_poison).await.unwrap();
     let mut elsewhere = Vec::new();
     let mut behind_poison = Vec::new();
@@ -190,33 +204,69 @@ async fn failing_message_is_retried_then_dead_lettered_while_other_partitions_fl
             elsewhere.push(event.event_id);
         }
     }
-    assert!(!elsewhere.is_empty(), "12 rooms cannot all hash to one of 3 partitions");
-    assert!(wait_until(WAIT, || async { elsewhere.iter().all(|id| recorder.has(id)) }).await);
-    assert!(!recorder.has(&after_poison.event_id), "the poison's partition waits");
+    assert!(
+        !elsewhere.is_empty(),
+        "12 rooms cannot all hash to one of 3 partitions"
+    );
+    assert!(
+        wait_until(WAIT, || async {
+            elsewhere.iter().all(|id| recorder.has(id))
+        })
+        .await
+    );
+    assert!(
+        !recorder.has(&after_poison.event_id),
+        "the poison's partition waits"
+    );
     assert!(behind_poison.iter().all(|id| !recorder.has(id)));
     assert_eq!(*recorder.poison_attempts.lock().unwrap(), 2);
 
     gate.add_permits(10);
     assert!(wait_until(WAIT, || async { recorder.has(&after_poison.event_id) }).await);
-    assert!(wait_until(WAIT, || async { behind_poison.iter().all(|id| recorder.has(id)) }).await);
+    assert!(
+        wait_until(WAIT, || async {
+            behind_poison.iter().all(|id| recorder.has(id))
+        })
+        .await
+    );
     stop(consumer).await;
 
-    assert_eq!(*recorder.poison_attempts.lock().unwrap(), 4, "1 attempt + 3 retries");
+    assert_eq!(
+        *recorder.poison_attempts.lock().unwrap(),
+        4,
+        "1 attempt + 3 retries"
+    );
     let group_metrics = metrics.for_group(&group);
     assert_eq!(group_metrics.retried.get(), 3);
     assert_eq!(group_metrics.dead_lettered_handler.get(), 1);
 
-    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT).await.unwrap();
+    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT)
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     let letter = &dead[0];
-    assert_eq!(header(letter, HEADER_EVENT_ID).as_deref(), Some(poison.event_id.as_str()));
-    assert_eq!(header(letter, HEADER_DLQ_GROUP).as_deref(), Some(group.as_str()));
+    assert_eq!(
+        header(letter, HEADER_EVENT_ID).as_deref(),
+        Some(poison.event_id.as_str())
+    );
+    assert_eq!(
+        header(letter, HEADER_DLQ_GROUP).as_deref(),
+        Some(group.as_str())
+    );
     assert_eq!(header(letter, HEADER_DLQ_ATTEMPTS).as_deref(), Some("4"));
     let reason = header(letter, HEADER_DLQ_REASON).unwrap();
     assert!(reason.contains("poison event refused"), "{reason}");
-    assert!(header(letter, HEADER_DLQ_SOURCE).unwrap().starts_with(&topic));
+    assert!(
+        header(letter, HEADER_DLQ_SOURCE)
+            .unwrap()
+            .starts_with(&topic)
+    );
     let decoded = outbox_schema::decode_envelope(rdkafka::Message::payload(letter).unwrap());
-    assert_eq!(decoded.unwrap(), poison, "the dead letter is the original message");
+    assert_eq!(
+        decoded.unwrap(),
+        poison,
+        "the dead letter is the original message"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,7 +288,9 @@ async fn undecodable_message_goes_to_the_dead_letter_topic_and_the_partition_mov
     stop(consumer).await;
 
     assert_eq!(metrics.for_group(&group).dead_lettered_undecodable.get(), 1);
-    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT).await.unwrap();
+    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT)
+        .await
+        .unwrap();
     assert_eq!(dead.len(), 1);
     let reason = header(&dead[0], HEADER_DLQ_REASON).unwrap();
     assert!(reason.starts_with("undecodable"), "{reason}");
@@ -254,12 +306,24 @@ async fn graceful_shutdown_commits_what_is_done() {
         producer.send_event(&topic, &event).await.unwrap();
     }
     let first = Arc::new(Recorder::default());
-    let consumer = start(&topic, &group, 16, first.clone(), &ConsumerMetrics::unregistered());
+    let consumer = start(
+        &topic,
+        &group,
+        16,
+        first.clone(),
+        &ConsumerMetrics::unregistered(),
+    );
     assert!(wait_until(WAIT, || async { first.count() == 10 }).await);
     stop(consumer).await;
 
     let second = Arc::new(Recorder::default());
-    let consumer = start(&topic, &group, 16, second.clone(), &ConsumerMetrics::unregistered());
+    let consumer = start(
+        &topic,
+        &group,
+        16,
+        second.clone(),
+        &ConsumerMetrics::unregistered(),
+    );
     let next = envelope(&new_event_id(), "room-c", 11, joined("u"));
     producer.send_event(&topic, &next).await.unwrap();
     assert!(wait_until(WAIT, || async { second.has(&next.event_id) }).await);
@@ -289,7 +353,10 @@ async fn two_groups_progress_independently_when_one_is_failing() {
     let healthy_consumer = start(&topic, &healthy_group, 1000, healthy.clone(), &metrics);
     assert!(wait_until(WAIT, || async { healthy.count() == 20 }).await);
     assert!(
-        wait_until(WAIT, || async { metrics.for_group(&failing_group).retried.get() >= 2 }).await
+        wait_until(WAIT, || async {
+            metrics.for_group(&failing_group).retried.get() >= 2
+        })
+        .await
     );
     stop(healthy_consumer).await;
     stop(failing_consumer).await;
@@ -361,7 +428,13 @@ async fn consumer_killed_after_the_effect_before_the_commit_does_not_repeat_it()
         release: release.clone(),
         outcomes: Mutex::new(Vec::new()),
     });
-    let (_, task) = start(&topic, &group, 16, first.clone(), &ConsumerMetrics::unregistered());
+    let (_, task) = start(
+        &topic,
+        &group,
+        16,
+        first.clone(),
+        &ConsumerMetrics::unregistered(),
+    );
     first.hanging.cancelled().await;
     // Killed: no drain, no final commit for the event in hand.
     task.abort();
@@ -375,11 +448,22 @@ async fn consumer_killed_after_the_effect_before_the_commit_does_not_repeat_it()
         release: CancellationToken::new(),
         outcomes: Mutex::new(Vec::new()),
     });
-    let consumer = start(&topic, &group, 16, second.clone(), &ConsumerMetrics::unregistered());
+    let consumer = start(
+        &topic,
+        &group,
+        16,
+        second.clone(),
+        &ConsumerMetrics::unregistered(),
+    );
     let last = events[5].event_id.clone();
     assert!(
         wait_until(WAIT, || async {
-            second.outcomes.lock().unwrap().iter().any(|(id, _)| *id == last)
+            second
+                .outcomes
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(id, _)| *id == last)
         })
         .await
     );
@@ -416,7 +500,9 @@ impl Handler<pb::TreasureOpenWakeup> for OpenTreasureIssuer {
         let command_id =
             outbox_schema::treasure_open_command_id(&wakeup.room_id, &wakeup.box_id, wakeup.level);
         if command_id != wakeup.command_id {
-            return Err(HandlerError::permanent("wake-up carries a foreign command id"));
+            return Err(HandlerError::permanent(
+                "wake-up carries a foreign command id",
+            ));
         }
         let mut issued = self.issued.lock().unwrap();
         if issued.contains(&command_id) {
@@ -443,7 +529,10 @@ async fn wakeup_handler_issues_open_treasure_once_per_command_id() {
     };
     for box_id in ["box-1", "box-1", "box-2"] {
         let payload = wakeup(box_id).encode_to_vec();
-        producer.send_raw(&topic, "room-t", &payload, None).await.unwrap();
+        producer
+            .send_raw(&topic, "room-t", &payload, None)
+            .await
+            .unwrap();
     }
     let issuer = Arc::new(OpenTreasureIssuer::default());
     let metrics = ConsumerMetrics::unregistered();
@@ -452,7 +541,10 @@ async fn wakeup_handler_issues_open_treasure_once_per_command_id() {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(consumer.run(shutdown.clone()));
     assert!(
-        wait_until(WAIT, || async { metrics.for_group(&group).consumed.get() == 3 }).await
+        wait_until(WAIT, || async {
+            metrics.for_group(&group).consumed.get() == 3
+        })
+        .await
     );
     shutdown.cancel();
     task.await.unwrap().unwrap();
@@ -474,22 +566,44 @@ async fn dedup_claims_once_and_purges_in_bounded_batches() {
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
 
     let mut tx = db.pool.begin().await.unwrap();
-    assert!(dedup::try_claim_in_tx(&mut tx, group, refs[0], 1_000).await.unwrap());
-    assert!(!dedup::try_claim_in_tx(&mut tx, group, refs[0], 1_000).await.unwrap());
+    assert!(
+        dedup::try_claim_in_tx(&mut tx, group, refs[0], 1_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !dedup::try_claim_in_tx(&mut tx, group, refs[0], 1_000)
+            .await
+            .unwrap()
+    );
     let repeated = [refs[1], refs[0], refs[1], refs[2]];
-    let claimed = dedup::claim_many_in_tx(&mut tx, group, &repeated, 1_000).await.unwrap();
+    let claimed = dedup::claim_many_in_tx(&mut tx, group, &repeated, 1_000)
+        .await
+        .unwrap();
     assert_eq!(claimed, HashSet::from([ids[1].clone(), ids[2].clone()]));
     tx.commit().await.unwrap();
-    assert!(dedup::try_claim_in_tx(&mut *db.pool.acquire().await.unwrap(), "other", refs[0], 1)
-        .await
-        .unwrap(), "groups dedup independently");
+    assert!(
+        dedup::try_claim_in_tx(&mut *db.pool.acquire().await.unwrap(), "other", refs[0], 1)
+            .await
+            .unwrap(),
+        "groups dedup independently"
+    );
 
-    dedup::record(&db.pool, group, &refs[3..], service_kit::time::now_ms()).await.unwrap();
+    dedup::record(&db.pool, group, &refs[3..], service_kit::time::now_ms())
+        .await
+        .unwrap();
     let processed = dedup::processed(&db.pool, group, &refs).await.unwrap();
     assert_eq!(processed.len(), 5);
-    assert!(dedup::try_claim_in_tx(&mut *db.pool.acquire().await.unwrap(), group, &"x".repeat(37), 1)
+    assert!(
+        dedup::try_claim_in_tx(
+            &mut *db.pool.acquire().await.unwrap(),
+            group,
+            &"x".repeat(37),
+            1
+        )
         .await
-        .is_err());
+        .is_err()
+    );
 
     // Three rows are old (processed_at_ms = 1000), two are fresh.
     let purged = dedup::purge_older_than(&db.pool, group, Duration::from_secs(3600), 2)

@@ -117,7 +117,10 @@ impl Broadcaster {
     async fn send(&self, row: &BroadcastRow) -> Result<(), tencent_im::Error> {
         if !self.group_ready.load(Ordering::Relaxed) {
             self.im
-                .ensure_group(&CreateGroupRequest::av_chat_room(&self.group_id, "broadcast"))
+                .ensure_group(&CreateGroupRequest::av_chat_room(
+                    &self.group_id,
+                    "broadcast",
+                ))
                 .await?;
             self.group_ready.store(true, Ordering::Relaxed);
         }

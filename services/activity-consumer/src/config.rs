@@ -195,7 +195,10 @@ mod tests {
                 Config::load_with_env(Some(PathBuf::from(format!("{root}/{file}"))), Some(env))
                     .unwrap();
             assert_eq!(config.activity.big_gift_threshold, 777, "{file}");
-            assert_eq!(config.consumer_settings().unwrap().consumer_group, GROUP_ACTIVITY);
+            assert_eq!(
+                config.consumer_settings().unwrap().consumer_group,
+                GROUP_ACTIVITY
+            );
             assert!(!service_kit::config::dump(&config).contains("local-dev-im-key"));
         }
     }

@@ -53,7 +53,10 @@ impl ActivityProcessor {
     }
 
     /// Applies `events` in order; one outcome per event.
-    pub async fn apply(&self, events: &[&pb::RoomOutboxEvent]) -> Result<Vec<Outcome>, HandlerError> {
+    pub async fn apply(
+        &self,
+        events: &[&pb::RoomOutboxEvent],
+    ) -> Result<Vec<Outcome>, HandlerError> {
         let mut outcomes = vec![Outcome::Ignored; events.len()];
         let gifts: Vec<(usize, &pb::RoomOutboxEvent, &pb::RoomGiftSent)> = events
             .iter()
@@ -67,9 +70,13 @@ impl ActivityProcessor {
             return Ok(outcomes);
         }
         let now_ms = service_kit::time::now_ms();
-        let ids: Vec<&str> = gifts.iter().map(|(_, event, _)| event.event_id.as_str()).collect();
+        let ids: Vec<&str> = gifts
+            .iter()
+            .map(|(_, event, _)| event.event_id.as_str())
+            .collect();
         let mut tx = self.pool.begin().await?;
-        let mut fresh = dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
+        let mut fresh =
+            dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
         let mut leaderboard = LeaderboardDelta::new();
         let mut contribution = ContributionDelta::new();
         let mut broadcasts = Vec::new();
@@ -80,11 +87,23 @@ impl ActivityProcessor {
                 continue;
             }
             outcomes[index] = Outcome::Applied;
-            self.collect(event, gift, &mut leaderboard, &mut contribution, &mut broadcasts);
+            self.collect(
+                event,
+                gift,
+                &mut leaderboard,
+                &mut contribution,
+                &mut broadcasts,
+            );
         }
         upsert_leaderboard(&mut tx, &leaderboard, now_ms).await?;
         upsert_contribution(&mut tx, &contribution, now_ms).await?;
-        insert_broadcasts(&mut tx, &broadcasts, now_ms, now_ms + self.broadcaster.lease_ms()).await?;
+        insert_broadcasts(
+            &mut tx,
+            &broadcasts,
+            now_ms,
+            now_ms + self.broadcaster.lease_ms(),
+        )
+        .await?;
         tx.commit().await?;
         // The effect is durable; the broadcast is the row's business now.
         self.broadcaster.deliver_all(&broadcasts).await;
@@ -223,7 +242,10 @@ pub fn utc_day(ms: i64) -> i32 {
 }
 
 impl Handler<pb::RoomOutboxEvent> for ActivityProcessor {
-    async fn handle(&self, delivery: &Delivery<pb::RoomOutboxEvent>) -> Result<Outcome, HandlerError> {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::RoomOutboxEvent>,
+    ) -> Result<Outcome, HandlerError> {
         let outcomes = self.apply(&[&*delivery.message]).await?;
         Ok(outcomes.first().copied().unwrap_or(Outcome::Ignored))
     }

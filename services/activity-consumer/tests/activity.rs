@@ -166,7 +166,9 @@ async fn redelivered_gifts_count_once_on_both_entries() {
         &uuid::Uuid::new_v4().to_string(),
         &room,
         3,
-        Payload::RoomUserJoined(pb::RoomUserJoined { user_id: "x".into() }),
+        Payload::RoomUserJoined(pb::RoomUserJoined {
+            user_id: "x".into(),
+        }),
     );
     let last = gift(&room, 4, "rose", 5);
     for event in [&rose, &rose, &car, &car, &joined, &last] {
@@ -186,31 +188,43 @@ async fn redelivered_gifts_count_once_on_both_entries() {
     .await
     .unwrap();
     assert_eq!((total, count), (20_055, 3));
-    assert!(wait_until(WAIT, || async {
-        f.broadcast(&car.event_id).await.is_some_and(|b| b.0 == "delivered")
-    })
-    .await);
+    assert!(
+        wait_until(WAIT, || async {
+            f.broadcast(&car.event_id)
+                .await
+                .is_some_and(|b| b.0 == "delivered")
+        })
+        .await
+    );
     let broadcasts = f.fake.group_messages(&f.config.activity.broadcast_group_id);
     assert_eq!(broadcasts.len(), 1, "one broadcast for the big gift");
 
     // The relay's direct mode: same path, same dedup.
-    let mut client = ActivityServiceClient::connect(format!("http://{grpc}")).await.unwrap();
+    let mut client = ActivityServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
     let reply = client
-        .consume_room_event(ConsumeRoomEventRequest { event: Some(rose.clone()) })
+        .consume_room_event(ConsumeRoomEventRequest {
+            event: Some(rose.clone()),
+        })
         .await
         .unwrap();
     assert!(reply.into_inner().duplicate);
     let direct = gift(&room, 5, "rose", 7);
     for expected_duplicate in [false, true] {
         let reply = client
-            .consume_room_event(ConsumeRoomEventRequest { event: Some(direct.clone()) })
+            .consume_room_event(ConsumeRoomEventRequest {
+                event: Some(direct.clone()),
+            })
             .await
             .unwrap();
         assert_eq!(reply.into_inner().duplicate, expected_duplicate);
     }
     assert_eq!(f.score("roses", "receiver").await, 62);
     let invalid = client
-        .consume_room_event(ConsumeRoomEventRequest { event: Some(pb::RoomOutboxEvent::default()) })
+        .consume_room_event(ConsumeRoomEventRequest {
+            event: Some(pb::RoomOutboxEvent::default()),
+        })
         .await
         .unwrap_err();
     assert_eq!(invalid.code(), tonic::Code::InvalidArgument);
@@ -225,34 +239,62 @@ async fn broadcast_failures_are_retried_from_the_table_or_recorded() {
     let room = testkit::unique("room-");
     let retried = gift(&room, 1, "car", 30_000);
     let rejected = gift(&room, 2, "plane", 90_000);
-    f.fake.inject_fault(FaultRule::http_status(SEND_GROUP_MSG, 503).times(2));
+    f.fake
+        .inject_fault(FaultRule::http_status(SEND_GROUP_MSG, 503).times(2));
     let (shutdown, task, _) = f.start().await;
     f.publish(&retried).await;
-    assert!(wait_until(WAIT, || async {
-        f.broadcast(&retried.event_id).await.is_some_and(|b| b.0 == "delivered")
-    })
-    .await);
+    assert!(
+        wait_until(WAIT, || async {
+            f.broadcast(&retried.event_id)
+                .await
+                .is_some_and(|b| b.0 == "delivered")
+        })
+        .await
+    );
     let (_, attempts, _) = f.broadcast(&retried.event_id).await.unwrap();
     assert_eq!(attempts, 3, "two 503s, then delivered by the sweeper");
 
-    f.fake.inject_fault(FaultRule::error_code(SEND_GROUP_MSG, tencent_im::codes::GROUP_BAD_PARAM));
+    f.fake.inject_fault(FaultRule::error_code(
+        SEND_GROUP_MSG,
+        tencent_im::codes::GROUP_BAD_PARAM,
+    ));
     f.publish(&rejected).await;
-    assert!(wait_until(WAIT, || async {
-        f.broadcast(&rejected.event_id).await.is_some_and(|b| b.0 == "failed")
-    })
-    .await);
+    assert!(
+        wait_until(WAIT, || async {
+            f.broadcast(&rejected.event_id)
+                .await
+                .is_some_and(|b| b.0 == "failed")
+        })
+        .await
+    );
     let (_, attempts, last_error) = f.broadcast(&rejected.event_id).await.unwrap();
     assert_eq!(attempts, 1, "permanent: not retried");
     assert!(last_error.contains("10004"), "{last_error}");
-    assert_eq!(f.score("wealth", "sender").await, 120_000, "the gift itself counted");
+    assert_eq!(
+        f.score("wealth", "sender").await,
+        120_000,
+        "the gift itself counted"
+    );
     shutdown.cancel();
     task.await.unwrap();
-    assert_eq!(f.fake.group_messages(&f.config.activity.broadcast_group_id).len(), 1);
+    assert_eq!(
+        f.fake
+            .group_messages(&f.config.activity.broadcast_group_id)
+            .len(),
+        1
+    );
 }
 
 /// Not a benchmark with assertions: prints events/s for the closing report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throughput_report() {
+    service_kit::telemetry::init(
+        "activity-consumer-test",
+        &service_kit::telemetry::LogConfig {
+            level: "warn,consumer_runtime=info".into(),
+            format: service_kit::telemetry::LogFormat::Text,
+        },
+    );
     let f = fixture(4).await;
     let events: Vec<_> = (0..4000u64)
         .map(|n| gift(&format!("room-{}", n % 64), n / 64 + 1, "rose", 10))
@@ -261,11 +303,20 @@ async fn throughput_report() {
         .send_events(&f.config.rocketmq.room_outbox.topic, &events)
         .await
         .unwrap();
+    let seen = consumer_runtime::testing::read_topic(
+        &testkit::kafka_bootstrap(),
+        &f.config.rocketmq.room_outbox.topic,
+        10,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    println!("DEBUG read {} messages", seen.len());
     let started = Instant::now();
     let (shutdown, task, _) = f.start().await;
     let total = events.len() as i64;
     assert!(
-        wait_until(Duration::from_secs(300), || async {
+        wait_until(Duration::from_secs(60), || async {
             let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM consumer_dedup")
                 .fetch_one(&f.db.pool)
                 .await

@@ -91,7 +91,8 @@ impl ImBridgeHandler {
             let event = &*delivery.message;
             match self.apply_one(event, &already_sent, &sent).await {
                 Ok(outcome) => {
-                    if outcome == Outcome::Applied && matches!(self.action(event), Action::Message) {
+                    if outcome == Outcome::Applied && matches!(self.action(event), Action::Message)
+                    {
                         sent.push(&event.event_id);
                     }
                     tracing::debug!(

@@ -16,9 +16,7 @@ pub mod handler;
 pub mod message;
 
 use config::{BridgeConfig, Config};
-use consumer_runtime::{
-    Consumer, ConsumerMetrics, ConsumerSettings, DedupPurge, dedup,
-};
+use consumer_runtime::{Consumer, ConsumerMetrics, ConsumerSettings, DedupPurge, dedup};
 use handler::ImBridgeHandler;
 use outbox_schema::pb;
 use prometheus_client::registry::Registry;

@@ -59,10 +59,18 @@ async fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    fn start(&self, bridge: BridgeConfig, max_reconsume_times: u32) -> (CancellationToken, JoinHandle<()>) {
-        let settings =
-            test_settings(&testkit::kafka_bootstrap(), &self.topic, &self.group, max_reconsume_times)
-                .unwrap();
+    fn start(
+        &self,
+        bridge: BridgeConfig,
+        max_reconsume_times: u32,
+    ) -> (CancellationToken, JoinHandle<()>) {
+        let settings = test_settings(
+            &testkit::kafka_bootstrap(),
+            &self.topic,
+            &self.group,
+            max_reconsume_times,
+        )
+        .unwrap();
         let bridge = ImBridge::build(
             settings,
             bridge,
@@ -85,8 +93,10 @@ impl Fixture {
     }
 
     async fn consumed(&self, count: u64) -> bool {
-        wait_until(WAIT, || async { self.metrics.for_group(&self.group).consumed.get() >= count })
-            .await
+        wait_until(WAIT, || async {
+            self.metrics.for_group(&self.group).consumed.get() >= count
+        })
+        .await
     }
 }
 
@@ -138,8 +148,20 @@ async fn room_lifecycle_drives_the_im_group() {
             ban_until_ms: service_kit::time::now_ms() + 3_600_000,
         }),
     );
-    let heat = envelope(&id(), &room, 4, Payload::RoomHeatChanged(pb::RoomHeatChanged { heat: 5, delta: 5 }));
-    let closed = envelope(&id(), &room, 5, Payload::RoomClosed(pb::RoomClosed { closed_by: "owner".into() }));
+    let heat = envelope(
+        &id(),
+        &room,
+        4,
+        Payload::RoomHeatChanged(pb::RoomHeatChanged { heat: 5, delta: 5 }),
+    );
+    let closed = envelope(
+        &id(),
+        &room,
+        5,
+        Payload::RoomClosed(pb::RoomClosed {
+            closed_by: "owner".into(),
+        }),
+    );
     for event in [&created(&room), &joined(&room, 2), &kicked, &heat] {
         f.publish(event).await;
     }
@@ -151,22 +173,37 @@ async fn room_lifecycle_drives_the_im_group() {
     let consumer = f.start(bridge, 16);
     assert!(f.consumed(4).await);
 
-    let group = f.fake.groups().into_iter().find(|g| g.group_id == group_id).expect("group created");
+    let group = f
+        .fake
+        .groups()
+        .into_iter()
+        .find(|g| g.group_id == group_id)
+        .expect("group created");
     assert_eq!(group.name, "Friday night");
     assert_eq!(group.removed_members, vec!["troll".to_string()]);
     assert!(group.muted_until.contains_key("troll"), "kicked user muted");
     let messages = f.fake.group_messages(&group_id);
     assert_eq!(messages.len(), 2, "join and kick; heat is silent");
-    let data: serde_json::Value =
-        serde_json::from_str(messages[1].msg_body[0]["MsgContent"]["Data"].as_str().unwrap()).unwrap();
+    let data: serde_json::Value = serde_json::from_str(
+        messages[1].msg_body[0]["MsgContent"]["Data"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(data["event_type"], "RoomUserKicked");
     assert_eq!(data["data"]["target_id"], "troll");
-    assert_eq!(messages[1].random, tencent_im::random_from_event_id(&kicked.event_id));
+    assert_eq!(
+        messages[1].random,
+        tencent_im::random_from_event_id(&kicked.event_id)
+    );
 
     f.publish(&closed).await;
     assert!(f.consumed(5).await);
     stop(consumer).await;
-    assert!(f.fake.groups().iter().all(|g| g.group_id != group_id), "group destroyed");
+    assert!(
+        f.fake.groups().iter().all(|g| g.group_id != group_id),
+        "group destroyed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +225,11 @@ async fn same_event_delivered_twice_sends_one_message() {
 
     assert_eq!(f.fake.group_messages(&format!("room_{room}")).len(), 1);
     let stats = f.fake.stats();
-    assert_eq!(stats.calls_by_api.get(SEND_GROUP_MSG), Some(&1), "our dedup, not Tencent's");
+    assert_eq!(
+        stats.calls_by_api.get(SEND_GROUP_MSG),
+        Some(&1),
+        "our dedup, not Tencent's"
+    );
     assert_eq!(f.metrics.for_group(&f.group).duplicates.get(), 2);
 }
 
@@ -198,8 +239,11 @@ async fn throttling_and_server_errors_are_retried_with_backoff_then_delivered() 
     let room = testkit::unique("room-");
     f.publish(&created(&room)).await;
     f.publish(&joined(&room, 2)).await;
-    f.fake.inject_fault(FaultRule::error_code(SEND_GROUP_MSG, tencent_im::codes::REST_FREQ_LIMIT).times(2));
-    f.fake.inject_fault(FaultRule::http_status(SEND_GROUP_MSG, 502));
+    f.fake.inject_fault(
+        FaultRule::error_code(SEND_GROUP_MSG, tencent_im::codes::REST_FREQ_LIMIT).times(2),
+    );
+    f.fake
+        .inject_fault(FaultRule::http_status(SEND_GROUP_MSG, 502));
     let consumer = f.start(BridgeConfig::default(), 16);
     assert!(f.consumed(2).await);
     stop(consumer).await;
@@ -217,22 +261,45 @@ async fn permanent_im_error_dead_letters_with_the_code() {
     f.publish(&created(&room)).await;
     f.publish(&rejected).await;
     f.publish(&next).await;
-    f.fake.inject_fault(FaultRule::error_code(SEND_GROUP_MSG, tencent_im::codes::GROUP_BAD_PARAM));
+    f.fake.inject_fault(FaultRule::error_code(
+        SEND_GROUP_MSG,
+        tencent_im::codes::GROUP_BAD_PARAM,
+    ));
     let consumer = f.start(BridgeConfig::default(), 16);
     assert!(f.consumed(2).await, "created and the next join");
-    assert!(wait_until(WAIT, || async { f.metrics.for_group(&f.group).dead_lettered_handler.get() == 1 }).await);
+    assert!(
+        wait_until(WAIT, || async {
+            f.metrics.for_group(&f.group).dead_lettered_handler.get() == 1
+        })
+        .await
+    );
     stop(consumer).await;
 
-    assert_eq!(f.metrics.for_group(&f.group).retried.get(), 0, "permanent: no retries");
-    let dead = read_topic(&testkit::kafka_bootstrap(), &dead_letter_topic(&f.group), 1, WAIT)
-        .await
-        .unwrap();
-    assert_eq!(header(&dead[0], HEADER_EVENT_ID).as_deref(), Some(rejected.event_id.as_str()));
+    assert_eq!(
+        f.metrics.for_group(&f.group).retried.get(),
+        0,
+        "permanent: no retries"
+    );
+    let dead = read_topic(
+        &testkit::kafka_bootstrap(),
+        &dead_letter_topic(&f.group),
+        1,
+        WAIT,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        header(&dead[0], HEADER_EVENT_ID).as_deref(),
+        Some(rejected.event_id.as_str())
+    );
     let reason = header(&dead[0], HEADER_DLQ_REASON).unwrap();
     assert!(reason.contains("error_code=10004"), "{reason}");
     let messages = f.fake.group_messages(&format!("room_{room}"));
     assert_eq!(messages.len(), 1);
-    assert_eq!(messages[0].random, tencent_im::random_from_event_id(&next.event_id));
+    assert_eq!(
+        messages[0].random,
+        tencent_im::random_from_event_id(&next.event_id)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,15 +308,25 @@ async fn expired_usersig_is_regenerated_and_the_message_delivered() {
     let room = testkit::unique("room-");
     f.publish(&created(&room)).await;
     f.publish(&joined(&room, 2)).await;
-    f.fake.inject_fault(FaultRule::error_code(SEND_GROUP_MSG, tencent_im::codes::USERSIG_EXPIRED));
+    f.fake.inject_fault(FaultRule::error_code(
+        SEND_GROUP_MSG,
+        tencent_im::codes::USERSIG_EXPIRED,
+    ));
     let consumer = f.start(BridgeConfig::default(), 16);
     assert!(f.consumed(2).await);
     stop(consumer).await;
     assert_eq!(f.fake.group_messages(&format!("room_{room}")).len(), 1);
     let stats = f.im.stats();
     assert_eq!(stats.expired_sig_retries, 1);
-    assert_eq!(stats.usersig_generations, 2, "first signature, then a fresh one");
-    assert_eq!(f.metrics.for_group(&f.group).retried.get(), 0, "the client handled it");
+    assert_eq!(
+        stats.usersig_generations, 2,
+        "first signature, then a fresh one"
+    );
+    assert_eq!(
+        f.metrics.for_group(&f.group).retried.get(),
+        0,
+        "the client handled it"
+    );
 }
 
 /// The real handler, hanging after one event's effect like a process killed
@@ -262,7 +339,10 @@ struct HangsAfter {
 }
 
 impl Handler<pb::RoomOutboxEvent> for HangsAfter {
-    async fn handle(&self, delivery: &Delivery<pb::RoomOutboxEvent>) -> Result<Outcome, HandlerError> {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::RoomOutboxEvent>,
+    ) -> Result<Outcome, HandlerError> {
         let outcome = self.inner.handle(delivery).await?;
         if delivery.message.event_id == self.event_id {
             self.hanging.cancel();
@@ -303,10 +383,22 @@ async fn killed_after_sending_before_commit_does_not_send_again() {
 
     let consumer = f.start(BridgeConfig::default(), 16);
     assert!(
-        wait_until(WAIT, || async { f.fake.group_messages(&format!("room_{room}")).len() == 2 }).await
+        wait_until(WAIT, || async {
+            f.fake.group_messages(&format!("room_{room}")).len() == 2
+        })
+        .await
     );
-    assert!(wait_until(WAIT, || async { f.metrics.for_group(&f.group).duplicates.get() >= 1 }).await);
+    assert!(
+        wait_until(WAIT, || async {
+            f.metrics.for_group(&f.group).duplicates.get() >= 1
+        })
+        .await
+    );
     stop(consumer).await;
     release.cancel();
-    assert_eq!(f.fake.stats().calls_by_api.get(SEND_GROUP_MSG), Some(&2), "victim sent once");
+    assert_eq!(
+        f.fake.stats().calls_by_api.get(SEND_GROUP_MSG),
+        Some(&2),
+        "victim sent once"
+    );
 }

@@ -8,6 +8,15 @@ use serde::Serialize;
 use service_kit::time::now_ms;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
+/// Commit time of the oldest open row of the ordered chain (delayed wake-ups
+/// are in the future on purpose and would distort the age). Both lookups
+/// are index range reads of the backlog.
+pub const OLDEST_OPEN_SQL: &str = "SELECT MIN(created_at_ms) AS oldest FROM room_outbox WHERE id = \
+     (SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1)";
+
+/// Count of open rows (both lanes), by index range.
+pub const OPEN_COUNT_SQL: &str = "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane IN (0, 1) AND open_flag = 1";
+
 /// Rows per purge statement.
 pub const PURGE_BATCH: u64 = 1_000;
 
@@ -36,11 +45,10 @@ pub async fn status(pool: &MySqlPool) -> Result<StatusReport, Error> {
             ))
         })
         .collect::<Result<_, sqlx::Error>>()?;
-    let oldest: Option<i64> =
-        sqlx::query("SELECT MIN(created_at_ms) AS oldest FROM room_outbox WHERE open_flag = 1")
-            .fetch_one(pool)
-            .await?
-            .try_get("oldest")?;
+    let oldest: Option<i64> = sqlx::query(OLDEST_OPEN_SQL)
+        .fetch_one(pool)
+        .await?
+        .try_get("oldest")?;
     Ok(StatusReport {
         counts,
         oldest_pending_age_ms: oldest.map_or(0, |oldest| (now_ms() - oldest).max(0)),
@@ -173,8 +181,9 @@ pub async fn purge_delivered(pool: &MySqlPool, retention_ms: i64) -> Result<u64,
     let mut total = 0;
     loop {
         let deleted = sqlx::query(
+            // Oldest first along the primary key: old rows sit at its start.
             "DELETE FROM room_outbox WHERE open_flag = 0 AND status IN ('delivered', 'published') \
-             AND created_at_ms < ? LIMIT ?",
+             AND created_at_ms < ? ORDER BY id LIMIT ?",
         )
         .bind(cutoff)
         .bind(PURGE_BATCH)

@@ -11,7 +11,7 @@ use crate::{
     worker::{BatchProcessor, BatchReport},
 };
 use service_kit::time::now_ms;
-use sqlx::{MySqlPool, Row};
+use sqlx::MySqlPool;
 use std::{sync::Arc, time::Duration};
 use tokio::sync::{Notify, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -165,20 +165,23 @@ async fn lease_loop(
 
 async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
-        // idx_purge (open_flag, created_at_ms) makes both of these touch only the backlog.
-        let result = sqlx::query("SELECT COUNT(*) AS pending, MIN(created_at_ms) AS oldest FROM room_outbox WHERE open_flag = 1")
+        // Both are index range reads of the backlog (idx_claim), never a table scan.
+        let pending = sqlx::query_scalar::<_, i64>(crate::ops::OPEN_COUNT_SQL)
             .fetch_one(&pool)
             .await;
-        match result {
-            Ok(row) => {
-                let pending: i64 = row.try_get("pending").unwrap_or(0);
-                let oldest: Option<i64> = row.try_get("oldest").unwrap_or(None);
+        let oldest = sqlx::query_scalar::<_, Option<i64>>(crate::ops::OLDEST_OPEN_SQL)
+            .fetch_one(&pool)
+            .await;
+        match (pending, oldest) {
+            (Ok(pending), Ok(oldest)) => {
                 metrics.pending.set(pending);
                 metrics
                     .oldest_pending_age_ms
                     .set(oldest.map_or(0, |oldest| (now_ms() - oldest).max(0)));
             }
-            Err(error) => tracing::debug!(%error, "backlog gauge query failed"),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::debug!(%error, "backlog gauge query failed")
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => {}

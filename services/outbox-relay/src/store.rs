@@ -3,7 +3,7 @@
 //! mapped once, here, into [`crate::Error`]. All values are bound parameters.
 
 use crate::Error;
-use outbox_schema::row::{LANE_CHAIN, LANE_DELAYED};
+use outbox_schema::row::LANE_CHAIN;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row, mysql::MySqlRow};
 
 /// One backlog row as scanned, with everything needed to publish it.
@@ -130,17 +130,15 @@ pub async fn scan_delayed(
     if shards.is_empty() {
         return Ok(Vec::new());
     }
+    // `delayed_due_ms` is NULL for everything but open wake-ups.
     let mut builder = QueryBuilder::new(format!(
-        "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_delayed) WHERE lane = "
+        "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_delayed) WHERE delayed_due_ms <= "
     ));
-    builder
-        .push_bind(LANE_DELAYED)
-        .push(" AND open_flag = 1 AND next_retry_at_ms <= ")
-        .push_bind(now_ms);
+    builder.push_bind(now_ms);
     builder.push(" AND shard IN ");
     push_in_list(&mut builder, shards);
     builder
-        .push(" ORDER BY next_retry_at_ms LIMIT ")
+        .push(" ORDER BY delayed_due_ms LIMIT ")
         .push_bind(limit as u64);
     let rows = builder.build().fetch_all(pool).await?;
     let mut rows: Vec<OutboxRow> = rows.iter().map(row_from).collect::<Result<_, _>>()?;

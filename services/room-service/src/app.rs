@@ -69,18 +69,22 @@ pub struct App {
     grpc_addr: SocketAddr,
     http_addr: SocketAddr,
     workers: Workers,
+    relay: Option<outbox_relay::Relay>,
 }
 
 impl App {
     /// Connects MySQL, Redis and the wallet client and binds both listeners.
     pub async fn build(config: Config) -> Result<Self, Error> {
-        let mut registry = Registry::with_prefix("hyapp");
+        let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let pool = config
             .mysql
             .connect()
             .await
             .map_err(|error| Error::Database(error.to_string()))?;
+        // Built (and validated) before anything is served; it registers its
+        // `room_outbox_*` metrics next to ours.
+        let relay = crate::embedded_relay::build(&config, &pool, &mut registry)?;
         let redis = Redis::connect(&config.redis, &config.node_id).await?;
         let wallet = Wallet::new(&config.wallet.endpoint, config.wallet.timeout.as_std())?;
         let im = ImGroups::from_config(&config.tencent_im)?;
@@ -134,6 +138,7 @@ impl App {
             rooms,
             readiness: Arc::new(Readiness::default()),
             registry: Arc::new(registry),
+            relay,
             grpc_listener,
             http_listener,
             workers: Workers::default(),
@@ -192,7 +197,8 @@ impl App {
             })
             .await;
         });
-        crate::embedded_relay::start(&self.config, self.deps.store.pool(), &self.workers)
+        crate::embedded_relay::start(self.relay.clone(), &self.workers);
+        Ok(())
     }
 
     /// Serves until `shutdown` is cancelled, then drains in order.

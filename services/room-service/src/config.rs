@@ -44,6 +44,8 @@ pub struct Config {
     pub outbox_worker: OutboxWorkerConfig,
     /// Tencent IM (CreateRoom's synchronous group creation; also the relay's direct sink).
     pub tencent_im: TencentImConfig,
+    /// The activity service's direct entry (the embedded relay's `direct`/`dual` sink).
+    pub activity: ActivityConfig,
     /// Wallet saga recovery.
     pub saga: SagaConfig,
     /// Longest the graceful drain may take before the process exits anyway.
@@ -65,6 +67,7 @@ impl Default for Config {
             rocketmq: MqConfig::default(),
             outbox_worker: OutboxWorkerConfig::default(),
             tencent_im: TencentImConfig::default(),
+            activity: ActivityConfig::default(),
             saga: SagaConfig::default(),
             shutdown_grace: ConfigDuration::from_secs(20),
         }
@@ -201,6 +204,14 @@ impl Default for WalletConfig {
     }
 }
 
+/// `activity`: where the embedded relay's direct mode calls activity-service.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActivityConfig {
+    /// gRPC endpoint, e.g. `http://127.0.0.1:7301`; empty disables the activity sink.
+    pub endpoint: String,
+}
+
 /// The `saga` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -226,13 +237,21 @@ const LIST_KEYS: &[&str] = &["room.rules.treasure_thresholds", "rocketmq.name_se
 impl Config {
     /// Loads the layered configuration and validates it.
     pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
+        Self::load_with_env(file, None)
+    }
+
+    /// Like [`Config::load`], with the environment given explicitly (tests).
+    pub fn load_with_env(
+        file: Option<PathBuf>,
+        env: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, Error> {
         let config: Config = ConfigSources {
             service: "room-service",
             env_prefix: "ROOM",
             file,
             list_keys: LIST_KEYS,
         }
-        .load()
+        .load_with_env(env)
         .map_err(|error| Error::Config(error.to_string()))?;
         config.validate()
     }
@@ -404,6 +423,52 @@ mod tests {
             let error = config.validate().unwrap_err().to_string();
             assert!(error.contains(key), "{error} should name {key}");
         }
+    }
+
+    fn shipped(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("configs")
+            .join(name)
+    }
+
+    #[test]
+    fn shipped_files_load_and_env_overrides_them() {
+        let env = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect(),
+            )
+        };
+        let local = Config::load_with_env(
+            Some(shipped("room-service.yaml")),
+            env(&[
+                ("ROOM__OUTBOX_WORKER__BATCH_SIZE", "500"),
+                ("ROOM__ROOM__RULES__TREASURE_THRESHOLDS", "10,20"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(local.outbox_worker.batch_size, 500);
+        assert_eq!(local.room.rules.treasure_thresholds, vec![10, 20]);
+        let docker =
+            Config::load_with_env(Some(shipped("room-service.docker.yaml")), env(&[])).unwrap();
+        assert_eq!(docker.grpc_listen, "0.0.0.0:7101");
+        let tencent = Config::load_with_env(
+            Some(shipped("room-service.tencent.example.yaml")),
+            env(&[("ROOM__TENCENT_IM__SECRET_KEY", "real-secret-key")]),
+        )
+        .unwrap();
+        assert_eq!(tencent.outbox_worker.publish_mode, "mq");
+        let dump = service_kit::config::dump(&tencent);
+        assert!(!dump.contains("real-secret-key"), "{dump}");
+        assert!(dump.contains("***"));
+        // Without the secret the example refuses to start and names the key.
+        let error =
+            Config::load_with_env(Some(shipped("room-service.tencent.example.yaml")), env(&[]))
+                .unwrap_err()
+                .to_string();
+        assert!(error.contains("tencent_im.secret_key"), "{error}");
     }
 
     #[test]

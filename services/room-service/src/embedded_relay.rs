@@ -1,30 +1,50 @@
 //! The embedded outbox relay (`outbox_worker.enabled`): room-service runs the
 //! relay library in-process, inside the worker slot, so shutdown cancels and
 //! awaits it (seed 000: draining → cancel workers → wait → gRPC stop → close
-//! wallet, MySQL, Redis) before the MySQL pool closes.
-//!
-//! INTEGRATION POINT FOR THE LEAD: construct `outbox_relay::Relay` from the
-//! config sections below and spawn it with `workers.spawn("outbox_relay", |token| ...)`,
-//! awaiting `token.cancelled()` to stop claiming new batches. Nothing else in
-//! room-service needs to change: the lifecycle, the shared pool and the nudge
-//! (Redis PUBLISH on `NUDGE_CHANNEL` after every commit with outbox rows) are in place.
-
-use sqlx::MySqlPool;
+//! wallet, MySQL, Redis) before the MySQL pool closes. It shares room-service's
+//! MySQL pool and metrics registry; the commit nudge reaches it through Redis
+//! like it reaches a standalone relay.
 
 use crate::Error;
 use crate::config::Config;
 use crate::workers::Workers;
+use outbox_relay::{Relay, config::DirectConfig};
+use prometheus_client::registry::Registry;
+use sqlx::MySqlPool;
 
-/// Starts the embedded relay when enabled.
-pub fn start(config: &Config, pool: &MySqlPool, workers: &Workers) -> Result<(), Error> {
+/// Builds the relay when `outbox_worker.enabled`; invalid relay settings
+/// (e.g. `mq` without the MQ publisher) fail start-up with the key named.
+pub fn build(
+    config: &Config,
+    pool: &MySqlPool,
+    registry: &mut Registry,
+) -> Result<Option<Relay>, Error> {
     if !config.outbox_worker.enabled {
-        return Ok(());
+        return Ok(None);
     }
-    // The relay will use: config.outbox_worker, config.rocketmq, config.tencent_im, pool.
-    let _ = (pool, workers);
-    tracing::warn!(
-        publish_mode = %config.outbox_worker.publish_mode,
-        "outbox_worker.enabled but the embedded relay is not wired yet; run outbox-relay separately"
-    );
-    Ok(())
+    let direct = DirectConfig {
+        tencent_im: config.tencent_im.clone(),
+        activity_endpoint: config.activity.endpoint.clone(),
+    };
+    let relay = outbox_relay::app::build_relay(
+        pool.clone(),
+        &config.outbox_worker,
+        &config.rocketmq,
+        &direct,
+        registry,
+    )
+    .map_err(|error| Error::Config(error.to_string()))?;
+    Ok(Some(relay))
+}
+
+/// Spawns the relay in the worker slot; it stops claiming when the slot's token is cancelled.
+pub fn start(relay: Option<Relay>, workers: &Workers) {
+    let Some(relay) = relay else {
+        return;
+    };
+    workers.spawn("outbox_relay", move |token| async move {
+        if let Err(error) = relay.run(token).await {
+            tracing::error!(%error, "embedded outbox relay stopped with an error");
+        }
+    });
 }

@@ -151,4 +151,3 @@ pub async fn compensate(deps: &Deps, command_id: &str, why: &str) {
         Err(error) => tracing::warn!(command_id, %error, "refund failed, left to the sweep"),
     }
 }
-

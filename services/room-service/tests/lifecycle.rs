@@ -34,7 +34,7 @@ async fn shutdown_drains_in_order_and_workers_stop_before_the_pools_close() {
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains("hyapp_room_commands_total"), "{metrics}");
+    assert!(metrics.contains("room_commands_total"), "{metrics}");
 
     // A probe worker in the slot: when cancelled it observes the process state.
     let observed = Arc::new(Mutex::new(None));

@@ -212,3 +212,66 @@ pub async fn room_with_members(
             .expect("join room");
     }
 }
+
+/// A TCP proxy in front of MySQL or Redis that a test can cut (every
+/// connection dropped, new ones refused) and restore, to simulate an outage.
+pub struct Proxy {
+    pub addr: std::net::SocketAddr,
+    state: std::sync::Arc<std::sync::Mutex<(bool, CancellationToken)>>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Proxies to `target` (`host:port`).
+    pub async fn start(target: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = std::sync::Arc::new(std::sync::Mutex::new((false, CancellationToken::new())));
+        let shared = std::sync::Arc::clone(&state);
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let (cut, token) = {
+                    let guard = shared.lock().unwrap();
+                    (guard.0, guard.1.clone())
+                };
+                if cut {
+                    continue; // dropping the socket refuses the connection
+                }
+                let target = target.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        () = token.cancelled() => {}
+                    }
+                });
+            }
+        });
+        Proxy {
+            addr,
+            state,
+            accept,
+        }
+    }
+
+    /// Drops every connection and refuses new ones.
+    pub fn cut(&self) {
+        let mut guard = self.state.lock().unwrap();
+        guard.0 = true;
+        guard.1.cancel();
+    }
+
+    /// Accepts connections again.
+    pub fn restore(&self) {
+        let mut guard = self.state.lock().unwrap();
+        *guard = (false, CancellationToken::new());
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
