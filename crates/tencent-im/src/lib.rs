@@ -11,6 +11,7 @@ mod client;
 mod config;
 mod error;
 pub mod ratelimit;
+pub mod section;
 mod types;
 pub mod usersig;
 
@@ -20,6 +21,7 @@ pub use config::{
     deserialize_duration, parse_duration,
 };
 pub use error::{Error, ErrorClass, MSG_FREQ_CTRL, class_of_code, codes};
+pub use section::ImSection;
 pub use types::{
     Api, CreateGroupRequest, CreateGroupResponse, CustomElem, DeleteGroupMemberRequest,
     DestroyGroupRequest, Empty, ForbidSendMsgRequest, Idempotent, MsgElement, SendC2cMsgRequest,

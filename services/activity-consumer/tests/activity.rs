@@ -291,11 +291,12 @@ async fn throughput_report() {
     service_kit::telemetry::init(
         "activity-consumer-test",
         &service_kit::telemetry::LogConfig {
-            level: "warn,consumer_runtime=info".into(),
+            level: "warn,consumer_runtime=debug,activity_consumer=debug,rdkafka=info".into(),
             format: service_kit::telemetry::LogFormat::Text,
         },
     );
-    let f = fixture(4).await;
+    let mut f = fixture(4).await;
+    f.config.consumer.partition_queue_limit = 100_000;
     let events: Vec<_> = (0..4000u64)
         .map(|n| gift(&format!("room-{}", n % 64), n / 64 + 1, "rose", 10))
         .collect();
@@ -321,6 +322,7 @@ async fn throughput_report() {
                 .fetch_one(&f.db.pool)
                 .await
                 .unwrap();
+            println!("DEBUG count {count}");
             count >= total
         })
         .await

@@ -34,7 +34,7 @@ pub fn build_relay(
             None
         },
         direct: if settings.uses_direct() {
-            Some(DirectSinks::new(direct)?)
+            Some(DirectSinks::new(direct, &pool)?)
         } else {
             None
         },
@@ -61,7 +61,9 @@ impl App {
     /// Validates the config, connects MySQL, creates the publishers and binds the admin port.
     pub async fn build(config: RelayServiceConfig) -> Result<Self, Error> {
         // Refuse a bad config before touching MySQL, so the message is about the config.
-        RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?;
+        if RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?.uses_direct() {
+            crate::direct::check_config(&config.direct)?;
+        }
         let pool = config.mysql.connect().await?;
         let mut registry = Registry::default();
         let relay = build_relay(

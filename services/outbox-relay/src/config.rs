@@ -99,42 +99,8 @@ pub struct DirectConfig {
     pub activity_endpoint: String,
 }
 
-/// Tencent IM REST settings as they appear in config files.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TencentImConfig {
-    /// Enable the IM sink.
-    pub enabled: bool,
-    /// `https://console.tim.qq.com` in production, the fake's URL locally.
-    pub base_url: String,
-    /// Application id.
-    pub sdk_app_id: u64,
-    /// Admin account the UserSig is issued for.
-    pub admin_identifier: String,
-    /// Application secret key.
-    pub secret_key: Secret,
-    /// Per-call timeout.
-    pub request_timeout: ConfigDuration,
-    /// Client-side limit per API.
-    pub rate_limit_per_api: u32,
-    /// Group id template; `{room_id}` is replaced.
-    pub group_id_template: String,
-}
-
-impl Default for TencentImConfig {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            base_url: "https://console.tim.qq.com".into(),
-            sdk_app_id: 0,
-            admin_identifier: "administrator".into(),
-            secret_key: Secret::default(),
-            request_timeout: ConfigDuration::from_secs(3),
-            rate_limit_per_api: 200,
-            group_id_template: "room_{room_id}".into(),
-        }
-    }
-}
+/// The shared `tencent_im` section (one definition for every service).
+pub use tencent_im::ImSection as TencentImConfig;
 
 /// The standalone relay binary's whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -38,6 +38,18 @@ fn mq_mode_without_the_mq_publisher_refuses_to_start() {
 }
 
 #[test]
+fn direct_mode_without_any_sink_refuses_to_start() {
+    let path = write_config(
+        "nosink.yaml",
+        "outbox_worker:\n  publish_mode: \"direct\"\nmysql:\n  url: \"mysql://root@127.0.0.1:1/x\"\n",
+    );
+    let output = relay_binary(&["--config", path.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("needs a direct sink"), "{stderr}");
+}
+
+#[test]
 fn unknown_keys_and_strategies_are_named() {
     let path = write_config("typo.yaml", "outbox_worker:\n  batch_sise: 5\n");
     let output = relay_binary(&["--config", path.to_str().unwrap(), "--dump-config"]);
@@ -164,7 +176,7 @@ async fn admin_http_requires_the_token_and_serves_operations() {
         ..RelayServiceConfig::default()
     };
     config.outbox_worker = worker_config("relay-http");
-    config.outbox_worker.publish_mode = "direct".into();
+    config.rocketmq = mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns"));
     let app = App::build(config).await.unwrap();
     let base = format!("http://{}", app.http_addr().unwrap());
     let shutdown = CancellationToken::new();

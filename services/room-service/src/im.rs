@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use outbox_relay::config::TencentImConfig;
-use tencent_im::{Client, ClientConfig, CreateGroupRequest};
+use tencent_im::{Client, CreateGroupRequest};
 
 use crate::Error;
 
@@ -17,7 +17,7 @@ const MAX_GROUP_NAME_BYTES: usize = 30;
 #[derive(Debug, Clone)]
 pub struct ImGroups {
     client: Client,
-    group_id_template: String,
+    section: TencentImConfig,
     timeout: Duration,
 }
 
@@ -40,26 +40,19 @@ impl ImGroups {
             .request_timeout
             .positive_or(service_kit::duration::ConfigDuration::from_secs(3))
             .as_std();
-        let mut client_config = ClientConfig::new(
-            config.base_url.clone(),
-            config.sdk_app_id,
-            config.admin_identifier.clone(),
-            config.secret_key.expose(),
-        );
-        client_config.request_timeout = timeout;
-        client_config.rate_limit_per_api = config.rate_limit_per_api.max(1);
-        let client = Client::new(client_config)
-            .map_err(|error| Error::Config(format!("tencent_im: {error}")))?;
+        let client = config
+            .client()
+            .map_err(|error| Error::Config(error.to_string()))?;
         Ok(Some(Self {
             client,
-            group_id_template: config.group_id_template.clone(),
+            section: config.clone(),
             timeout,
         }))
     }
 
     /// The group id of a room.
     pub fn group_id(&self, room_id: &str) -> String {
-        self.group_id_template.replace("{room_id}", room_id)
+        self.section.group_id(room_id)
     }
 
     /// Creates the room's group unless it exists, within the timeout.

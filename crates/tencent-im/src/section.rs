@@ -1,0 +1,125 @@
+//! The `tencent_im` section of a service config file, shared by every service
+//! that talks to Tencent IM (room-service's CreateRoom, the relay's direct
+//! sink, im-bridge, activity-consumer, notice-consumer), so the keys, defaults
+//! and validation are written once.
+
+use crate::{Client, ClientConfig, Error};
+use serde::{Deserialize, Serialize};
+use service_kit::{Secret, duration::ConfigDuration};
+
+/// `tencent_im` config section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImSection {
+    /// Use Tencent IM at all (where optional for the service).
+    pub enabled: bool,
+    /// `https://console.tim.qq.com` (or a regional host) in production, the fake's URL locally.
+    pub base_url: String,
+    /// Application id (SDKAppID).
+    pub sdk_app_id: u64,
+    /// Admin account the UserSig is issued for.
+    pub admin_identifier: String,
+    /// Application secret key (UserSig signing key).
+    pub secret_key: Secret,
+    /// Per-call timeout.
+    pub request_timeout: ConfigDuration,
+    /// Validity of generated admin UserSigs.
+    pub usersig_ttl: ConfigDuration,
+    /// Client-side calls per second per API.
+    pub rate_limit_per_api: u32,
+    /// Room group id; `{room_id}` is replaced.
+    pub group_id_template: String,
+}
+
+impl Default for ImSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            base_url: "https://console.tim.qq.com".into(),
+            sdk_app_id: 0,
+            admin_identifier: "administrator".into(),
+            secret_key: Secret::default(),
+            request_timeout: ConfigDuration::from_secs(3),
+            usersig_ttl: ConfigDuration::from_secs(7 * 86_400),
+            rate_limit_per_api: 200,
+            group_id_template: "room_{room_id}".into(),
+        }
+    }
+}
+
+impl ImSection {
+    /// Checks the section; errors name the key (`tencent_im.<key>`).
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |message: &str| Err(Error::Config(format!("tencent_im.{message}")));
+        if self.sdk_app_id == 0 {
+            return invalid("sdk_app_id is required");
+        }
+        if self.secret_key.is_empty() {
+            return invalid("secret_key is required");
+        }
+        if self.base_url.is_empty() {
+            return invalid("base_url is required");
+        }
+        if !self.group_id_template.contains("{room_id}") {
+            return invalid("group_id_template must contain {room_id}");
+        }
+        Ok(())
+    }
+
+    /// Validates and builds the client.
+    pub fn client(&self) -> Result<Client, Error> {
+        self.validate()?;
+        let mut config = ClientConfig::new(
+            self.base_url.clone(),
+            self.sdk_app_id,
+            self.admin_identifier.clone(),
+            self.secret_key.expose(),
+        );
+        config.request_timeout = self
+            .request_timeout
+            .positive_or(ConfigDuration::from_secs(3))
+            .as_std();
+        config.usersig_ttl = self
+            .usersig_ttl
+            .positive_or(ConfigDuration::from_secs(7 * 86_400))
+            .as_std();
+        config.rate_limit_per_api = self.rate_limit_per_api.max(1);
+        Client::new(config)
+    }
+
+    /// The IM group of `room_id`.
+    pub fn group_id(&self, room_id: &str) -> String {
+        self.group_id_template.replace("{room_id}", room_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_key() {
+        let error = ImSection::default().validate().unwrap_err().to_string();
+        assert!(error.contains("tencent_im.sdk_app_id"), "{error}");
+        let section = ImSection {
+            sdk_app_id: 1,
+            secret_key: Secret::new("k"),
+            group_id_template: "fixed".into(),
+            ..ImSection::default()
+        };
+        assert!(
+            section
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("group_id_template")
+        );
+        let section = ImSection {
+            group_id_template: "g_{room_id}".into(),
+            ..section
+        };
+        assert!(section.client().is_ok());
+        assert_eq!(section.group_id("r1"), "g_r1");
+        assert!(!format!("{section:?}").contains("\"k\""));
+    }
+}
