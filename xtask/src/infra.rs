@@ -40,7 +40,8 @@ pub fn check_databases() -> Result<(), String> {
     })
 }
 
-fn redis_ping() -> Result<(), String> {
+/// Sends `PING` to Redis on 127.0.0.1:6379 and expects `+PONG`.
+pub fn redis_ping() -> Result<(), String> {
     let addr: SocketAddr = "127.0.0.1:6379".parse().map_err(|_| "bad address")?;
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|error| error.to_string())?;

@@ -12,7 +12,7 @@ use crate::{
     worker::{PartitionWorker, Shared},
 };
 use rdkafka::{
-    ClientConfig, ClientContext, Message, TopicPartitionList,
+    ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
     consumer::{
         BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
     },
@@ -107,6 +107,9 @@ struct WorkerSlot {
     depth: Arc<AtomicUsize>,
     done: CancellationToken,
     paused: bool,
+    /// Highest offset handed to the worker: a repeat is dropped, and a
+    /// resumed partition is sought to the next one.
+    last_dispatched: i64,
 }
 
 /// A group consumer of one topic, running `H` over messages of type `M`.
@@ -251,6 +254,10 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
         let Some(slot) = self.slots.get_mut(&partition) else {
             return;
         };
+        if message.offset() <= slot.last_dispatched {
+            return;
+        }
+        slot.last_dispatched = message.offset();
         let depth = slot.depth.fetch_add(1, Ordering::Relaxed) + 1;
         if slot.inbox.send(message).is_err() {
             // Unreachable in practice: the worker was alive a moment ago. The
@@ -298,6 +305,7 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
                 depth,
                 done,
                 paused: false,
+                last_dispatched: -1,
             },
         );
     }

@@ -82,39 +82,45 @@ pub async fn own_all_shards(relay: &Relay) -> Vec<u16> {
 pub fn room_rows(room_id: &str, first_seq: u64, count: u64) -> Vec<NewOutboxRow> {
     (first_seq..first_seq + count)
         .map(|seq| {
-            let now = now_ms();
-            let context = EnvelopeContext {
-                app_code: "hyapp".into(),
-                room_id: room_id.into(),
-                room_version: seq,
-                command_id: format!("cmd-{room_id}-{seq}"),
-                occurred_at_ms: now,
-                ..EnvelopeContext::default()
-            };
-            let event = RoomEvent {
+            event_row(
+                room_id,
                 seq,
-                kind: EventKind::RoomUserJoined {
+                EventKind::RoomUserJoined {
                     user_id: format!("u{seq}"),
                 },
-            };
-            let event_id = uuid::Uuid::now_v7().to_string();
-            let envelope = envelope_for(&context, event_id.clone(), &event);
-            NewOutboxRow {
-                event_id,
-                app_code: "hyapp".into(),
-                room_id: room_id.into(),
-                shard: shard_of(room_id),
-                lane: row::LANE_CHAIN,
-                room_event_seq: seq,
-                event_type: envelope.event_type.clone(),
-                topic: names::TOPIC_ROOM_OUTBOX.into(),
-                payload: envelope.encode_to_vec(),
-                traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
-                not_before_ms: now,
-                created_at_ms: now,
-            }
+            )
         })
         .collect()
+}
+
+/// One outbox row carrying `kind` as event `seq` of `room_id`, as room-service writes it.
+pub fn event_row(room_id: &str, seq: u64, kind: EventKind) -> NewOutboxRow {
+    let now = now_ms();
+    let context = EnvelopeContext {
+        app_code: "hyapp".into(),
+        room_id: room_id.into(),
+        room_version: seq,
+        command_id: format!("cmd-{room_id}-{seq}"),
+        occurred_at_ms: now,
+        ..EnvelopeContext::default()
+    };
+    let event = RoomEvent { seq, kind };
+    let event_id = uuid::Uuid::now_v7().to_string();
+    let envelope = envelope_for(&context, event_id.clone(), &event);
+    NewOutboxRow {
+        event_id,
+        app_code: "hyapp".into(),
+        room_id: room_id.into(),
+        shard: shard_of(room_id),
+        lane: row::LANE_CHAIN,
+        room_event_seq: seq,
+        event_type: envelope.event_type.clone(),
+        topic: names::TOPIC_ROOM_OUTBOX.into(),
+        payload: envelope.encode_to_vec(),
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        not_before_ms: now,
+        created_at_ms: now,
+    }
 }
 
 /// Inserts rows as room-service does (one transaction).
@@ -236,4 +242,34 @@ pub async fn open_rows(pool: &MySqlPool) -> i64 {
         .fetch_one(pool)
         .await
         .unwrap()
+}
+
+/// Test identity of the fake Tencent IM.
+pub const IM_APP_ID: u64 = 1_400_000_123;
+/// Signing key shared by the fake and the client.
+pub const IM_KEY: &str = "relay-test-key";
+
+/// A relay in `direct` mode whose IM sink talks to `fake`.
+pub fn direct_relay(pool: &MySqlPool, fake_base_url: &str, worker: &OutboxWorkerConfig) -> Relay {
+    let mut worker = worker.clone();
+    worker.publish_mode = "direct".into();
+    let direct = outbox_relay::config::DirectConfig {
+        tencent_im: tencent_im::ImSection {
+            enabled: true,
+            base_url: fake_base_url.into(),
+            sdk_app_id: IM_APP_ID,
+            secret_key: service_kit::Secret::new(IM_KEY),
+            ..tencent_im::ImSection::default()
+        },
+        activity_endpoint: String::new(),
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    outbox_relay::app::build_relay(
+        pool.clone(),
+        &worker,
+        &MqConfig::default(),
+        &direct,
+        &mut registry,
+    )
+    .expect("direct relay")
 }

@@ -1,0 +1,199 @@
+//! MariaDB and Redis for the local stack: the machine's own servers when they
+//! answer on 127.0.0.1:3306 / :6379, else private throwaway instances under
+//! `target/stack/` when `mariadbd` / `redis-server` are installed (stopped
+//! with the stack, data discarded), else a message saying what to install.
+
+use crate::infra;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Private database servers started for this run (empty when the machine's own are used).
+#[derive(Debug, Default)]
+pub struct LocalDatabases {
+    /// `(name, process)` of each private server.
+    pub servers: Vec<(&'static str, Child)>,
+}
+
+impl LocalDatabases {
+    /// Stops the private servers (SIGTERM, then SIGKILL).
+    pub fn stop(&mut self) {
+        for (_, child) in self.servers.iter_mut().rev() {
+            crate::interrupt::terminate(child, Duration::from_secs(10));
+        }
+        self.servers.clear();
+    }
+}
+
+impl Drop for LocalDatabases {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn mysql_reachable() -> bool {
+    let addr: SocketAddr = ([127, 0, 0, 1], 3306).into();
+    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+}
+
+/// Finds `name` in PATH or the usual sbin directories.
+fn find_binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    path.split(':')
+        .chain(["/usr/sbin", "/usr/local/sbin", "/usr/bin"])
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Makes MariaDB and Redis reachable on their default ports, starting private
+/// instances under `dir` when needed.
+pub fn ensure(dir: &Path) -> Result<LocalDatabases, String> {
+    let mut local = LocalDatabases::default();
+    if !mysql_reachable() {
+        let Some(mariadbd) = find_binary("mariadbd").or_else(|| find_binary("mysqld")) else {
+            return Err(
+                "MariaDB is not reachable on 127.0.0.1:3306 and `mariadbd` is not installed: \
+                 `apt-get install mariadb-server` (or start your MariaDB/MySQL 8 with user root, \
+                 empty password, on 127.0.0.1:3306)"
+                    .into(),
+            );
+        };
+        crate::step("starting a private MariaDB on 127.0.0.1:3306 (data under target/stack/mariadb)");
+        let child = start_mariadb(&mariadbd, &dir.join("mariadb"))?;
+        local.servers.push(("mariadb", child));
+    }
+    if infra::redis_ping().is_err() {
+        let Some(redis) = find_binary("redis-server") else {
+            return Err(
+                "Redis is not reachable on 127.0.0.1:6379 and `redis-server` is not installed: \
+                 `apt-get install redis-server`"
+                    .into(),
+            );
+        };
+        crate::step("starting a private Redis on 127.0.0.1:6379 (no persistence)");
+        let child = start_redis(&redis, &dir.join("redis"))?;
+        local.servers.push(("redis", child));
+    }
+    infra::check_databases()?;
+    Ok(local)
+}
+
+fn log_file(dir: &Path, name: &str) -> Result<(std::fs::File, std::fs::File), String> {
+    let path = dir.join(name);
+    let file =
+        std::fs::File::create(&path).map_err(|error| format!("create {}: {error}", path.display()))?;
+    let clone = file.try_clone().map_err(|error| error.to_string())?;
+    Ok((file, clone))
+}
+
+fn fresh_dir(dir: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|error| format!("create {}: {error}", dir.display()))
+}
+
+fn start_mariadb(mariadbd: &Path, dir: &Path) -> Result<Child, String> {
+    fresh_dir(dir)?;
+    let data = dir.join("data");
+    let install = find_binary("mariadb-install-db")
+        .or_else(|| find_binary("mysql_install_db"))
+        .ok_or("mariadb-install-db is missing (it ships with mariadb-server)")?;
+    let (out, err) = log_file(dir, "install.log")?;
+    let mut install_cmd = Command::new(install);
+    install_cmd
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
+        .stdout(out)
+        .stderr(err);
+    if running_as_root() {
+        install_cmd.arg("--user=root");
+    }
+    infra::run_checked(&mut install_cmd)
+        .map_err(|error| format!("{error}; see {}", dir.join("install.log").display()))?;
+    let (out, err) = log_file(dir, "mariadb.log")?;
+    let mut command = Command::new(mariadbd);
+    command
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
+        .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+        .args(["--port=3306", "--bind-address=127.0.0.1", "--skip-name-resolve"])
+        // Throwaway instance: anyone on loopback may connect as root without a password.
+        .arg("--skip-grant-tables")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    if running_as_root() {
+        command.arg("--user=root");
+    }
+    spawn_and_wait(command, "mariadb", &dir.join("mariadb.log"), mysql_reachable)
+}
+
+fn start_redis(redis: &Path, dir: &Path) -> Result<Child, String> {
+    fresh_dir(dir)?;
+    let (out, err) = log_file(dir, "redis.log")?;
+    let mut command = Command::new(redis);
+    command
+        .args(["--port", "6379", "--bind", "127.0.0.1", "--save", ""])
+        .args(["--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    spawn_and_wait(command, "redis", &dir.join("redis.log"), || {
+        infra::redis_ping().is_ok()
+    })
+}
+
+fn spawn_and_wait(
+    mut command: Command,
+    name: &str,
+    log: &Path,
+    ready: impl Fn() -> bool,
+) -> Result<Child, String> {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("cannot start {name}: {error}"))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "{name} exited during start-up ({status}); see {}",
+                log.display()
+            ));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("{name} did not start within 60s; see {}", log.display()));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(child)
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Runs SQL through the `mysql` client as root on 127.0.0.1:3306.
+pub fn mysql_exec(sql: &str) -> Result<(), String> {
+    let mut command = Command::new("mysql");
+    command.args(["-uroot", "-h127.0.0.1", "-P3306", "-e", sql]);
+    infra::run_checked(&mut command).map_err(|error| {
+        if error.contains("cannot run") {
+            format!(
+                "{error}: the `mysql` client is needed (`apt-get install mariadb-client`)"
+            )
+        } else {
+            error
+        }
+    })
+}
