@@ -12,7 +12,7 @@ use crate::{
     worker::{PartitionWorker, Shared},
 };
 use rdkafka::{
-    ClientConfig, ClientContext, Message, Offset, TopicPartitionList,
+    ClientConfig, ClientContext, Message, TopicPartitionList,
     consumer::{
         BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
     },

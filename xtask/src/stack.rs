@@ -1,0 +1,286 @@
+//! The local stack shared by `cargo xtask up` and `cargo xtask demo`: broker
+//! and topics, the binaries built once (`cargo build --bins`, the dev profile
+//! the tests already built), the services started in phases and each awaited
+//! on its probe, and an ordered stop (room-service first so it drains, then
+//! the relay, the consumers, the fakes, the broker).
+
+use crate::infra::{self, Broker, BrokerStorage};
+use crate::interrupt::{self, StopFlag};
+use crate::services::{self, Overrides, Phase, Ports, Spec};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Stop order: the writer drains first, then whatever reads after it.
+pub const STOP_ORDER: &[&str] = &[
+    "room-service",
+    "outbox-relay",
+    "im-bridge",
+    "activity-consumer",
+    "notice-consumer",
+    "fake-tencent-im",
+    "fake-wallet",
+];
+
+/// How long a service may take to answer its probe.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a service may drain after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(25);
+
+/// What to start.
+#[derive(Debug)]
+pub struct Plan {
+    /// All ports.
+    pub ports: Ports,
+    /// MySQL database every service uses.
+    pub database: String,
+    /// Where `<service>.log` files go.
+    pub log_dir: PathBuf,
+    /// Extra per-service environment.
+    pub overrides: Vec<(&'static str, String, String)>,
+}
+
+/// A started service.
+#[derive(Debug)]
+pub struct Running {
+    /// Service name.
+    pub name: &'static str,
+    /// Its log file.
+    pub log: PathBuf,
+    child: Child,
+}
+
+/// The running stack; dropping it stops everything in order.
+#[derive(Debug)]
+pub struct Stack {
+    broker: Option<Broker>,
+    /// Services that answered their probe.
+    pub running: Vec<Running>,
+    /// Optional services that did not start: `(name, reason with log tail)`.
+    pub unavailable: Vec<(&'static str, String)>,
+}
+
+/// Directory cargo builds into.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| infra::workspace_root().join("target"))
+}
+
+/// Builds every workspace binary in the dev profile.
+pub fn build_binaries(stop: &StopFlag) -> Result<(), String> {
+    crate::step("building the binaries (cargo build --bins; dev profile, shared with the tests)");
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .args(["build", "--bins"])
+        .current_dir(infra::workspace_root());
+    interrupt::run_interruptible(&mut command, stop)
+}
+
+/// Starts the broker, creates the topics and starts every service.
+pub fn start(plan: &Plan, tansu: &Path, stop: &StopFlag) -> Result<Stack, String> {
+    std::fs::create_dir_all(&plan.log_dir)
+        .map_err(|error| format!("create {}: {error}", plan.log_dir.display()))?;
+    crate::step(&format!(
+        "starting Tansu on 127.0.0.1:{} (memory storage)",
+        plan.ports.broker
+    ));
+    let broker = infra::start_broker(tansu, plan.ports.broker, &BrokerStorage::Memory, &plan.log_dir)?;
+    let mut stack = Stack {
+        broker: Some(broker),
+        running: Vec::new(),
+        unavailable: Vec::new(),
+    };
+    create_topics(tansu, plan.ports.broker)?;
+    let specs = services::specs(&plan.ports, &plan.database, &plan.overrides as &Overrides);
+    for phase in [Phase::Fakes, Phase::Writer, Phase::Downstream] {
+        let batch: Vec<&Spec> = specs.iter().filter(|spec| spec.phase == phase).collect();
+        let mut launched = Vec::new();
+        for spec in batch {
+            launched.push((spec, launch(spec, &plan.log_dir)?));
+        }
+        for (spec, mut running) in launched {
+            match wait_ready(spec, &mut running, stop) {
+                Ok(elapsed) => {
+                    crate::detail(&format!("{:<18} ready in {:.1}s", spec.name, elapsed.as_secs_f64()));
+                    stack.running.push(running);
+                }
+                Err(reason) if !spec.required => {
+                    crate::detail(&format!("{:<18} NOT AVAILABLE: {reason}", spec.name));
+                    interrupt::terminate(&mut running.child, Duration::from_secs(5));
+                    stack.unavailable.push((spec.name, reason));
+                }
+                Err(reason) => {
+                    interrupt::terminate(&mut running.child, Duration::from_secs(5));
+                    return Err(format!("{} did not become ready: {reason}", spec.name));
+                }
+            }
+        }
+    }
+    Ok(stack)
+}
+
+fn create_topics(tansu: &Path, port: u16) -> Result<(), String> {
+    crate::step("creating topics");
+    for (topic, partitions) in services::TOPICS {
+        let output = Command::new(tansu)
+            .args(["topic", "create", topic])
+            .args(["--partitions", &partitions.to_string()])
+            .args(["--broker", &format!("tcp://127.0.0.1:{port}")])
+            .output()
+            .map_err(|error| format!("cannot run tansu topic create: {error}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "tansu topic create {topic} failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        crate::detail(&format!("{topic} ({partitions} partitions)"));
+    }
+    Ok(())
+}
+
+fn launch(spec: &Spec, log_dir: &Path) -> Result<Running, String> {
+    let root = infra::workspace_root();
+    let binary = target_dir().join("debug").join(spec.name);
+    let log = log_dir.join(format!("{}.log", spec.name));
+    let file = std::fs::File::create(&log).map_err(|error| format!("create {}: {error}", log.display()))?;
+    let file_err = file.try_clone().map_err(|error| error.to_string())?;
+    let mut command = Command::new(&binary);
+    if let Some(config) = spec.config.map(|config| root.join(config)).filter(|path| path.exists()) {
+        command.arg("--config").arg(config);
+    }
+    command
+        .args(&spec.args)
+        .envs(spec.env.iter().map(|(key, value)| (key, value)))
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(file_err)
+        // Own process group: the terminal's Ctrl-C reaches xtask only, which stops services in order.
+        .process_group(0);
+    let child = command
+        .spawn()
+        .map_err(|error| format!("cannot start {}: {error}", binary.display()))?;
+    Ok(Running {
+        name: spec.name,
+        log,
+        child,
+    })
+}
+
+fn wait_ready(spec: &Spec, running: &mut Running, stop: &StopFlag) -> Result<Duration, String> {
+    let started = Instant::now();
+    let (port, path) = spec.probe.target();
+    loop {
+        if http_status(port, path) == Some(200) {
+            return Ok(started.elapsed());
+        }
+        if let Ok(Some(status)) = running.child.try_wait() {
+            return Err(format!(
+                "exited during start-up ({status}); last lines of {}:\n{}",
+                running.log.display(),
+                log_tail(&running.log, 15)
+            ));
+        }
+        if stop.requested() {
+            return Err("interrupted".into());
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            return Err(format!(
+                "no 200 from http://127.0.0.1:{port}{path} within {}s; last lines of {}:\n{}",
+                READY_TIMEOUT.as_secs(),
+                running.log.display(),
+                log_tail(&running.log, 15)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Status code of `GET http://127.0.0.1:{port}{path}`, std-only.
+pub fn http_status(port: u16, path: &str) -> Option<u16> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 32];
+    let read = stream.read(&mut head).ok()?;
+    let line = String::from_utf8_lossy(&head[..read]);
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The last `lines` lines of a log file, indented.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    let tail = &all[all.len().saturating_sub(lines)..];
+    if tail.is_empty() {
+        return "    (log is empty)".into();
+    }
+    tail.iter()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Stack {
+    /// The first service that exited since start-up, with its status.
+    pub fn exited(&mut self) -> Option<(&'static str, ExitStatus, PathBuf)> {
+        self.running.iter_mut().find_map(|service| {
+            match service.child.try_wait() {
+                Ok(Some(status)) => Some((service.name, status, service.log.clone())),
+                _ => None,
+            }
+        })
+    }
+
+    /// True when the broker process died.
+    pub fn broker_exited(&mut self) -> bool {
+        self.broker
+            .as_mut()
+            .is_some_and(|broker| !broker.process.is_running())
+    }
+
+    /// Stops the services in [`STOP_ORDER`] (SIGTERM, wait, SIGKILL after the
+    /// grace), then the broker.
+    pub fn stop(&mut self) {
+        if self.running.is_empty() && self.broker.is_none() {
+            return;
+        }
+        crate::step("stopping the stack (room-service first, broker last)");
+        for name in STOP_ORDER {
+            if let Some(index) = self.running.iter().position(|service| service.name == *name) {
+                let mut service = self.running.remove(index);
+                let started = Instant::now();
+                let graceful = interrupt::terminate(&mut service.child, STOP_GRACE);
+                crate::detail(&format!(
+                    "{:<18} {} in {:.1}s",
+                    service.name,
+                    if graceful { "stopped" } else { "killed" },
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+        }
+        for mut service in self.running.drain(..) {
+            interrupt::terminate(&mut service.child, STOP_GRACE);
+        }
+        if let Some(broker) = self.broker.take() {
+            drop(broker);
+            crate::detail("broker             stopped");
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
