@@ -7,6 +7,7 @@
 mod fixtures;
 mod relay_scenarios;
 mod report;
+mod room_scenarios;
 
 use clap::Parser;
 use report::Report;
@@ -47,6 +48,12 @@ async fn main() -> anyhow::Result<()> {
         cli.only.is_empty() || cli.only.iter().any(|only| name.contains(only.as_str()))
     };
     let mut report = Report::new(cli.smoke);
+    if selected("room-mixed") {
+        room_scenarios::mixed_commands(&env, &mut report).await?;
+    }
+    if selected("gift-storm") {
+        room_scenarios::gift_storm(&env, &mut report).await?;
+    }
     if selected("relay-drain") {
         relay_scenarios::backlog_drain(&env, &mut report).await?;
     }

@@ -1,5 +1,9 @@
 //! `cargo xtask` — project automation with no dependencies beyond std:
 //!
+//! - `up`: the whole platform on this machine on the documented ports
+//!   (broker, fakes, room-service, outbox-relay, the consumers) until Ctrl-C.
+//! - `demo [--keep]`: the stack on free ports plus a scripted room session
+//!   through the gRPC API and a report of what every service did.
 //! - `test [ARGS...]`: the README's test command. Checks MariaDB and Redis,
 //!   installs Tansu if missing, starts a broker on a free loopback port, runs
 //!   the whole workspace's tests against it, and stops it again.
@@ -8,19 +12,29 @@
 //! - `broker [--sqlite FILE]`: starts a Tansu broker in the foreground (for manual work).
 
 mod bench;
+mod demo;
 mod infra;
+mod interrupt;
+mod localdb;
+mod services;
+mod stack;
 mod test;
+mod up;
 
 use std::process::ExitCode;
+use std::sync::OnceLock;
+use std::time::Instant;
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    let command = args.next().unwrap_or_default();
-    let rest: Vec<String> = args.collect();
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let command = all.first().cloned().unwrap_or_default();
+    let rest = all.get(1..).unwrap_or_default();
     let result = match command.as_str() {
-        "test" => test::run(&rest),
-        "bench" => bench::run(&rest),
-        "broker" => infra::run_broker_foreground(&rest),
+        "up" => up::run(rest, &interrupt::supervise(&all)),
+        "demo" => demo::run(rest, &interrupt::supervise(&all)),
+        "test" => test::run(rest),
+        "bench" => bench::run(rest),
+        "broker" => infra::run_broker_foreground(rest),
         "" | "help" | "--help" | "-h" => {
             print_help();
             Ok(())
@@ -36,10 +50,27 @@ fn main() -> ExitCode {
     }
 }
 
+fn started() -> Instant {
+    static STARTED: OnceLock<Instant> = OnceLock::new();
+    *STARTED.get_or_init(Instant::now)
+}
+
+/// Prints a progress step with the time since xtask started.
+pub fn step(message: &str) {
+    println!("[{:>6.1}s] ▸ {message}", started().elapsed().as_secs_f64());
+}
+
+/// Prints a detail line under the current step.
+pub fn detail(message: &str) {
+    println!("           {message}");
+}
+
 fn print_help() {
     println!(
         "cargo xtask <command>\n\n\
          commands:\n  \
+         up              run the whole stack on the documented ports until Ctrl-C\n                  (logs in target/stack/<service>.log)\n  \
+         demo [--keep]   run the stack on free ports, drive a scripted room session and\n                  report every effect; exit 0 only if all were observed\n  \
          test [ARGS...]  run every test against real MariaDB, Redis and a Tansu broker\n                  (ARGS go to cargo nextest, e.g. `-p outbox-relay`)\n  \
          bench [--smoke] [--only NAME]\n                  run the benchmarks (table + target/bench/results.json)\n  \
          broker [--sqlite FILE]\n                  run a Tansu broker on 127.0.0.1:9092 until Ctrl-C"

@@ -1,0 +1,249 @@
+//! The scripted room session: every command goes through room-service's
+//! gateway gRPC API exactly as a gateway would send it, and each reply (or
+//! rejection) is recorded for the report. A background task heartbeats the
+//! users who should stay present, so only the user the script lets go
+//! (carol) expires.
+
+use hyapp_api::room::room_service_client::RoomServiceClient;
+use hyapp_api::room::{
+    CommandMeta, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatRequest,
+    JoinRoomRequest, KickUserRequest, RoomSnapshot, SendGiftRequest, TakeMicRequest,
+};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// One command of the session and what came back.
+#[derive(Debug)]
+pub struct Step {
+    /// Human description, e.g. `SendGift carol → alice rose 1×100`.
+    pub label: String,
+    /// Whether the script expects room-service to accept it.
+    pub expect_ok: bool,
+    /// The reply, or the gRPC status as text.
+    pub outcome: Result<CommandReply, String>,
+    /// Round trip of the call.
+    pub latency: Duration,
+}
+
+impl Step {
+    /// Accepted when expected, rejected when a rejection was expected.
+    pub fn as_expected(&self) -> bool {
+        self.outcome.is_ok() == self.expect_ok
+    }
+}
+
+/// A gift the script sent (for the expected leaderboard and wallet totals).
+#[derive(Debug, Clone)]
+pub struct GiftSent {
+    /// Sender.
+    pub sender: String,
+    /// Receiver.
+    pub receiver: String,
+    /// `count × unit_value`.
+    pub total_value: u64,
+    /// The `RoomGiftSent` event id from the reply.
+    pub event_id: Option<String>,
+}
+
+/// Drives one room.
+#[derive(Debug)]
+pub struct Driver {
+    client: RoomServiceClient<Channel>,
+    /// The room of this session.
+    pub room_id: String,
+    next_command: u32,
+    /// Commands in order.
+    pub steps: Vec<Step>,
+    /// Accepted gifts.
+    pub gifts: Vec<GiftSent>,
+    present: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl Driver {
+    /// Connects to room-service.
+    pub async fn connect(grpc: &str, room_id: String) -> anyhow::Result<Self> {
+        let client = RoomServiceClient::connect(grpc.to_string()).await?;
+        Ok(Self {
+            client,
+            room_id,
+            next_command: 0,
+            steps: Vec::new(),
+            gifts: Vec::new(),
+            present: Arc::new(Mutex::new(BTreeSet::new())),
+        })
+    }
+
+    fn meta(&mut self) -> Option<CommandMeta> {
+        self.next_command += 1;
+        Some(CommandMeta {
+            command_id: format!("{}-cmd-{:02}", self.room_id, self.next_command),
+            request_id: format!("demo-{:02}", self.next_command),
+            app_code: String::new(),
+        })
+    }
+
+    fn record(
+        &mut self,
+        label: String,
+        expect_ok: bool,
+        started: Instant,
+        result: Result<tonic::Response<CommandReply>, tonic::Status>,
+    ) -> Option<CommandReply> {
+        let outcome = result
+            .map(tonic::Response::into_inner)
+            .map_err(|status| format!("{:?}: {}", status.code(), status.message()));
+        let reply = outcome.as_ref().ok().cloned();
+        self.steps.push(Step {
+            label,
+            expect_ok,
+            outcome,
+            latency: started.elapsed(),
+        });
+        reply
+    }
+
+    /// CreateRoom.
+    pub async fn create_room(&mut self, owner: &str, title: &str, seats: u32) {
+        let request = CreateRoomRequest {
+            meta: self.meta(),
+            room_id: self.room_id.clone(),
+            owner_id: owner.into(),
+            title: title.into(),
+            mic_seat_count: seats,
+        };
+        let started = Instant::now();
+        let result = self.client.create_room(request).await;
+        self.record(format!("CreateRoom owner={owner} \"{title}\" seats={seats}"), true, started, result);
+        self.stay_present(owner);
+    }
+
+    /// JoinRoom; `expect_ok = false` for a user who must be refused.
+    pub async fn join(&mut self, user: &str, expect_ok: bool) {
+        let request = JoinRoomRequest {
+            meta: self.meta(),
+            room_id: self.room_id.clone(),
+            user_id: user.into(),
+        };
+        let started = Instant::now();
+        let result = self.client.join_room(request).await;
+        let label = if expect_ok {
+            format!("JoinRoom {user}")
+        } else {
+            format!("JoinRoom {user} (must be refused: banned)")
+        };
+        if self.record(label, expect_ok, started, result).is_some() {
+            self.stay_present(user);
+        }
+    }
+
+    /// TakeMic.
+    pub async fn take_mic(&mut self, user: &str, seat: u32) {
+        let request = TakeMicRequest {
+            meta: self.meta(),
+            room_id: self.room_id.clone(),
+            user_id: user.into(),
+            seat_index: seat,
+        };
+        let started = Instant::now();
+        let result = self.client.take_mic(request).await;
+        self.record(format!("TakeMic {user} seat {seat}"), true, started, result);
+    }
+
+    /// SendGift.
+    pub async fn gift(&mut self, sender: &str, receiver: &str, gift: &str, count: i64, unit: i64) {
+        let request = SendGiftRequest {
+            meta: self.meta(),
+            room_id: self.room_id.clone(),
+            sender_id: sender.into(),
+            receiver_id: receiver.into(),
+            gift_id: gift.into(),
+            count,
+            unit_value: unit,
+        };
+        let started = Instant::now();
+        let result = self.client.send_gift(request).await;
+        let label = format!("SendGift {sender} → {receiver} {gift} {count}×{unit} = {}", count * unit);
+        if let Some(reply) = self.record(label, true, started, result) {
+            self.gifts.push(GiftSent {
+                sender: sender.into(),
+                receiver: receiver.into(),
+                total_value: u64::try_from(count * unit).unwrap_or(0),
+                event_id: reply
+                    .events
+                    .iter()
+                    .find(|event| event.event_type == "RoomGiftSent")
+                    .map(|event| event.event_id.clone()),
+            });
+        }
+    }
+
+    /// KickUser with a ban.
+    pub async fn kick(&mut self, actor: &str, target: &str, ban_seconds: u32) {
+        let request = KickUserRequest {
+            meta: self.meta(),
+            room_id: self.room_id.clone(),
+            actor_id: actor.into(),
+            target_id: target.into(),
+            ban_seconds,
+        };
+        let started = Instant::now();
+        let result = self.client.kick_user(request).await;
+        self.record(format!("KickUser {actor} kicks {target}, ban {ban_seconds}s"), true, started, result);
+        self.let_go(target);
+    }
+
+    /// GetRoom.
+    pub async fn get_room(&mut self) -> Result<RoomSnapshot, String> {
+        self.client
+            .get_room(GetRoomRequest {
+                room_id: self.room_id.clone(),
+            })
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| format!("{:?}: {}", status.code(), status.message()))
+    }
+
+    /// Keeps heartbeating `user`.
+    pub fn stay_present(&self, user: &str) {
+        self.present
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(user.to_string());
+    }
+
+    /// Stops heartbeating `user`.
+    pub fn let_go(&self, user: &str) {
+        self.present
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .remove(user);
+    }
+
+    /// Heartbeats every present user every `every` until the returned handle is aborted.
+    pub fn spawn_heartbeats(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let mut client = self.client.clone();
+        let present = Arc::clone(&self.present);
+        let room_id = self.room_id.clone();
+        tokio::spawn(async move {
+            loop {
+                let users: Vec<String> = present
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner())
+                    .iter()
+                    .cloned()
+                    .collect();
+                for user_id in users {
+                    let request = HeartbeatRequest {
+                        room_id: room_id.clone(),
+                        user_id,
+                    };
+                    // A refused heartbeat (user already gone) is simply not repeated by anyone.
+                    let _ = client.heartbeat(request).await;
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    }
+}

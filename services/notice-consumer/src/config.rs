@@ -1,0 +1,113 @@
+//! notice-consumer configuration: defaults → `configs/notice-consumer.yaml`
+//! (or `--config`) → `NOTICE__…` environment → validation.
+
+use crate::Error;
+use consumer_runtime::{
+    ConsumerConfig, ConsumerSettings,
+    im::{DeliveryRetryConfig, TencentImSection},
+};
+use outbox_schema::names::GROUP_NOTICE;
+use serde::{Deserialize, Serialize};
+use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
+use std::path::PathBuf;
+
+/// The `notice` section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NoticeConfig {
+    /// Retries of C2C deliveries from `notice_delivery_events`.
+    pub delivery: DeliveryRetryConfig,
+}
+
+/// The whole configuration of notice-consumer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Logging.
+    pub log: LogConfig,
+    /// MySQL holding `notice_delivery_events` and `consumer_dedup`.
+    pub mysql: MysqlConfig,
+    /// Broker (seed 001 `rocketmq` section).
+    pub rocketmq: MqConfig,
+    /// Consumer runtime tunables (`group` defaults to `hyapp-notice-room-outbox`).
+    pub consumer: ConsumerConfig,
+    /// Tencent IM REST (C2C messages).
+    pub tencent_im: TencentImSection,
+    /// Notice delivery.
+    pub notice: NoticeConfig,
+    /// Admin HTTP (`/healthz`, `/readyz`, `/metrics`).
+    pub http_listen: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            log: LogConfig::default(),
+            mysql: MysqlConfig::default(),
+            rocketmq: MqConfig::default(),
+            consumer: ConsumerConfig::default(),
+            tencent_im: TencentImSection::default(),
+            notice: NoticeConfig::default(),
+            http_listen: "127.0.0.1:7502".into(),
+        }
+    }
+}
+
+const LIST_KEYS: &[&str] = &["rocketmq.name_servers"];
+
+impl Config {
+    /// Loads the layered configuration and validates it.
+    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
+        Self::load_with_env(file, None)
+    }
+
+    /// Like [`Config::load`] with an explicit environment (tests).
+    pub fn load_with_env(
+        file: Option<PathBuf>,
+        env: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, Error> {
+        let config: Config = ConfigSources {
+            service: "notice-consumer",
+            env_prefix: "NOTICE",
+            file,
+            list_keys: LIST_KEYS,
+        }
+        .load_with_env(env)?;
+        config.consumer_settings()?;
+        Ok(config)
+    }
+
+    /// The consumer of `rocketmq.room_outbox.topic` in the notice group.
+    pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
+        Ok(ConsumerSettings::resolve(
+            &self.rocketmq,
+            &self.consumer,
+            &self.rocketmq.room_outbox.topic,
+            GROUP_NOTICE,
+            self.rocketmq.room_outbox.consumer_max_reconsume_times,
+        )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_files_load_with_env_overrides_and_redaction() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
+        for file in ["notice-consumer.yaml", "notice-consumer.docker.yaml"] {
+            let env = [(
+                "NOTICE__NOTICE__DELIVERY__MAX_ATTEMPTS".to_string(),
+                "5".to_string(),
+            )]
+            .into();
+            let config =
+                Config::load_with_env(Some(PathBuf::from(format!("{root}/{file}"))), Some(env))
+                    .unwrap();
+            assert_eq!(config.notice.delivery.max_attempts, 5, "{file}");
+            assert_eq!(config.consumer_settings().unwrap().consumer_group, GROUP_NOTICE);
+            assert!(!service_kit::config::dump(&config).contains("local-dev-im-key"));
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Private notices: `RoomUserKicked` → one notice to the kicked user;
+//! `RoomTreasureOpened` → one notice per rewarded user. The notice rows are
+//! written to `notice_delivery_events` (unique by event id + recipient) in
+//! the same transaction as the event's dedup claim; each row then becomes
+//! one C2C IM message and is marked `delivered`. A failed delivery stays
+//! `pending` with a backoff and is retried from the table by the sweeper,
+//! until delivered or `failed` (permanent IM error or attempts spent).
+
+use consumer_runtime::{
+    BatchError, Delivery, Handler, HandlerError, Outcome, dedup,
+    im::{self, DeliveryRetryConfig},
+};
+use outbox_schema::pb::{self, room_outbox_event::Payload};
+use serde_json::json;
+use sqlx::{FromRow, MySqlPool, QueryBuilder};
+use tencent_im::{MsgElement, SendC2cMsgRequest};
+use tokio_util::sync::CancellationToken;
+
+/// One notice to deliver.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct NoticeRow {
+    /// The source event.
+    pub event_id: String,
+    /// Who gets it.
+    pub recipient_id: String,
+    /// `room_kicked` or `treasure_reward`.
+    pub notice_type: String,
+    /// The room.
+    pub room_id: String,
+    /// The message data (JSON).
+    pub content: String,
+    /// Attempts made so far.
+    pub attempts: u32,
+}
+
+/// The notices an event asks for (none for most events).
+pub fn notices_of(event: &pb::RoomOutboxEvent) -> Vec<NoticeRow> {
+    let row = |recipient: &str, notice_type: &str, content: serde_json::Value| NoticeRow {
+        event_id: event.event_id.clone(),
+        recipient_id: recipient.to_string(),
+        notice_type: notice_type.to_string(),
+        room_id: event.room_id.clone(),
+        content: content.to_string(),
+        attempts: 0,
+    };
+    match &event.payload {
+        Some(Payload::RoomUserKicked(kicked)) => vec![row(
+            &kicked.target_id,
+            "room_kicked",
+            json!({"type": "room_kicked", "event_id": event.event_id, "room_id": event.room_id,
+                   "actor_id": kicked.actor_id, "ban_until_ms": kicked.ban_until_ms}),
+        )],
+        Some(Payload::RoomTreasureOpened(opened)) => opened
+            .rewarded_user_ids
+            .iter()
+            .map(|user| {
+                row(
+                    user,
+                    "treasure_reward",
+                    json!({"type": "treasure_reward", "event_id": event.event_id,
+                           "room_id": event.room_id, "box_id": opened.box_id,
+                           "level": opened.level, "opened_at_ms": opened.opened_at_ms}),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Writes and delivers notices.
+#[derive(Debug)]
+pub struct NoticeProcessor {
+    pool: MySqlPool,
+    im: tencent_im::Client,
+    consumer_group: String,
+    retry: DeliveryRetryConfig,
+}
+
+impl NoticeProcessor {
+    /// A processor dedup'ing in `consumer_group`.
+    pub fn new(
+        pool: MySqlPool,
+        im: tencent_im::Client,
+        consumer_group: String,
+        retry: DeliveryRetryConfig,
+    ) -> Self {
+        Self {
+            pool,
+            im,
+            consumer_group,
+            retry,
+        }
+    }
+
+    /// Applies `events` in order: one transaction for their rows, then delivery.
+    pub async fn apply(&self, events: &[&pb::RoomOutboxEvent]) -> Result<Vec<Outcome>, HandlerError> {
+        let mut outcomes = vec![Outcome::Ignored; events.len()];
+        let wanted: Vec<(usize, &pb::RoomOutboxEvent, Vec<NoticeRow>)> = events
+            .iter()
+            .enumerate()
+            .map(|(index, event)| (index, *event, notices_of(event)))
+            .filter(|(_, _, rows)| !rows.is_empty())
+            .collect();
+        if wanted.is_empty() {
+            return Ok(outcomes);
+        }
+        let now_ms = service_kit::time::now_ms();
+        let ids: Vec<&str> = wanted.iter().map(|(_, event, _)| event.event_id.as_str()).collect();
+        let mut tx = self.pool.begin().await?;
+        let mut fresh = dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
+        let mut rows = Vec::new();
+        for (index, event, notices) in wanted {
+            if fresh.remove(&event.event_id) {
+                outcomes[index] = Outcome::Applied;
+                rows.extend(notices);
+            } else {
+                outcomes[index] = Outcome::Duplicate;
+            }
+        }
+        if !rows.is_empty() {
+            let mut insert = QueryBuilder::new(
+                "INSERT IGNORE INTO notice_delivery_events (event_id, recipient_id, notice_type, \
+                 room_id, content, status, next_attempt_at_ms, created_at_ms) ",
+            );
+            // The in-line attempt below owns the rows for one lease.
+            let lease_until_ms = now_ms + self.retry.lease_ms();
+            insert.push_values(&rows, |mut row, notice| {
+                row.push_bind(&notice.event_id)
+                    .push_bind(&notice.recipient_id)
+                    .push_bind(&notice.notice_type)
+                    .push_bind(&notice.room_id)
+                    .push_bind(&notice.content)
+                    .push_bind("pending")
+                    .push_bind(lease_until_ms)
+                    .push_bind(now_ms);
+            });
+            insert.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        for row in &rows {
+            self.deliver(row).await;
+        }
+        Ok(outcomes)
+    }
+
+    /// One delivery attempt; the outcome is recorded on the row.
+    async fn deliver(&self, row: &NoticeRow) {
+        let attempts = row.attempts + 1;
+        let now_ms = service_kit::time::now_ms();
+        let request = SendC2cMsgRequest::for_event(
+            &row.recipient_id,
+            &row.event_id,
+            vec![MsgElement::custom(row.content.clone())],
+        );
+        let update = match self.im.send_c2c_msg(&request).await {
+            Ok(_) => {
+                tracing::info!(event_id = %row.event_id, room_id = %row.room_id, recipient_id = %row.recipient_id, notice_type = %row.notice_type, "notice delivered");
+                sqlx::query(
+                    "UPDATE notice_delivery_events SET status = 'delivered', delivered_at_ms = ?, \
+                     attempts = ?, last_error = '' \
+                     WHERE event_id = ? AND recipient_id = ? AND status = 'pending'",
+                )
+                .bind(now_ms)
+                .bind(attempts)
+                .bind(&row.event_id)
+                .bind(&row.recipient_id)
+            }
+            Err(error) => {
+                let give_up = !im::is_retryable(&error) || attempts >= self.retry.max_attempts;
+                tracing::warn!(
+                    event_id = %row.event_id,
+                    room_id = %row.room_id,
+                    recipient_id = %row.recipient_id,
+                    attempts,
+                    give_up,
+                    %error,
+                    "notice delivery failed"
+                );
+                sqlx::query(
+                    "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
+                     next_attempt_at_ms = ?, last_error = ? \
+                     WHERE event_id = ? AND recipient_id = ? AND status = 'pending'",
+                )
+                .bind(if give_up { "failed" } else { "pending" })
+                .bind(attempts)
+                .bind(now_ms + self.retry.backoff_ms(attempts))
+                .bind(im::short_error(&error))
+                .bind(&row.event_id)
+                .bind(&row.recipient_id)
+            }
+        };
+        if let Err(error) = update.execute(&self.pool).await {
+            // The lease runs out and the sweeper retries; MsgRandom dedups a resend.
+            tracing::warn!(event_id = %row.event_id, %error, "notice status update failed");
+        }
+    }
+
+    /// One sweep over due rows, each claimed by compare-and-set on its due time.
+    pub async fn sweep_once(&self) -> Result<usize, sqlx::Error> {
+        let now_ms = service_kit::time::now_ms();
+        let due: Vec<(u64, i64)> = sqlx::query_as(
+            "SELECT id, next_attempt_at_ms FROM notice_delivery_events \
+             WHERE status = 'pending' AND next_attempt_at_ms <= ? \
+             ORDER BY next_attempt_at_ms LIMIT ?",
+        )
+        .bind(now_ms)
+        .bind(self.retry.sweep_batch.max(1))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut attempted = 0;
+        for (id, due_at_ms) in due {
+            let claimed = sqlx::query(
+                "UPDATE notice_delivery_events SET next_attempt_at_ms = ? \
+                 WHERE id = ? AND status = 'pending' AND next_attempt_at_ms = ?",
+            )
+            .bind(now_ms + self.retry.lease_ms())
+            .bind(id)
+            .bind(due_at_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            if claimed == 0 {
+                continue;
+            }
+            // CAST: the columns' binary collation would make the driver see BINARY.
+            let row: Option<NoticeRow> = sqlx::query_as(
+                "SELECT CAST(event_id AS CHAR) AS event_id, CAST(recipient_id AS CHAR) AS recipient_id, \
+                 CAST(notice_type AS CHAR) AS notice_type, CAST(room_id AS CHAR) AS room_id, \
+                 CAST(content AS CHAR) AS content, attempts \
+                 FROM notice_delivery_events WHERE id = ?",
+            )
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = row {
+                self.deliver(&row).await;
+                attempted += 1;
+            }
+        }
+        Ok(attempted)
+    }
+
+    /// Sweeps every `sweep_interval` until `shutdown`.
+    pub async fn run_sweeper(&self, shutdown: CancellationToken) {
+        let mut ticker = tokio::time::interval(self.retry.sweep_every());
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            if let Err(error) = self.sweep_once().await {
+                tracing::warn!(%error, "notice sweep failed");
+            }
+        }
+    }
+}
+
+impl Handler<pb::RoomOutboxEvent> for NoticeProcessor {
+    async fn handle(&self, delivery: &Delivery<pb::RoomOutboxEvent>) -> Result<Outcome, HandlerError> {
+        let outcomes = self.apply(&[&*delivery.message]).await?;
+        Ok(outcomes.first().copied().unwrap_or(Outcome::Ignored))
+    }
+
+    /// One transaction for the batch's rows; a failure rolls it all back.
+    async fn handle_batch(
+        &self,
+        batch: &[Delivery<pb::RoomOutboxEvent>],
+    ) -> Result<Vec<Outcome>, BatchError> {
+        let events: Vec<&pb::RoomOutboxEvent> = batch.iter().map(|d| &*d.message).collect();
+        Ok(self.apply(&events).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn treasure_opened_notifies_every_rewarded_user() {
+        let event = pb::RoomOutboxEvent {
+            event_id: "e".into(),
+            room_id: "r".into(),
+            payload: Some(Payload::RoomTreasureOpened(pb::RoomTreasureOpened {
+                box_id: "b".into(),
+                level: 2,
+                opened_at_ms: 9,
+                rewarded_user_ids: vec!["u1".into(), "u2".into()],
+            })),
+            ..Default::default()
+        };
+        let rows = notices_of(&event);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].recipient_id, "u2");
+        assert!(rows[0].content.contains("\"box_id\":\"b\""));
+        let joined = pb::RoomOutboxEvent {
+            payload: Some(Payload::RoomUserJoined(pb::RoomUserJoined::default())),
+            ..Default::default()
+        };
+        assert!(notices_of(&joined).is_empty());
+    }
+}

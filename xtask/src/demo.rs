@@ -1,0 +1,127 @@
+//! `cargo xtask demo [--keep]`: the platform's main job in one command.
+//!
+//! Brings the stack up like `up`, but on free ports, in a fresh database
+//! (`hyapp_demo_<unix secs>`) and with shortened timers, then runs the
+//! scripted session of the `demo` crate (a gRPC driver; xtask itself stays
+//! std-only) and uses its exit code: 0 only when every expected effect was
+//! observed. The stack is stopped and the database dropped afterwards
+//! (`--keep` keeps the database and prints its name).
+
+use crate::interrupt::{self, StopFlag};
+use crate::services::Ports;
+use crate::stack::{self, Plan};
+use crate::{infra, localdb};
+use std::process::Command;
+
+/// Shortened timers, shared by the stack overrides and the driver's expectations.
+const TREASURE_COUNTDOWN_MS: u64 = 3_000;
+const TREASURE_THRESHOLDS: &str = "3000,1000000000";
+const PRESENCE_TTL_MS: u64 = 3_000;
+const BIG_GIFT_THRESHOLD: u64 = 1_000;
+
+/// Runs the demo; `Err` carries the reason for a non-zero exit.
+pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
+    let keep = match args {
+        [] => false,
+        [flag] if flag == "--keep" => true,
+        _ => return Err("usage: cargo xtask demo [--keep]".into()),
+    };
+    let root = infra::workspace_root();
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0);
+    let database = format!("hyapp_demo_{secs}");
+    let log_dir = root.join(format!("target/demo/{secs}"));
+
+    crate::step("checking MariaDB (127.0.0.1:3306) and Redis (127.0.0.1:6379)");
+    let mut databases = localdb::ensure(&root.join("target/demo"))?;
+    crate::step("checking Tansu");
+    let tansu = infra::ensure_tansu()?;
+    stack::build_binaries(stop)?;
+    crate::step(&format!("creating database `{database}`"));
+    localdb::mysql_exec(&format!("CREATE DATABASE `{database}`"))?;
+
+    let plan = Plan {
+        ports: Ports::free()?,
+        database: database.clone(),
+        log_dir: log_dir.clone(),
+        overrides: overrides(),
+    };
+    let result = run_with_database(&plan, &tansu, stop);
+    // The stack (dropped inside) is stopped before the database goes away.
+    if keep {
+        println!("kept database `{database}`; logs in {}", log_dir.display());
+    } else if let Err(error) = localdb::mysql_exec(&format!("DROP DATABASE IF EXISTS `{database}`")) {
+        eprintln!("xtask: could not drop `{database}`: {error}");
+    } else {
+        crate::detail(&format!("dropped database `{database}`; logs kept in {}", log_dir.display()));
+    }
+    databases.stop();
+    result
+}
+
+fn run_with_database(plan: &Plan, tansu: &std::path::Path, stop: &StopFlag) -> Result<(), String> {
+    let mut stack = stack::start(plan, tansu, stop)?;
+    let p = &plan.ports;
+    crate::step("running the scripted session (demo crate)");
+    let mut command = Command::new(stack::target_dir().join("debug/demo"));
+    command
+        .args(["--grpc", &format!("http://127.0.0.1:{}", p.room_grpc)])
+        .args(["--mysql-url", &format!("mysql://root@127.0.0.1:3306/{}", plan.database)])
+        .args(["--fake-im", &format!("http://127.0.0.1:{}", p.fake_im)])
+        .args(["--fake-wallet", &format!("http://127.0.0.1:{}", p.wallet_admin)])
+        .args(["--treasure-countdown-ms", &TREASURE_COUNTDOWN_MS.to_string()])
+        .args(["--presence-ttl-ms", &PRESENCE_TTL_MS.to_string()])
+        .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
+        .args(["--treasure-threshold", first_threshold()])
+        .args(["--logs", &plan.log_dir.display().to_string()])
+        .current_dir(infra::workspace_root());
+    for (name, reason) in &stack.unavailable {
+        let first_line = reason.lines().next().unwrap_or_default();
+        command.args(["--unavailable", &format!("{name}: {first_line}")]);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("cannot run the demo driver: {error}"))?;
+    let status = interrupt::wait_child(&mut child, stop)?;
+    let died = stack.exited();
+    stack.stop();
+    if let Some((name, status, log)) = died {
+        eprintln!(
+            "xtask: {name} exited during the demo ({status}); last lines of {}:\n{}",
+            log.display(),
+            stack::log_tail(&log, 20)
+        );
+    }
+    match status {
+        None => Err("interrupted".into()),
+        Some(status) if status.success() => Ok(()),
+        Some(status) => Err(format!(
+            "the demo did not observe every expected effect ({status}); logs in {}",
+            plan.log_dir.display()
+        )),
+    }
+}
+
+fn first_threshold() -> &'static str {
+    TREASURE_THRESHOLDS.split(',').next().unwrap_or("3000")
+}
+
+/// The demo's shortened timers and thresholds, as environment overrides.
+fn overrides() -> Vec<(&'static str, String, String)> {
+    let ms = |value: u64| format!("{value}ms");
+    [
+        ("room-service", "ROOM__ROOM__RULES__TREASURE_COUNTDOWN", ms(TREASURE_COUNTDOWN_MS)),
+        ("room-service", "ROOM__ROOM__RULES__TREASURE_THRESHOLDS", TREASURE_THRESHOLDS.into()),
+        ("room-service", "ROOM__ROOM__PRESENCE_TTL", ms(PRESENCE_TTL_MS)),
+        ("room-service", "ROOM__ROOM__PRESENCE_SWEEP_INTERVAL", ms(250)),
+        ("room-service", "ROOM__SHUTDOWN_GRACE", "5s".into()),
+        ("outbox-relay", "RELAY__OUTBOX_WORKER__POLL_INTERVAL", ms(200)),
+        ("outbox-relay", "RELAY__OUTBOX_WORKER__INITIAL_BACKOFF", ms(500)),
+        ("activity-consumer", "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD", BIG_GIFT_THRESHOLD.to_string()),
+    ]
+    .into_iter()
+    .map(|(service, key, value)| (service, key.to_string(), value))
+    .collect()
+}
