@@ -39,8 +39,6 @@ impl Step {
 pub struct GiftSent {
     /// Sender.
     pub sender: String,
-    /// Receiver.
-    pub receiver: String,
     /// `count × unit_value`.
     pub total_value: u64,
     /// The `RoomGiftSent` event id from the reply.
@@ -115,7 +113,12 @@ impl Driver {
         };
         let started = Instant::now();
         let result = self.client.create_room(request).await;
-        self.record(format!("CreateRoom owner={owner} \"{title}\" seats={seats}"), true, started, result);
+        self.record(
+            format!("CreateRoom owner={owner} \"{title}\" seats={seats}"),
+            true,
+            started,
+            result,
+        );
         self.stay_present(owner);
     }
 
@@ -164,11 +167,13 @@ impl Driver {
         };
         let started = Instant::now();
         let result = self.client.send_gift(request).await;
-        let label = format!("SendGift {sender} → {receiver} {gift} {count}×{unit} = {}", count * unit);
+        let label = format!(
+            "SendGift {sender} → {receiver} {gift} {count}×{unit} = {}",
+            count * unit
+        );
         if let Some(reply) = self.record(label, true, started, result) {
             self.gifts.push(GiftSent {
                 sender: sender.into(),
-                receiver: receiver.into(),
                 total_value: u64::try_from(count * unit).unwrap_or(0),
                 event_id: reply
                     .events
@@ -190,7 +195,12 @@ impl Driver {
         };
         let started = Instant::now();
         let result = self.client.kick_user(request).await;
-        self.record(format!("KickUser {actor} kicks {target}, ban {ban_seconds}s"), true, started, result);
+        self.record(
+            format!("KickUser {actor} kicks {target}, ban {ban_seconds}s"),
+            true,
+            started,
+            result,
+        );
         self.let_go(target);
     }
 

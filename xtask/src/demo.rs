@@ -52,10 +52,14 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     // The stack (dropped inside) is stopped before the database goes away.
     if keep {
         println!("kept database `{database}`; logs in {}", log_dir.display());
-    } else if let Err(error) = localdb::mysql_exec(&format!("DROP DATABASE IF EXISTS `{database}`")) {
+    } else if let Err(error) = localdb::mysql_exec(&format!("DROP DATABASE IF EXISTS `{database}`"))
+    {
         eprintln!("xtask: could not drop `{database}`: {error}");
     } else {
-        crate::detail(&format!("dropped database `{database}`; logs kept in {}", log_dir.display()));
+        crate::detail(&format!(
+            "dropped database `{database}`; logs kept in {}",
+            log_dir.display()
+        ));
     }
     databases.stop();
     result
@@ -68,10 +72,19 @@ fn run_with_database(plan: &Plan, tansu: &std::path::Path, stop: &StopFlag) -> R
     let mut command = Command::new(stack::target_dir().join("debug/demo"));
     command
         .args(["--grpc", &format!("http://127.0.0.1:{}", p.room_grpc)])
-        .args(["--mysql-url", &format!("mysql://root@127.0.0.1:3306/{}", plan.database)])
+        .args([
+            "--mysql-url",
+            &format!("mysql://root@127.0.0.1:3306/{}", plan.database),
+        ])
         .args(["--fake-im", &format!("http://127.0.0.1:{}", p.fake_im)])
-        .args(["--fake-wallet", &format!("http://127.0.0.1:{}", p.wallet_admin)])
-        .args(["--treasure-countdown-ms", &TREASURE_COUNTDOWN_MS.to_string()])
+        .args([
+            "--fake-wallet",
+            &format!("http://127.0.0.1:{}", p.wallet_admin),
+        ])
+        .args([
+            "--treasure-countdown-ms",
+            &TREASURE_COUNTDOWN_MS.to_string(),
+        ])
         .args(["--presence-ttl-ms", &PRESENCE_TTL_MS.to_string()])
         .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
         .args(["--treasure-threshold", first_threshold()])
@@ -112,14 +125,42 @@ fn first_threshold() -> &'static str {
 fn overrides() -> Vec<(&'static str, String, String)> {
     let ms = |value: u64| format!("{value}ms");
     [
-        ("room-service", "ROOM__ROOM__RULES__TREASURE_COUNTDOWN", ms(TREASURE_COUNTDOWN_MS)),
-        ("room-service", "ROOM__ROOM__RULES__TREASURE_THRESHOLDS", TREASURE_THRESHOLDS.into()),
-        ("room-service", "ROOM__ROOM__PRESENCE_TTL", ms(PRESENCE_TTL_MS)),
-        ("room-service", "ROOM__ROOM__PRESENCE_SWEEP_INTERVAL", ms(250)),
+        (
+            "room-service",
+            "ROOM__ROOM__RULES__TREASURE_COUNTDOWN",
+            ms(TREASURE_COUNTDOWN_MS),
+        ),
+        (
+            "room-service",
+            "ROOM__ROOM__RULES__TREASURE_THRESHOLDS",
+            TREASURE_THRESHOLDS.into(),
+        ),
+        (
+            "room-service",
+            "ROOM__ROOM__PRESENCE_TTL",
+            ms(PRESENCE_TTL_MS),
+        ),
+        (
+            "room-service",
+            "ROOM__ROOM__PRESENCE_SWEEP_INTERVAL",
+            ms(250),
+        ),
         ("room-service", "ROOM__SHUTDOWN_GRACE", "5s".into()),
-        ("outbox-relay", "RELAY__OUTBOX_WORKER__POLL_INTERVAL", ms(200)),
-        ("outbox-relay", "RELAY__OUTBOX_WORKER__INITIAL_BACKOFF", ms(500)),
-        ("activity-consumer", "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD", BIG_GIFT_THRESHOLD.to_string()),
+        (
+            "outbox-relay",
+            "RELAY__OUTBOX_WORKER__POLL_INTERVAL",
+            ms(200),
+        ),
+        (
+            "outbox-relay",
+            "RELAY__OUTBOX_WORKER__INITIAL_BACKOFF",
+            ms(500),
+        ),
+        (
+            "activity-consumer",
+            "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD",
+            BIG_GIFT_THRESHOLD.to_string(),
+        ),
     ]
     .into_iter()
     .map(|(service, key, value)| (service, key.to_string(), value))

@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -202,6 +203,9 @@ pub fn start_broker(
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)
+        // Own process group: a terminal Ctrl-C must not stop the broker before
+        // the services that use it (`cargo xtask up` stops it last).
+        .process_group(0)
         .spawn()
         .map_err(|error| format!("cannot start tansu: {error}"))?;
     let mut process = Guarded { child };

@@ -67,7 +67,9 @@ pub fn supervise(args: &[String]) -> StopFlag {
         .args(args)
         .env(STOP_FILE_ENV, &stop_file)
         .exec();
-    eprintln!("xtask: cannot run the sh supervisor ({error}); Ctrl-C will not stop the stack in order");
+    eprintln!(
+        "xtask: cannot run the sh supervisor ({error}); Ctrl-C will not stop the stack in order"
+    );
     StopFlag { path: None }
 }
 

@@ -19,8 +19,9 @@ pub struct LocalDatabases {
 impl LocalDatabases {
     /// Stops the private servers (SIGTERM, then SIGKILL).
     pub fn stop(&mut self) {
-        for (_, child) in self.servers.iter_mut().rev() {
+        for (name, child) in self.servers.iter_mut().rev() {
             crate::interrupt::terminate(child, Duration::from_secs(10));
+            crate::detail(&format!("private {name:<11} stopped"));
         }
         self.servers.clear();
     }
@@ -59,7 +60,9 @@ pub fn ensure(dir: &Path) -> Result<LocalDatabases, String> {
                     .into(),
             );
         };
-        crate::step("starting a private MariaDB on 127.0.0.1:3306 (data under target/stack/mariadb)");
+        crate::step(
+            "starting a private MariaDB on 127.0.0.1:3306 (data under target/stack/mariadb)",
+        );
         let child = start_mariadb(&mariadbd, &dir.join("mariadb"))?;
         local.servers.push(("mariadb", child));
     }
@@ -81,8 +84,8 @@ pub fn ensure(dir: &Path) -> Result<LocalDatabases, String> {
 
 fn log_file(dir: &Path, name: &str) -> Result<(std::fs::File, std::fs::File), String> {
     let path = dir.join(name);
-    let file =
-        std::fs::File::create(&path).map_err(|error| format!("create {}: {error}", path.display()))?;
+    let file = std::fs::File::create(&path)
+        .map_err(|error| format!("create {}: {error}", path.display()))?;
     let clone = file.try_clone().map_err(|error| error.to_string())?;
     Ok((file, clone))
 }
@@ -118,7 +121,11 @@ fn start_mariadb(mariadbd: &Path, dir: &Path) -> Result<Child, String> {
         .arg(format!("--datadir={}", data.display()))
         .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
         .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
-        .args(["--port=3306", "--bind-address=127.0.0.1", "--skip-name-resolve"])
+        .args([
+            "--port=3306",
+            "--bind-address=127.0.0.1",
+            "--skip-name-resolve",
+        ])
         // Throwaway instance: anyone on loopback may connect as root without a password.
         .arg("--skip-grant-tables")
         .stdin(Stdio::null())
@@ -127,7 +134,12 @@ fn start_mariadb(mariadbd: &Path, dir: &Path) -> Result<Child, String> {
     if running_as_root() {
         command.arg("--user=root");
     }
-    spawn_and_wait(command, "mariadb", &dir.join("mariadb.log"), mysql_reachable)
+    spawn_and_wait(
+        command,
+        "mariadb",
+        &dir.join("mariadb.log"),
+        mysql_reachable,
+    )
 }
 
 fn start_redis(redis: &Path, dir: &Path) -> Result<Child, String> {
@@ -168,7 +180,10 @@ fn spawn_and_wait(
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            return Err(format!("{name} did not start within 60s; see {}", log.display()));
+            return Err(format!(
+                "{name} did not start within 60s; see {}",
+                log.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -189,9 +204,7 @@ pub fn mysql_exec(sql: &str) -> Result<(), String> {
     command.args(["-uroot", "-h127.0.0.1", "-P3306", "-e", sql]);
     infra::run_checked(&mut command).map_err(|error| {
         if error.contains("cannot run") {
-            format!(
-                "{error}: the `mysql` client is needed (`apt-get install mariadb-client`)"
-            )
+            format!("{error}: the `mysql` client is needed (`apt-get install mariadb-client`)")
         } else {
             error
         }

@@ -51,7 +51,7 @@ impl Ports {
             activity_grpc: 7301,
             activity_http: 7302,
             im_bridge_http: 7401,
-            notice_http: 7501,
+            notice_http: 7502,
         }
     }
 
@@ -146,16 +146,30 @@ fn kv(key: &str, value: impl ToString) -> (String, String) {
 }
 
 /// Common keys of a service that owns tables, consumes the broker and calls IM.
-fn service_env(prefix: &str, ports: &Ports, database: &str, with_im: bool) -> Vec<(String, String)> {
+fn service_env(
+    prefix: &str,
+    ports: &Ports,
+    database: &str,
+    with_im: bool,
+) -> Vec<(String, String)> {
     let mut env = vec![
-        kv(&format!("{prefix}__MYSQL__URL"), format!("mysql://root@127.0.0.1:3306/{database}")),
+        kv(
+            &format!("{prefix}__MYSQL__URL"),
+            format!("mysql://root@127.0.0.1:3306/{database}"),
+        ),
         kv(&format!("{prefix}__MYSQL__RUN_MIGRATIONS"), true),
         kv(&format!("{prefix}__ROCKETMQ__ENABLED"), true),
-        kv(&format!("{prefix}__ROCKETMQ__NAME_SERVERS"), format!("127.0.0.1:{}", ports.broker)),
+        kv(
+            &format!("{prefix}__ROCKETMQ__NAME_SERVERS"),
+            format!("127.0.0.1:{}", ports.broker),
+        ),
     ];
     if with_im {
         env.extend([
-            kv(&format!("{prefix}__TENCENT_IM__BASE_URL"), format!("http://127.0.0.1:{}", ports.fake_im)),
+            kv(
+                &format!("{prefix}__TENCENT_IM__BASE_URL"),
+                format!("http://127.0.0.1:{}", ports.fake_im),
+            ),
             kv(&format!("{prefix}__TENCENT_IM__SDK_APP_ID"), IM_SDK_APP_ID),
             kv(&format!("{prefix}__TENCENT_IM__SECRET_KEY"), IM_SECRET_KEY),
             kv(&format!("{prefix}__TENCENT_IM__ADMIN_IDENTIFIER"), IM_ADMIN),
@@ -168,10 +182,19 @@ fn service_env(prefix: &str, ports: &Ports, database: &str, with_im: bool) -> Ve
 pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> {
     let mut room = service_env("ROOM", ports, database, true);
     room.extend([
-        kv("ROOM__GRPC_LISTEN", format!("127.0.0.1:{}", ports.room_grpc)),
-        kv("ROOM__HTTP_LISTEN", format!("127.0.0.1:{}", ports.room_http)),
+        kv(
+            "ROOM__GRPC_LISTEN",
+            format!("127.0.0.1:{}", ports.room_grpc),
+        ),
+        kv(
+            "ROOM__HTTP_LISTEN",
+            format!("127.0.0.1:{}", ports.room_http),
+        ),
         kv("ROOM__REDIS__URL", "redis://127.0.0.1:6379"),
-        kv("ROOM__WALLET__ENDPOINT", format!("http://127.0.0.1:{}", ports.wallet_grpc)),
+        kv(
+            "ROOM__WALLET__ENDPOINT",
+            format!("http://127.0.0.1:{}", ports.wallet_grpc),
+        ),
         kv("ROOM__TENCENT_IM__ENABLED", true),
         // The standalone outbox-relay publishes; room-service only writes the outbox.
         kv("ROOM__OUTBOX_WORKER__ENABLED", false),
@@ -181,7 +204,10 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
     ]);
     let mut relay = service_env("RELAY", ports, database, false);
     relay.extend([
-        kv("RELAY__HTTP_LISTEN", format!("127.0.0.1:{}", ports.relay_http)),
+        kv(
+            "RELAY__HTTP_LISTEN",
+            format!("127.0.0.1:{}", ports.relay_http),
+        ),
         kv("RELAY__ROCKETMQ__ROOM_OUTBOX__ENABLED", true),
         kv("RELAY__ROCKETMQ__TREASURE_OPEN__ENABLED", true),
         kv("RELAY__OUTBOX_WORKER__ENABLED", true),
@@ -189,14 +215,26 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         kv("RELAY__OUTBOX_WORKER__REDIS_URL", "redis://127.0.0.1:6379"),
     ]);
     let mut im_bridge = service_env("IM_BRIDGE", ports, database, true);
-    im_bridge.push(kv("IM_BRIDGE__HTTP_LISTEN", format!("127.0.0.1:{}", ports.im_bridge_http)));
+    im_bridge.push(kv(
+        "IM_BRIDGE__HTTP_LISTEN",
+        format!("127.0.0.1:{}", ports.im_bridge_http),
+    ));
     let mut activity = service_env("ACTIVITY", ports, database, true);
     activity.extend([
-        kv("ACTIVITY__GRPC_LISTEN", format!("127.0.0.1:{}", ports.activity_grpc)),
-        kv("ACTIVITY__HTTP_LISTEN", format!("127.0.0.1:{}", ports.activity_http)),
+        kv(
+            "ACTIVITY__GRPC_LISTEN",
+            format!("127.0.0.1:{}", ports.activity_grpc),
+        ),
+        kv(
+            "ACTIVITY__HTTP_LISTEN",
+            format!("127.0.0.1:{}", ports.activity_http),
+        ),
     ]);
     let mut notice = service_env("NOTICE", ports, database, true);
-    notice.push(kv("NOTICE__HTTP_LISTEN", format!("127.0.0.1:{}", ports.notice_http)));
+    notice.push(kv(
+        "NOTICE__HTTP_LISTEN",
+        format!("127.0.0.1:{}", ports.notice_http),
+    ));
 
     let mut specs = vec![
         Spec {
@@ -319,7 +357,10 @@ mod tests {
             "true".to_string(),
         )];
         let specs = specs(&ports, "db", &overrides);
-        let room = specs.iter().find(|spec| spec.name == "room-service").unwrap();
+        let room = specs
+            .iter()
+            .find(|spec| spec.name == "room-service")
+            .unwrap();
         let values: Vec<_> = room
             .env
             .iter()

@@ -88,7 +88,12 @@ pub fn start(plan: &Plan, tansu: &Path, stop: &StopFlag) -> Result<Stack, String
         "starting Tansu on 127.0.0.1:{} (memory storage)",
         plan.ports.broker
     ));
-    let broker = infra::start_broker(tansu, plan.ports.broker, &BrokerStorage::Memory, &plan.log_dir)?;
+    let broker = infra::start_broker(
+        tansu,
+        plan.ports.broker,
+        &BrokerStorage::Memory,
+        &plan.log_dir,
+    )?;
     let mut stack = Stack {
         broker: Some(broker),
         running: Vec::new(),
@@ -105,7 +110,11 @@ pub fn start(plan: &Plan, tansu: &Path, stop: &StopFlag) -> Result<Stack, String
         for (spec, mut running) in launched {
             match wait_ready(spec, &mut running, stop) {
                 Ok(elapsed) => {
-                    crate::detail(&format!("{:<18} ready in {:.1}s", spec.name, elapsed.as_secs_f64()));
+                    crate::detail(&format!(
+                        "{:<18} ready in {:.1}s",
+                        spec.name,
+                        elapsed.as_secs_f64()
+                    ));
                     stack.running.push(running);
                 }
                 Err(reason) if !spec.required => {
@@ -147,10 +156,15 @@ fn launch(spec: &Spec, log_dir: &Path) -> Result<Running, String> {
     let root = infra::workspace_root();
     let binary = target_dir().join("debug").join(spec.name);
     let log = log_dir.join(format!("{}.log", spec.name));
-    let file = std::fs::File::create(&log).map_err(|error| format!("create {}: {error}", log.display()))?;
+    let file = std::fs::File::create(&log)
+        .map_err(|error| format!("create {}: {error}", log.display()))?;
     let file_err = file.try_clone().map_err(|error| error.to_string())?;
     let mut command = Command::new(&binary);
-    if let Some(config) = spec.config.map(|config| root.join(config)).filter(|path| path.exists()) {
+    if let Some(config) = spec
+        .config
+        .map(|config| root.join(config))
+        .filter(|path| path.exists())
+    {
         command.arg("--config").arg(config);
     }
     command
@@ -226,20 +240,38 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
         return "    (log is empty)".into();
     }
     tail.iter()
-        .map(|line| format!("    {line}"))
+        .map(|line| format!("    {}", strip_ansi(line)))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Removes terminal colour sequences (`ESC [ … m`) the services' text logs carry.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for next in chars.by_ref() {
+                if next.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 impl Stack {
     /// The first service that exited since start-up, with its status.
     pub fn exited(&mut self) -> Option<(&'static str, ExitStatus, PathBuf)> {
-        self.running.iter_mut().find_map(|service| {
-            match service.child.try_wait() {
+        self.running
+            .iter_mut()
+            .find_map(|service| match service.child.try_wait() {
                 Ok(Some(status)) => Some((service.name, status, service.log.clone())),
                 _ => None,
-            }
-        })
+            })
     }
 
     /// True when the broker process died.
@@ -257,8 +289,19 @@ impl Stack {
         }
         crate::step("stopping the stack (room-service first, broker last)");
         for name in STOP_ORDER {
-            if let Some(index) = self.running.iter().position(|service| service.name == *name) {
+            if let Some(index) = self
+                .running
+                .iter()
+                .position(|service| service.name == *name)
+            {
                 let mut service = self.running.remove(index);
+                if let Ok(Some(status)) = service.child.try_wait() {
+                    crate::detail(&format!(
+                        "{:<18} had already exited ({status})",
+                        service.name
+                    ));
+                    continue;
+                }
                 let started = Instant::now();
                 let graceful = interrupt::terminate(&mut service.child, STOP_GRACE);
                 crate::detail(&format!(
@@ -282,5 +325,18 @@ impl Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_are_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m ready"),
+            "2026  INFO ready"
+        );
     }
 }

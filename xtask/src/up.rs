@@ -93,28 +93,72 @@ fn print_endpoints(plan: &Plan, stack: &stack::Stack) {
     let p = &plan.ports;
     let log = |name: &str| format!("target/stack/{name}.log");
     println!();
-    println!("The stack is up (database `{}`). Ctrl-C stops it in order.", plan.database);
+    println!(
+        "The stack is up (database `{}`). Ctrl-C stops it in order.",
+        plan.database
+    );
     println!();
     println!("  {:<18} {:<24} {:<42} log", "service", "gRPC", "HTTP");
     let rows = [
-        ("room-service", format!("127.0.0.1:{}", p.room_grpc), format!("http://127.0.0.1:{}/readyz", p.room_http)),
-        ("outbox-relay", "-".into(), format!("http://127.0.0.1:{}/admin/status", p.relay_http)),
-        ("im-bridge", "-".into(), format!("http://127.0.0.1:{}/readyz", p.im_bridge_http)),
-        ("activity-consumer", format!("127.0.0.1:{}", p.activity_grpc), format!("http://127.0.0.1:{}/readyz", p.activity_http)),
-        ("notice-consumer", "-".into(), format!("http://127.0.0.1:{}/readyz", p.notice_http)),
-        ("fake-tencent-im", "-".into(), format!("http://127.0.0.1:{}/admin/messages", p.fake_im)),
-        ("fake-wallet", format!("127.0.0.1:{}", p.wallet_grpc), format!("http://127.0.0.1:{}/admin/stats", p.wallet_admin)),
+        (
+            "room-service",
+            format!("127.0.0.1:{}", p.room_grpc),
+            format!("http://127.0.0.1:{}/readyz", p.room_http),
+        ),
+        (
+            "outbox-relay",
+            "-".into(),
+            format!("http://127.0.0.1:{}/admin/status", p.relay_http),
+        ),
+        (
+            "im-bridge",
+            "-".into(),
+            format!("http://127.0.0.1:{}/readyz", p.im_bridge_http),
+        ),
+        (
+            "activity-consumer",
+            format!("127.0.0.1:{}", p.activity_grpc),
+            format!("http://127.0.0.1:{}/readyz", p.activity_http),
+        ),
+        (
+            "notice-consumer",
+            "-".into(),
+            format!("http://127.0.0.1:{}/readyz", p.notice_http),
+        ),
+        (
+            "fake-tencent-im",
+            "-".into(),
+            format!("http://127.0.0.1:{}/admin/messages", p.fake_im),
+        ),
+        (
+            "fake-wallet",
+            format!("127.0.0.1:{}", p.wallet_grpc),
+            format!("http://127.0.0.1:{}/admin/stats", p.wallet_admin),
+        ),
     ];
     for (name, grpc, http) in rows {
-        let state = if stack.unavailable.iter().any(|(missing, _)| *missing == name) {
+        let state = if stack
+            .unavailable
+            .iter()
+            .any(|(missing, _)| *missing == name)
+        {
             "  (NOT RUNNING, see its log)"
         } else {
             ""
         };
         println!("  {name:<18} {grpc:<24} {http:<42} {}{state}", log(name));
     }
-    println!("  {:<18} {:<24} {:<42} target/stack/tansu-{}.log", "broker (Tansu)", format!("127.0.0.1:{}", p.broker), "-", p.broker);
-    println!("  MySQL database `{}` on 127.0.0.1:3306; Redis 127.0.0.1:6379; every service also serves /healthz and /metrics.", plan.database);
+    println!(
+        "  {:<18} {:<24} {:<42} target/stack/tansu-{}.log",
+        "broker (Tansu)",
+        format!("127.0.0.1:{}", p.broker),
+        "-",
+        p.broker
+    );
+    println!(
+        "  MySQL database `{}` on 127.0.0.1:3306; Redis 127.0.0.1:6379; every service also serves /healthz and /metrics.",
+        plan.database
+    );
     println!();
     println!("Try (room-service has gRPC reflection):");
     let g = format!("127.0.0.1:{}", p.room_grpc);
@@ -128,8 +172,13 @@ fn print_endpoints(plan: &Plan, stack: &stack::Stack) {
     println!(
         "  grpcurl -plaintext -d '{{\"meta\":{{\"command_id\":\"c-3\"}},\"room_id\":\"r1\",\"sender_id\":\"alice\",\"receiver_id\":\"host\",\"gift_id\":\"rose\",\"count\":1,\"unit_value\":100}}' {g} hyapp.room.v1.RoomService/SendGift"
     );
-    println!("  grpcurl -plaintext -d '{{\"room_id\":\"r1\"}}' {g} hyapp.room.v1.RoomService/GetRoom");
-    println!("  curl 'http://127.0.0.1:{}/admin/messages?group_id=room_r1'", p.fake_im);
+    println!(
+        "  grpcurl -plaintext -d '{{\"room_id\":\"r1\"}}' {g} hyapp.room.v1.RoomService/GetRoom"
+    );
+    println!(
+        "  curl 'http://127.0.0.1:{}/admin/messages?group_id=room_r1'",
+        p.fake_im
+    );
     println!(
         "  curl -H 'Authorization: Bearer local-admin-token' http://127.0.0.1:{}/admin/status",
         p.relay_http

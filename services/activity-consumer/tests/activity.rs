@@ -288,39 +288,27 @@ async fn broadcast_failures_are_retried_from_the_table_or_recorded() {
 /// Not a benchmark with assertions: prints events/s for the closing report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throughput_report() {
-    service_kit::telemetry::init(
-        "activity-consumer-test",
-        &service_kit::telemetry::LogConfig {
-            level: "warn,consumer_runtime=debug,activity_consumer=debug,rdkafka=info".into(),
-            format: service_kit::telemetry::LogFormat::Text,
-        },
-    );
     let mut f = fixture(4).await;
-    // Small enough that partitions get paused and resumed.
-    f.config.consumer.partition_queue_limit = 200;
-    let events: Vec<_> = (0..2000u64)
+    // Batched production below puts many records in one broker batch; Tansu
+    // 0.6 does not serve a fetch from the middle of a batch after a pause, so
+    // keep partitions from pausing here (the runtime tests cover pausing).
+    f.config.consumer.partition_queue_limit = 100_000;
+    let events: Vec<_> = (0..4000u64)
         .map(|n| gift(&format!("room-{}", n % 64), n / 64 + 1, "rose", 10))
         .collect();
-    for event in &events { f.publish(event).await; }
-    let seen = consumer_runtime::testing::read_topic(
-        &testkit::kafka_bootstrap(),
-        &f.config.rocketmq.room_outbox.topic,
-        10,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
-    println!("DEBUG read {} messages", seen.len());
+    f.producer
+        .send_events(&f.config.rocketmq.room_outbox.topic, &events)
+        .await
+        .unwrap();
     let started = Instant::now();
     let (shutdown, task, _) = f.start().await;
     let total = events.len() as i64;
     assert!(
-        wait_until(Duration::from_secs(60), || async {
+        wait_until(Duration::from_secs(120), || async {
             let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM consumer_dedup")
                 .fetch_one(&f.db.pool)
                 .await
                 .unwrap();
-            println!("DEBUG count {count}");
             count >= total
         })
         .await
@@ -332,5 +320,5 @@ async fn throughput_report() {
     );
     shutdown.cancel();
     task.await.unwrap();
-    assert_eq!(f.score("wealth", "sender").await, 20_000);
+    assert_eq!(f.score("wealth", "sender").await, 40_000);
 }

@@ -13,7 +13,10 @@ use outbox_schema::{
     names::{HEADER_DLQ_REASON, HEADER_EVENT_ID, dead_letter_topic},
     pb::{self, room_outbox_event::Payload},
 };
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -401,4 +404,39 @@ async fn killed_after_sending_before_commit_does_not_send_again() {
         Some(&2),
         "victim sent once"
     );
+}
+
+/// Not a benchmark with assertions: prints events/s for the closing report.
+/// Every event is one IM call here; the client's rate limit is lifted so the
+/// number shows the bridge, not Tencent's 200 calls/s per API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throughput_report() {
+    let mut f = fixture().await;
+    let mut im =
+        tencent_im::ClientConfig::new(f.fake.base_url(), 1_400_000_001, "admin", "bridge-key");
+    im.rate_limit_per_api = 100_000;
+    f.im = tencent_im::Client::new(im).unwrap();
+    let mut events = Vec::new();
+    for room in 0..40 {
+        events.push(created(&format!("tp-room-{room}")));
+    }
+    for seq in 2..=50u64 {
+        for room in 0..40 {
+            events.push(joined(&format!("tp-room-{room}"), seq));
+        }
+    }
+    // One record per produce request (see activity-consumer's throughput test).
+    for event in &events {
+        f.publish(event).await;
+    }
+    let started = Instant::now();
+    let consumer = f.start(BridgeConfig::default(), 16);
+    assert!(f.consumed(events.len() as u64).await);
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "im-bridge throughput: {} events in {elapsed:.2}s = {:.0} events/s (incl. group join)",
+        events.len(),
+        events.len() as f64 / elapsed
+    );
+    stop(consumer).await;
 }

@@ -106,7 +106,10 @@ mod tests {
                 Config::load_with_env(Some(PathBuf::from(format!("{root}/{file}"))), Some(env))
                     .unwrap();
             assert_eq!(config.notice.delivery.max_attempts, 5, "{file}");
-            assert_eq!(config.consumer_settings().unwrap().consumer_group, GROUP_NOTICE);
+            assert_eq!(
+                config.consumer_settings().unwrap().consumer_group,
+                GROUP_NOTICE
+            );
             assert!(!service_kit::config::dump(&config).contains("local-dev-im-key"));
         }
     }

@@ -93,7 +93,10 @@ impl NoticeProcessor {
     }
 
     /// Applies `events` in order: one transaction for their rows, then delivery.
-    pub async fn apply(&self, events: &[&pb::RoomOutboxEvent]) -> Result<Vec<Outcome>, HandlerError> {
+    pub async fn apply(
+        &self,
+        events: &[&pb::RoomOutboxEvent],
+    ) -> Result<Vec<Outcome>, HandlerError> {
         let mut outcomes = vec![Outcome::Ignored; events.len()];
         let wanted: Vec<(usize, &pb::RoomOutboxEvent, Vec<NoticeRow>)> = events
             .iter()
@@ -105,9 +108,13 @@ impl NoticeProcessor {
             return Ok(outcomes);
         }
         let now_ms = service_kit::time::now_ms();
-        let ids: Vec<&str> = wanted.iter().map(|(_, event, _)| event.event_id.as_str()).collect();
+        let ids: Vec<&str> = wanted
+            .iter()
+            .map(|(_, event, _)| event.event_id.as_str())
+            .collect();
         let mut tx = self.pool.begin().await?;
-        let mut fresh = dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
+        let mut fresh =
+            dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
         let mut rows = Vec::new();
         for (index, event, notices) in wanted {
             if fresh.remove(&event.event_id) {
@@ -257,7 +264,10 @@ impl NoticeProcessor {
 }
 
 impl Handler<pb::RoomOutboxEvent> for NoticeProcessor {
-    async fn handle(&self, delivery: &Delivery<pb::RoomOutboxEvent>) -> Result<Outcome, HandlerError> {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::RoomOutboxEvent>,
+    ) -> Result<Outcome, HandlerError> {
         let outcomes = self.apply(&[&*delivery.message]).await?;
         Ok(outcomes.first().copied().unwrap_or(Outcome::Ignored))
     }

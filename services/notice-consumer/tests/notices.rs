@@ -91,7 +91,9 @@ impl Fixture {
 
     async fn status_is(&self, event_id: &str, recipient: &str, status: &str) -> bool {
         wait_until(WAIT, || async {
-            self.row(event_id, recipient).await.is_some_and(|row| row.0 == status)
+            self.row(event_id, recipient)
+                .await
+                .is_some_and(|row| row.0 == status)
         })
         .await
     }
@@ -130,7 +132,14 @@ async fn each_notice_is_delivered_once_despite_redelivery() {
             rewarded_user_ids: vec!["alice".into(), "bob".into()],
         }),
     );
-    let joined = envelope(&id(), &room, 3, Payload::RoomUserJoined(pb::RoomUserJoined { user_id: "x".into() }));
+    let joined = envelope(
+        &id(),
+        &room,
+        3,
+        Payload::RoomUserJoined(pb::RoomUserJoined {
+            user_id: "x".into(),
+        }),
+    );
     for event in [&kick, &kick, &treasure, &joined, &treasure] {
         f.publish(event).await;
     }
@@ -150,11 +159,17 @@ async fn each_notice_is_delivered_once_despite_redelivery() {
         assert_eq!(f.fake.c2c_messages(user).len(), 1, "{user}");
     }
     let data: serde_json::Value = serde_json::from_str(
-        f.fake.c2c_messages("bob")[0].msg_body[0]["MsgContent"]["Data"].as_str().unwrap(),
+        f.fake.c2c_messages("bob")[0].msg_body[0]["MsgContent"]["Data"]
+            .as_str()
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(data["type"], "treasure_reward");
-    assert_eq!(f.fake.stats().calls_by_api.get(SENDMSG), Some(&4), "no resend");
+    assert_eq!(
+        f.fake.stats().calls_by_api.get(SENDMSG),
+        Some(&4),
+        "no resend"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,17 +177,29 @@ async fn failed_deliveries_are_retried_from_the_table_or_recorded() {
     let f = fixture(1).await;
     let room = testkit::unique("room-");
     f.fake.inject_fault(FaultRule::http_status(SENDMSG, 503));
-    f.fake.inject_fault(FaultRule::error_code(SENDMSG, tencent_im::codes::REST_FREQ_LIMIT));
+    f.fake.inject_fault(FaultRule::error_code(
+        SENDMSG,
+        tencent_im::codes::REST_FREQ_LIMIT,
+    ));
     let (shutdown, task) = f.start().await;
     let retried = kicked(&room, 1, "u-retried");
     f.publish(&retried).await;
-    assert!(f.status_is(&retried.event_id, "u-retried", "delivered").await);
+    assert!(
+        f.status_is(&retried.event_id, "u-retried", "delivered")
+            .await
+    );
     assert_eq!(f.row(&retried.event_id, "u-retried").await.unwrap().1, 3);
 
-    f.fake.inject_fault(FaultRule::error_code(SENDMSG, tencent_im::codes::OPENIM_TO_ACCOUNT));
+    f.fake.inject_fault(FaultRule::error_code(
+        SENDMSG,
+        tencent_im::codes::OPENIM_TO_ACCOUNT,
+    ));
     let rejected = kicked(&room, 2, "u-rejected");
     f.publish(&rejected).await;
-    assert!(f.status_is(&rejected.event_id, "u-rejected", "failed").await);
+    assert!(
+        f.status_is(&rejected.event_id, "u-rejected", "failed")
+            .await
+    );
     let (_, attempts, last_error) = f.row(&rejected.event_id, "u-rejected").await.unwrap();
     assert_eq!(attempts, 1, "permanent: not retried");
     assert!(last_error.contains("90003"), "{last_error}");
@@ -200,7 +227,14 @@ async fn throughput_report() {
             }
             event
         } else {
-            envelope(&id(), &room, seq, Payload::RoomUserJoined(pb::RoomUserJoined { user_id: "x".into() }))
+            envelope(
+                &id(),
+                &room,
+                seq,
+                Payload::RoomUserJoined(pb::RoomUserJoined {
+                    user_id: "x".into(),
+                }),
+            )
         };
         f.publish(&event).await;
     }

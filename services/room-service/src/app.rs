@@ -70,6 +70,7 @@ pub struct App {
     http_addr: SocketAddr,
     workers: Workers,
     relay: Option<outbox_relay::Relay>,
+    consumers: std::sync::Mutex<crate::consumers::ConsumerTasks>,
 }
 
 impl App {
@@ -114,6 +115,13 @@ impl App {
             im,
             default_app_code: config.app_code.clone(),
         };
+        let consumer_metrics = consumer_runtime::ConsumerMetrics::register(&mut registry);
+        let consumers = std::sync::Mutex::new(crate::consumers::build(
+            &config,
+            &rooms,
+            deps.store.pool(),
+            &consumer_metrics,
+        )?);
         let bind = |addr: &str| {
             let addr = addr.to_owned();
             async move {
@@ -137,6 +145,7 @@ impl App {
             cells,
             rooms,
             readiness: Arc::new(Readiness::default()),
+            consumers,
             registry: Arc::new(registry),
             relay,
             grpc_listener,
@@ -198,6 +207,15 @@ impl App {
             .await;
         });
         crate::embedded_relay::start(self.relay.clone(), &self.workers);
+        let consumers = std::mem::take(
+            &mut *self
+                .consumers
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner()),
+        );
+        for (name, task) in consumers.0 {
+            self.workers.spawn(name, task);
+        }
         Ok(())
     }
 

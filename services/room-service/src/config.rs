@@ -46,6 +46,10 @@ pub struct Config {
     pub tencent_im: TencentImConfig,
     /// The activity service's direct entry (the embedded relay's `direct`/`dual` sink).
     pub activity: ActivityConfig,
+    /// In-process consumers' runtime tunables (treasure-open, IM bridge).
+    pub consumer: consumer_runtime::ConsumerConfig,
+    /// The hosted IM bridge's behaviour (`rocketmq.room_outbox.tencent_im_consumer_enabled`).
+    pub im_bridge: im_bridge::config::BridgeConfig,
     /// Wallet saga recovery.
     pub saga: SagaConfig,
     /// Longest the graceful drain may take before the process exits anyway.
@@ -68,6 +72,8 @@ impl Default for Config {
             outbox_worker: OutboxWorkerConfig::default(),
             tencent_im: TencentImConfig::default(),
             activity: ActivityConfig::default(),
+            consumer: consumer_runtime::ConsumerConfig::default(),
+            im_bridge: im_bridge::config::BridgeConfig::default(),
             saga: SagaConfig::default(),
             shutdown_grace: ConfigDuration::from_secs(20),
         }

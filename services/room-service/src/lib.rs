@@ -12,6 +12,7 @@ pub mod app;
 pub mod cell;
 pub mod cells;
 pub mod config;
+pub mod consumers;
 pub mod embedded_relay;
 pub mod error;
 pub mod gifts;

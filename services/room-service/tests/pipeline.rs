@@ -14,23 +14,118 @@ use rdkafka::{
 };
 use std::time::Duration;
 
+fn mq_config(config: &mut room_service::Config, namespace: &str) {
+    config.rocketmq.enabled = true;
+    config.rocketmq.name_servers = vec![testkit::kafka_bootstrap()];
+    config.rocketmq.namespace = namespace.to_string();
+    config.rocketmq.room_outbox.enabled = true;
+    config.outbox_worker.enabled = true;
+    config.outbox_worker.publish_mode = "mq".into();
+    config.outbox_worker.node_id = testkit::unique("relay-");
+    config.outbox_worker.redis_url = testkit::redis_url();
+    config.outbox_worker.nudge_enabled = true;
+}
+
+/// The treasure round trip inside one room-service: heat crosses the
+/// threshold → countdown event + durable wake-up row → the relay publishes the
+/// wake-up at `open_at_ms` → the in-process treasure-open consumer issues
+/// OpenTreasure → `RoomTreasureOpened` is committed (once, even though the
+/// wake-up could be redelivered).
+// Multi-threaded like the real server: the consumer runtime keeps a thread busy polling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_treasure_box_opens_itself_after_its_countdown() {
+    let namespace = testkit::unique("ns");
+    testkit::create_topic(
+        &format!("{namespace}.{}", outbox_schema::names::TOPIC_ROOM_OUTBOX),
+        1,
+    )
+    .await;
+    testkit::create_topic(
+        &format!("{namespace}.{}", outbox_schema::names::TOPIC_TREASURE_OPEN),
+        1,
+    )
+    .await;
+    let harness = Harness::start_with(|config| {
+        mq_config(config, &namespace);
+        config.rocketmq.treasure_open.enabled = true;
+        config.consumer.initial_backoff = service_kit::duration::ConfigDuration::from_millis(50);
+        config.room.rules.treasure_thresholds = vec![10, 1_000_000];
+        config.room.rules.treasure_countdown =
+            service_kit::duration::ConfigDuration::from_millis(1_500);
+    })
+    .await;
+    let mut client = harness.client.clone();
+    let room = testkit::unique("room-box-");
+    room_with_members(&mut client, &room, "host", &["alice"]).await;
+    let reply = client
+        .send_gift(gift(
+            &room,
+            &testkit::unique("gift-"),
+            "alice",
+            "host",
+            1,
+            20,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        reply
+            .events
+            .iter()
+            .any(|event| event.event_type == "RoomTreasureCountdownStarted")
+    );
+    let committed_at = service_kit::time::now_ms();
+
+    let opened = eventually(Duration::from_secs(30), || async {
+        harness
+            .count("room_outbox", "event_type", "RoomTreasureOpened")
+            .await
+            == 1
+    })
+    .await;
+    if !opened {
+        let rows: Vec<(String, String, String, u32)> = sqlx::query_as(
+            "SELECT event_type, status, last_error, retry_count FROM room_outbox ORDER BY id",
+        )
+        .fetch_all(&harness.pool)
+        .await
+        .unwrap();
+        panic!("the box never opened: {rows:?}");
+    }
+    let (open_at, opened_at): (i64, i64) = sqlx::query_as(
+        "SELECT w.next_retry_at_ms, o.created_at_ms FROM room_outbox w, room_outbox o \
+         WHERE w.event_type = 'TreasureOpenWakeup' AND o.event_type = 'RoomTreasureOpened'",
+    )
+    .fetch_one(&harness.pool)
+    .await
+    .unwrap();
+    assert!(
+        open_at >= committed_at + 1_000,
+        "open_at {open_at} comes from the countdown"
+    );
+    assert!(
+        opened_at >= open_at,
+        "opened at {opened_at}, not before open_at {open_at}"
+    );
+    let snapshot = client
+        .get_room(hyapp_api::room::GetRoomRequest {
+            room_id: room.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(snapshot.treasure_level_reached, 1);
+    assert!(snapshot.treasure.is_none(), "the opened box is gone");
+    harness.stop().await;
+}
+
 #[tokio::test]
 async fn commands_reach_the_topic_through_the_embedded_relay_in_room_order() {
     let namespace = testkit::unique("ns");
     let topic = format!("{namespace}.{}", outbox_schema::names::TOPIC_ROOM_OUTBOX);
     testkit::create_topic(&topic, 3).await;
-    let harness = Harness::start_with(|config| {
-        config.rocketmq.enabled = true;
-        config.rocketmq.name_servers = vec![testkit::kafka_bootstrap()];
-        config.rocketmq.namespace = namespace.clone();
-        config.rocketmq.room_outbox.enabled = true;
-        config.outbox_worker.enabled = true;
-        config.outbox_worker.publish_mode = "mq".into();
-        config.outbox_worker.node_id = testkit::unique("relay-");
-        config.outbox_worker.redis_url = testkit::redis_url();
-        config.outbox_worker.nudge_enabled = true;
-    })
-    .await;
+    let harness = Harness::start_with(|config| mq_config(config, &namespace)).await;
     let mut client = harness.client.clone();
     let room = testkit::unique("room-e2e-");
     let mut expected = Vec::new();

@@ -1,0 +1,327 @@
+//! Reading what the services did, from the outside: the demo database
+//! (`room_outbox`, `consumer_dedup`, activity and notice tables) and the
+//! fakes' admin HTTP (messages recorded by the fake Tencent IM, the fake
+//! wallet's ledger). A table or endpoint that cannot be read yields an empty
+//! result plus a note, never a crash: the report then shows the effect missing.
+
+use outbox_schema::pb::{self, room_outbox_event::Payload};
+use serde_json::Value;
+use sqlx::MySqlPool;
+
+/// One `room_outbox` row of the demo room.
+#[derive(Debug, Clone)]
+pub struct OutboxRow {
+    /// Event id.
+    pub event_id: String,
+    /// Event type (`TreasureOpenWakeup` rows on lane 1).
+    pub event_type: String,
+    /// 0 = room events, 1 = delayed wake-ups.
+    pub lane: u8,
+    /// Status.
+    pub status: String,
+    /// Commit time.
+    pub created_at_ms: i64,
+    /// Broker accepted it.
+    pub delivered_at_ms: Option<i64>,
+    /// Due time (a wake-up's `open_at_ms`).
+    pub next_retry_at_ms: i64,
+    /// Decoded envelope (lane 0).
+    pub envelope: Option<pb::RoomOutboxEvent>,
+}
+
+impl OutboxRow {
+    /// The `RoomUserLeft` payload, if this is one.
+    pub fn user_left(&self) -> Option<&pb::RoomUserLeft> {
+        match self.envelope.as_ref()?.payload.as_ref()? {
+            Payload::RoomUserLeft(left) => Some(left),
+            _ => None,
+        }
+    }
+}
+
+/// One message the fake IM recorded.
+#[derive(Debug, Clone)]
+pub struct ImMessage {
+    /// Recipient (C2C messages).
+    pub to_account: Option<String>,
+    /// When the fake accepted it.
+    pub received_at_ms: i64,
+    /// `event_id` found in a custom element's JSON `Data`, if any.
+    pub event_id: Option<String>,
+    /// `event_type` (or `Desc`) of the message, if any.
+    pub kind: String,
+    /// Short text for the report.
+    pub summary: String,
+}
+
+/// Everything observed at one moment.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// `room_outbox` rows of the room, in commit order.
+    pub outbox: Vec<OutboxRow>,
+    /// `(consumer_group, event_id, processed_at_ms)` for the room's events.
+    pub dedup: Vec<(String, String, i64)>,
+    /// `(activity_id, user_id, score)`.
+    pub leaderboard: Vec<(String, String, u64)>,
+    /// `(event_id, sender, total_value, status, delivered_at_ms)`.
+    pub broadcasts: Vec<(String, String, u64, String, Option<i64>)>,
+    /// `(event_id, recipient, notice_type, status, delivered_at_ms)`.
+    pub notices: Vec<(String, String, String, String, Option<i64>)>,
+    /// Messages in the room's IM group.
+    pub room_messages: Vec<ImMessage>,
+    /// Messages in the global broadcast group.
+    pub broadcast_messages: Vec<ImMessage>,
+    /// C2C messages to the demo users.
+    pub c2c_messages: Vec<ImMessage>,
+    /// Accounts removed from the room's IM group.
+    pub removed_members: Vec<String>,
+    /// Whether the room's IM group exists.
+    pub room_group_exists: bool,
+    /// Things that could not be read.
+    pub notes: Vec<String>,
+}
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Demo database.
+    pub pool: MySqlPool,
+    /// HTTP client.
+    pub http: reqwest::Client,
+    /// Fake IM base URL.
+    pub fake_im: String,
+    /// The room.
+    pub room_id: String,
+    /// The room's IM group id.
+    pub room_group: String,
+    /// The global broadcast group id.
+    pub broadcast_group: String,
+    /// Users whose C2C messages are collected.
+    pub users: Vec<String>,
+}
+
+type RawOutbox = (String, String, u8, String, i64, Option<i64>, i64, Vec<u8>);
+
+impl Sources {
+    /// Reads everything once.
+    pub async fn observe(&self) -> Observed {
+        let mut observed = Observed::default();
+        let room = self.room_id.as_str();
+        match sqlx::query_as::<_, RawOutbox>(
+            "SELECT event_id, event_type, lane, status, created_at_ms, delivered_at_ms, \
+             next_retry_at_ms, payload FROM room_outbox WHERE room_id = ? ORDER BY id",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => {
+                observed.outbox = rows
+                    .into_iter()
+                    .map(
+                        |(event_id, event_type, lane, status, created, delivered, due, payload)| {
+                            OutboxRow {
+                                envelope: (lane == 0)
+                                    .then(|| outbox_schema::decode_envelope(&payload).ok())
+                                    .flatten(),
+                                event_id,
+                                event_type,
+                                lane,
+                                status,
+                                created_at_ms: created,
+                                delivered_at_ms: delivered,
+                                next_retry_at_ms: due,
+                            }
+                        },
+                    )
+                    .collect();
+            }
+            Err(error) => observed.notes.push(format!("room_outbox: {error}")),
+        }
+        match sqlx::query_as::<_, (String, String, i64)>(
+            "SELECT d.consumer_group, d.event_id, d.processed_at_ms FROM consumer_dedup d \
+             JOIN room_outbox o ON o.event_id = d.event_id WHERE o.room_id = ?",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => observed.dedup = rows,
+            Err(error) => observed.notes.push(format!("consumer_dedup: {error}")),
+        }
+        match sqlx::query_as::<_, (String, String, u64)>(
+            "SELECT activity_id, user_id, score FROM activity_gift_leaderboard \
+             ORDER BY activity_id, score DESC, user_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => observed.leaderboard = rows,
+            Err(error) => observed
+                .notes
+                .push(format!("activity_gift_leaderboard: {error}")),
+        }
+        match sqlx::query_as::<_, (String, String, u64, String, Option<i64>)>(
+            "SELECT event_id, sender_id, total_value, status, delivered_at_ms \
+             FROM activity_broadcasts WHERE room_id = ? ORDER BY created_at_ms",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => observed.broadcasts = rows,
+            Err(error) => observed.notes.push(format!("activity_broadcasts: {error}")),
+        }
+        match sqlx::query_as::<_, (String, String, String, String, Option<i64>)>(
+            "SELECT event_id, recipient_id, notice_type, status, delivered_at_ms \
+             FROM notice_delivery_events WHERE room_id = ? ORDER BY id",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => observed.notices = rows,
+            Err(error) => observed
+                .notes
+                .push(format!("notice_delivery_events: {error}")),
+        }
+        self.observe_im(&mut observed).await;
+        observed
+    }
+
+    async fn observe_im(&self, observed: &mut Observed) {
+        match self.im_messages(&[("group_id", &self.room_group)]).await {
+            Ok(messages) => observed.room_messages = messages,
+            Err(error) => observed
+                .notes
+                .push(format!("fake IM room messages: {error}")),
+        }
+        match self
+            .im_messages(&[("group_id", &self.broadcast_group)])
+            .await
+        {
+            Ok(messages) => observed.broadcast_messages = messages,
+            Err(error) => observed
+                .notes
+                .push(format!("fake IM broadcast messages: {error}")),
+        }
+        observed.c2c_messages.clear();
+        for user in &self.users {
+            match self.im_messages(&[("to_account", user)]).await {
+                Ok(messages) => observed.c2c_messages.extend(messages),
+                Err(error) => observed
+                    .notes
+                    .push(format!("fake IM C2C messages: {error}")),
+            }
+        }
+        match self.get_json("/admin/groups", &[]).await {
+            Ok(Value::Array(groups)) => {
+                if let Some(group) = groups
+                    .iter()
+                    .find(|group| group["group_id"].as_str() == Some(self.room_group.as_str()))
+                {
+                    observed.room_group_exists = true;
+                    observed.removed_members = group["removed_members"]
+                        .as_array()
+                        .map(|members| {
+                            members
+                                .iter()
+                                .filter_map(|member| member.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                }
+            }
+            Ok(other) => observed
+                .notes
+                .push(format!("fake IM groups: unexpected {other}")),
+            Err(error) => observed.notes.push(format!("fake IM groups: {error}")),
+        }
+    }
+
+    async fn get_json(&self, path: &str, query: &[(&str, &str)]) -> Result<Value, String> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.fake_im))
+            .query(query)
+            .send()
+            .await
+            .map_err(|error| error.to_string())?;
+        response.json().await.map_err(|error| error.to_string())
+    }
+
+    async fn im_messages(&self, query: &[(&str, &str)]) -> Result<Vec<ImMessage>, String> {
+        let value = self.get_json("/admin/messages", query).await?;
+        Ok(value
+            .as_array()
+            .map(|messages| messages.iter().map(im_message).collect())
+            .unwrap_or_default())
+    }
+}
+
+/// Pulls the event id, type and a short text out of a recorded message.
+fn im_message(message: &Value) -> ImMessage {
+    let mut event_id = None;
+    let mut kind = String::new();
+    let mut summary = String::new();
+    for element in message["msg_body"].as_array().into_iter().flatten() {
+        let content = &element["MsgContent"];
+        if let Some(data) = content["Data"].as_str() {
+            let parsed: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            if let Some(id) = parsed["event_id"].as_str() {
+                event_id = Some(id.to_string());
+            }
+            if let Some(event_type) = parsed["event_type"].as_str().or(parsed["type"].as_str()) {
+                kind = event_type.to_string();
+            }
+            summary = data.to_string();
+        }
+        if let Some(text) = content["Text"].as_str() {
+            summary = text.to_string();
+        }
+        if kind.is_empty() {
+            kind = content["Desc"].as_str().unwrap_or_default().to_string();
+        }
+    }
+    if summary.chars().count() > 110 {
+        summary = summary.chars().take(107).collect::<String>() + "...";
+    }
+    ImMessage {
+        to_account: message["to_account"].as_str().map(str::to_string),
+        received_at_ms: message["received_at_ms"].as_i64().unwrap_or(0),
+        event_id,
+        kind,
+        summary,
+    }
+}
+
+/// `GET {wallet}/admin/stats`, or a note.
+pub async fn wallet_stats(http: &reqwest::Client, wallet: &str) -> Result<Value, String> {
+    http.get(format!("{wallet}/admin/stats"))
+        .send()
+        .await
+        .map_err(|error| error.to_string())?
+        .json()
+        .await
+        .map_err(|error| error.to_string())
+}
+
+/// `GET {wallet}/admin/balance?user_id=`, or a note.
+pub async fn wallet_balance(
+    http: &reqwest::Client,
+    wallet: &str,
+    user: &str,
+) -> Result<i64, String> {
+    let value: Value = http
+        .get(format!("{wallet}/admin/balance"))
+        .query(&[("user_id", user)])
+        .send()
+        .await
+        .map_err(|error| error.to_string())?
+        .json()
+        .await
+        .map_err(|error| error.to_string())?;
+    value["balance"]
+        .as_i64()
+        .ok_or_else(|| format!("unexpected balance answer {value}"))
+}
