@@ -37,8 +37,11 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     crate::step("checking MariaDB (127.0.0.1:3306) and Redis (127.0.0.1:6379)");
     let mut databases = localdb::ensure(&root.join("target/demo"))?;
     crate::step("checking Tansu");
-    let tansu = infra::ensure_tansu()?;
-    stack::build_binaries(stop)?;
+    let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
+    let built = stack::build_binaries(stop)?;
+    if !built.contains("demo") {
+        return Err("the demo crate did not compile (see the cargo output above)".into());
+    }
     crate::step(&format!("creating database `{database}`"));
     localdb::mysql_exec(&format!("CREATE DATABASE `{database}`"))?;
 
@@ -48,7 +51,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         log_dir: log_dir.clone(),
         overrides: overrides(),
     };
-    let result = run_with_database(&plan, &tansu, stop);
+    let result = run_with_database(&plan, &built, &tansu, stop);
     // The stack (dropped inside) is stopped before the database goes away.
     if keep {
         println!("kept database `{database}`; logs in {}", log_dir.display());
@@ -65,8 +68,13 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     result
 }
 
-fn run_with_database(plan: &Plan, tansu: &std::path::Path, stop: &StopFlag) -> Result<(), String> {
-    let mut stack = stack::start(plan, tansu, stop)?;
+fn run_with_database(
+    plan: &Plan,
+    built: &stack::Built,
+    tansu: &std::path::Path,
+    stop: &StopFlag,
+) -> Result<(), String> {
+    let mut stack = stack::start(plan, built, tansu, stop)?;
     let p = &plan.ports;
     crate::step("running the scripted session (demo crate)");
     let mut command = Command::new(stack::target_dir().join("debug/demo"));

@@ -65,6 +65,14 @@ pub fn redis_ping() -> Result<(), String> {
 
 /// Path of a usable `tansu` binary, installing it with cargo when missing.
 pub fn ensure_tansu() -> Result<PathBuf, String> {
+    ensure_tansu_with(run_checked)
+}
+
+/// Like [`ensure_tansu`], running the `cargo install` command through
+/// `install` (the local stack makes it interruptible).
+pub fn ensure_tansu_with(
+    install: impl FnOnce(&mut Command) -> Result<(), String>,
+) -> Result<PathBuf, String> {
     let candidates = tansu_candidates();
     if let Some(found) = candidates.iter().find(|path| tansu_version_ok(path)) {
         return Ok(found.clone());
@@ -73,23 +81,16 @@ pub fn ensure_tansu() -> Result<PathBuf, String> {
         "xtask: installing Tansu {TANSU_VERSION} (features {TANSU_FEATURES}); this takes several \
          minutes once and is cached in cargo's bin directory"
     );
-    let status = Command::new(cargo())
-        .args([
-            "install",
-            "tansu",
-            "--version",
-            TANSU_VERSION,
-            "--locked",
-            "--features",
-            TANSU_FEATURES,
-        ])
-        .status()
-        .map_err(|error| format!("cannot run cargo install: {error}"))?;
-    if !status.success() {
-        return Err(format!(
-            "`cargo install tansu --version {TANSU_VERSION}` failed ({status})"
-        ));
-    }
+    install(Command::new(cargo()).args([
+        "install",
+        "tansu",
+        "--version",
+        TANSU_VERSION,
+        "--locked",
+        "--features",
+        TANSU_FEATURES,
+    ]))
+    .map_err(|error| format!("`cargo install tansu --version {TANSU_VERSION}` failed: {error}"))?;
     candidates
         .into_iter()
         .find(|path| tansu_version_ok(path))

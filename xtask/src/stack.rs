@@ -70,18 +70,60 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| infra::workspace_root().join("target"))
 }
 
-/// Builds every workspace binary in the dev profile.
-pub fn build_binaries(stop: &StopFlag) -> Result<(), String> {
+/// Binaries that built (names), from `cargo build --bins --keep-going`.
+pub type Built = std::collections::BTreeSet<String>;
+
+/// Builds every workspace binary in the dev profile. A package that does not
+/// compile does not stop the others (`--keep-going`); the caller decides
+/// whether its absence is fatal. Cargo's diagnostics go to the terminal.
+pub fn build_binaries(stop: &StopFlag) -> Result<Built, String> {
     crate::step("building the binaries (cargo build --bins; dev profile, shared with the tests)");
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command
-        .args(["build", "--bins"])
-        .current_dir(infra::workspace_root());
-    interrupt::run_interruptible(&mut command, stop)
+        .args(["build", "--bins", "--keep-going"])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(infra::workspace_root())
+        .stdout(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("cannot run cargo build: {error}"))?;
+    let stdout = child.stdout.take().ok_or("cargo build has no stdout")?;
+    // Artifact messages name each executable, fresh or rebuilt.
+    let reader = std::thread::spawn(move || {
+        let mut built = Built::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if let Some(name) = executable_name(&line) {
+                built.insert(name);
+            }
+        }
+        built
+    });
+    let status = interrupt::wait_child(&mut child, stop)?;
+    let built = reader.join().unwrap_or_default();
+    match status {
+        None => Err("interrupted".into()),
+        Some(status) if !status.success() => {
+            crate::detail(&format!(
+                "cargo build failed for some packages ({status}); continuing with what built: {}",
+                built.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+            Ok(built)
+        }
+        Some(_) => Ok(built),
+    }
+}
+
+/// The file name of `"executable":"…"` in a cargo JSON message.
+fn executable_name(line: &str) -> Option<String> {
+    let start = line.find("\"executable\":\"")? + "\"executable\":\"".len();
+    let path = &line[start..start + line[start..].find('"')?];
+    Path::new(path)
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
 }
 
 /// Starts the broker, creates the topics and starts every service.
-pub fn start(plan: &Plan, tansu: &Path, stop: &StopFlag) -> Result<Stack, String> {
+pub fn start(plan: &Plan, built: &Built, tansu: &Path, stop: &StopFlag) -> Result<Stack, String> {
     std::fs::create_dir_all(&plan.log_dir)
         .map_err(|error| format!("create {}: {error}", plan.log_dir.display()))?;
     crate::step(&format!(
@@ -105,6 +147,15 @@ pub fn start(plan: &Plan, tansu: &Path, stop: &StopFlag) -> Result<Stack, String
         let batch: Vec<&Spec> = specs.iter().filter(|spec| spec.phase == phase).collect();
         let mut launched = Vec::new();
         for spec in batch {
+            if !built.contains(spec.name) {
+                let reason = "its package did not compile (see the cargo output above)".to_string();
+                if spec.required {
+                    return Err(format!("{}: {reason}", spec.name));
+                }
+                crate::detail(&format!("{:<18} NOT AVAILABLE: {reason}", spec.name));
+                stack.unavailable.push((spec.name, reason));
+                continue;
+            }
             launched.push((spec, launch(spec, &plan.log_dir)?));
         }
         for (spec, mut running) in launched {
@@ -331,6 +382,13 @@ impl Drop for Stack {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executables_are_read_from_cargo_messages() {
+        let line = r#"{"reason":"compiler-artifact","executable":"/w/target/debug/room-service","fresh":true}"#;
+        assert_eq!(executable_name(line).as_deref(), Some("room-service"));
+        assert_eq!(executable_name(r#"{"executable":null}"#), None);
+    }
 
     #[test]
     fn colours_are_stripped() {

@@ -7,7 +7,7 @@
 //! with `outbox_worker.enabled=false`: the standalone outbox-relay publishes
 //! (mq mode), as in production.
 
-use crate::interrupt::StopFlag;
+use crate::interrupt::{self, StopFlag};
 use crate::services::Ports;
 use crate::stack::{self, Plan};
 use crate::{infra, localdb};
@@ -29,15 +29,15 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let mut databases = localdb::ensure(&stack_dir)?;
     localdb::mysql_exec(&format!("CREATE DATABASE IF NOT EXISTS `{DATABASE}`"))?;
     crate::step("checking Tansu");
-    let tansu = infra::ensure_tansu()?;
-    stack::build_binaries(stop)?;
+    let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
+    let built = stack::build_binaries(stop)?;
     let plan = Plan {
         ports: ports.clone(),
         database: DATABASE.into(),
         log_dir: stack_dir,
         overrides: Vec::new(),
     };
-    let mut stack = stack::start(&plan, &tansu, stop)?;
+    let mut stack = stack::start(&plan, &built, &tansu, stop)?;
     print_endpoints(&plan, &stack);
     let result = loop {
         if stop.requested() {

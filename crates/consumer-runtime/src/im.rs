@@ -1,83 +1,15 @@
-//! Tencent IM for consumers: the `tencent_im` config section (same keys as
-//! room-service's and the relay's, so one section can be copied between
-//! them), and how an IM failure becomes a [`HandlerError`]: throttling,
+//! Tencent IM for consumers: the shared `tencent_im` config section (defined
+//! once in the tencent-im crate, the same for every service), and how an IM failure becomes a [`HandlerError`]: throttling,
 //! server errors and an expired signature are retried; anything else is
 //! permanent and its Tencent error code ends up in the dead-letter reason.
 
-use crate::{Error, HandlerError};
+use crate::HandlerError;
 use serde::{Deserialize, Serialize};
-use service_kit::{Secret, duration::ConfigDuration};
+use service_kit::duration::ConfigDuration;
 use tencent_im::ErrorClass;
 
-/// The `tencent_im` section of a consumer config.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TencentImSection {
-    /// `https://console.tim.qq.com` in production, the fake's URL locally.
-    pub base_url: String,
-    /// Application id.
-    pub sdk_app_id: u64,
-    /// Admin account the UserSig is issued for.
-    pub admin_identifier: String,
-    /// Application secret key (UserSig signing key).
-    pub secret_key: Secret,
-    /// Per-call timeout.
-    pub request_timeout: ConfigDuration,
-    /// Validity of generated admin UserSigs.
-    pub usersig_ttl: ConfigDuration,
-    /// Client-side calls per second per API.
-    pub rate_limit_per_api: u32,
-    /// Room group id; `{room_id}` is replaced.
-    pub group_id_template: String,
-}
-
-impl Default for TencentImSection {
-    fn default() -> Self {
-        Self {
-            base_url: "https://console.tim.qq.com".into(),
-            sdk_app_id: 0,
-            admin_identifier: "administrator".into(),
-            secret_key: Secret::default(),
-            request_timeout: ConfigDuration::from_secs(3),
-            usersig_ttl: ConfigDuration::from_secs(7 * 86_400),
-            rate_limit_per_api: tencent_im::DEFAULT_RATE_LIMIT_PER_API,
-            group_id_template: "room_{room_id}".into(),
-        }
-    }
-}
-
-impl TencentImSection {
-    /// Builds the client; the error names the section's key.
-    pub fn client(&self) -> Result<tencent_im::Client, Error> {
-        if !self.group_id_template.contains("{room_id}") {
-            return Err(Error::Config(
-                "tencent_im.group_id_template must contain {room_id}".into(),
-            ));
-        }
-        let mut config = tencent_im::ClientConfig::new(
-            self.base_url.clone(),
-            self.sdk_app_id,
-            self.admin_identifier.clone(),
-            self.secret_key.expose(),
-        );
-        config.request_timeout = self
-            .request_timeout
-            .positive_or(ConfigDuration::from_secs(3))
-            .as_std();
-        config.usersig_ttl = self
-            .usersig_ttl
-            .positive_or(ConfigDuration::from_secs(7 * 86_400))
-            .as_std();
-        config.rate_limit_per_api = self.rate_limit_per_api.max(1);
-        tencent_im::Client::new(config)
-            .map_err(|error| Error::Config(format!("tencent_im: {error}")))
-    }
-
-    /// The IM group of `room_id`.
-    pub fn group_id(&self, room_id: &str) -> String {
-        group_id(&self.group_id_template, room_id)
-    }
-}
+/// The `tencent_im` section of a consumer config: the one shared definition.
+pub use tencent_im::ImSection as TencentImSection;
 
 /// Retries of IM deliveries driven from a table (notices, broadcasts): the
 /// row commits with the consumed event's effect; delivery is attempted right
@@ -205,17 +137,6 @@ mod tests {
         };
         assert!(handler_error(&rejected).is_permanent());
         assert_eq!(group_id("room_{room_id}", "r1"), "room_r1");
-        let section = TencentImSection {
-            group_id_template: "fixed".into(),
-            ..TencentImSection::default()
-        };
-        assert!(
-            section
-                .client()
-                .unwrap_err()
-                .to_string()
-                .contains("group_id_template")
-        );
         let retry = DeliveryRetryConfig::default();
         assert_eq!(retry.backoff_ms(1), 1_000);
         assert_eq!(retry.backoff_ms(3), 4_000);

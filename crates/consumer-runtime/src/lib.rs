@@ -56,6 +56,12 @@ pub enum Error {
     InvalidEventId(String),
 }
 
+impl From<tencent_im::Error> for Error {
+    fn from(error: tencent_im::Error) -> Self {
+        Error::Config(error.to_string())
+    }
+}
+
 impl From<service_kit::Error> for Error {
     fn from(error: service_kit::Error) -> Self {
         Error::Config(error.to_string())

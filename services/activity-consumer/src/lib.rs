@@ -60,7 +60,10 @@ impl App {
     pub async fn build(config: Config) -> Result<Self, Error> {
         let settings = config.consumer_settings()?;
         let pool = config.mysql.connect().await?;
-        let im = config.tencent_im.client()?;
+        let im = config
+            .tencent_im
+            .client()
+            .map_err(consumer_runtime::Error::from)?;
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let broadcaster = Broadcaster::new(

@@ -33,7 +33,9 @@ impl Default for BridgeConfig {
             kick_remove_member: true,
             kick_mute: false,
             kick_mute_default: ConfigDuration::from_secs(600),
-            silent_event_types: Vec::new(),
+            // Seed 000: heat and rank changes are room-state facts clients read
+            // from the room snapshot; they are not pushed as IM messages.
+            silent_event_types: vec!["RoomHeatChanged".into(), "RoomRankChanged".into()],
         }
     }
 }

@@ -110,7 +110,10 @@ impl App {
     /// Connects MySQL, builds the IM client and the consumer, binds the admin port.
     pub async fn build(config: Config) -> Result<Self, Error> {
         let pool = config.mysql.connect().await?;
-        let im = config.tencent_im.client()?;
+        let im = config
+            .tencent_im
+            .client()
+            .map_err(consumer_runtime::Error::from)?;
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let bridge = ImBridge::build(
