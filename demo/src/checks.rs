@@ -31,6 +31,8 @@ pub struct Script<'a> {
     pub treasure_cleared: bool,
     /// The activity whose board ranks senders over every gift.
     pub sender_board: &'a str,
+    /// Event types im-bridge acknowledges without a group message.
+    pub im_silent: &'a [String],
 }
 
 /// One expected effect.
@@ -52,16 +54,21 @@ fn check(name: &'static str, ok: bool, detail: impl Into<String>) -> Check {
     }
 }
 
-/// Room events (lane 0) except those the IM bridge turns into group control calls.
-fn messaged_events(observed: &Observed) -> Vec<&str> {
-    observed
+/// Room events (lane 0) im-bridge sends as group messages: all but the
+/// group control events (RoomCreated, RoomClosed) and the silent types.
+/// Returns `(messaged, silent)` event ids.
+fn im_events<'o>(observed: &'o Observed, silent: &[String]) -> (Vec<&'o str>, Vec<&'o str>) {
+    let (quiet, loud): (Vec<_>, Vec<_>) = observed
         .outbox
         .iter()
         .filter(|row| {
             row.lane == 0 && row.event_type != "RoomCreated" && row.event_type != "RoomClosed"
         })
-        .map(|row| row.event_id.as_str())
-        .collect()
+        .partition(|row| silent.contains(&row.event_type));
+    let ids = |rows: Vec<&'o crate::observe::OutboxRow>| -> Vec<&'o str> {
+        rows.into_iter().map(|row| row.event_id.as_str()).collect()
+    };
+    (ids(loud), ids(quiet))
 }
 
 /// Expected per-sender totals of the sender board.
@@ -104,19 +111,22 @@ pub fn evaluate(script: &Script<'_>, observed: &Observed) -> Vec<Check> {
         format!("{delivered}/{room_rows} room_outbox rows delivered to hyapp_room_outbox"),
     ));
 
-    let wanted = messaged_events(observed);
+    let (wanted, silent) = im_events(observed, script.im_silent);
     let seen: BTreeSet<&str> = observed
         .room_messages
         .iter()
         .filter_map(|message| message.event_id.as_deref())
         .collect();
     let got = wanted.iter().filter(|id| seen.contains(*id)).count();
+    let leaked = silent.iter().filter(|id| seen.contains(*id)).count();
     checks.push(check(
         "im-bridge: one room group message per event",
-        !wanted.is_empty() && got == wanted.len() && observed.room_group_exists,
+        !wanted.is_empty() && got == wanted.len() && leaked == 0 && observed.room_group_exists,
         format!(
-            "{got}/{} events in IM group (group exists: {})",
+            "{got}/{} events in the IM group; {leaked}/{} silent events ({}) messaged; group exists: {}",
             wanted.len(),
+            silent.len(),
+            script.im_silent.join(", "),
             observed.room_group_exists
         ),
     ));

@@ -50,6 +50,13 @@ struct Args {
     /// activity.broadcast_group_id of activity-consumer.
     #[arg(long, default_value = "hyapp_global_broadcast")]
     broadcast_group: String,
+    /// im-bridge's `im_bridge.silent_event_types` (acknowledged without a group message).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "RoomHeatChanged,RoomRankChanged"
+    )]
+    im_silent: Vec<String>,
     /// The activity ranking senders over every gift.
     #[arg(long, default_value = "daily_gift_rank")]
     sender_board: String,
@@ -176,6 +183,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             expired: SILENT,
             treasure_cleared,
             sender_board: &args.sender_board,
+            im_silent: &args.im_silent,
         };
         let checks = checks::evaluate(&script, &observed);
         if checks.iter().all(|check| check.ok) || Instant::now() > deadline {

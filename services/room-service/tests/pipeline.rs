@@ -199,3 +199,73 @@ async fn commands_reach_the_topic_through_the_embedded_relay_in_room_order() {
     );
     harness.stop().await;
 }
+
+/// Seed 001: room-service can host the IM bridge consumer itself
+/// (`rocketmq.room_outbox.tencent_im_consumer_enabled`): events published by
+/// the embedded relay come back through the topic and become group messages
+/// on (the faithful fake of) Tencent IM, one per event, with `Random` from the
+/// event id; heat and rank changes stay silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosted_im_bridge_turns_events_into_group_messages() {
+    let im = fake_tencent_im::spawn(fake_tencent_im::FakeImConfig::new(
+        1_400_000_002,
+        "bridge-secret",
+        "administrator",
+    ))
+    .await
+    .unwrap();
+    let namespace = testkit::unique("ns");
+    testkit::create_topic(
+        &format!("{namespace}.{}", outbox_schema::names::TOPIC_ROOM_OUTBOX),
+        2,
+    )
+    .await;
+    let im_url = im.base_url();
+    let harness = Harness::start_with(|config| {
+        mq_config(config, &namespace);
+        config.rocketmq.room_outbox.tencent_im_consumer_enabled = true;
+        config.rocketmq.room_outbox.tencent_im_consumer_group = testkit::unique("bridge-");
+        config.tencent_im.enabled = true;
+        config.tencent_im.base_url = im_url;
+        config.tencent_im.sdk_app_id = 1_400_000_002;
+        config.tencent_im.secret_key = service_kit::Secret::new("bridge-secret");
+    })
+    .await;
+    let mut client = harness.client.clone();
+    let room = testkit::unique("room-im-");
+    room_with_members(&mut client, &room, "host", &["alice"]).await;
+    let reply = client
+        .send_gift(gift(
+            &room,
+            &testkit::unique("gift-"),
+            "alice",
+            "host",
+            1,
+            3,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let gift_event = reply
+        .events
+        .iter()
+        .find(|event| event.event_type == "RoomGiftSent")
+        .unwrap()
+        .event_id
+        .clone();
+    let group = format!("room_{room}");
+    // join + gift are messages; RoomCreated ensures the group; heat/rank are silent.
+    let delivered = eventually(Duration::from_secs(30), || async {
+        im.group_messages(&group).len() >= 2
+    })
+    .await;
+    assert!(delivered, "messages: {:?}", im.group_messages(&group));
+    let messages = im.group_messages(&group);
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages
+            .iter()
+            .any(|message| message.random == tencent_im::random_from_event_id(&gift_event))
+    );
+    harness.stop().await;
+}
