@@ -299,7 +299,7 @@ async fn wait_presence_expiry(driver: &mut Driver, args: &Args, out: &mut String
         {
             let _ = writeln!(
                 out,
-                "  presence: heartbeats for {SILENT} stopped; she was removed {} ms later (TTL {} ms); members now {:?}",
+                "  presence: heartbeats for {SILENT} stopped; removed {} ms later (TTL {} ms from her last heartbeat, sent up to a quarter TTL earlier); members now {:?}",
                 stopped.elapsed().as_millis(),
                 args.presence_ttl_ms,
                 room.members
