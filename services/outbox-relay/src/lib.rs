@@ -18,6 +18,7 @@ pub mod relay;
 pub mod settings;
 pub mod store;
 pub mod store_insert;
+pub mod trace;
 pub mod worker;
 
 pub use relay::Relay;

@@ -91,9 +91,15 @@ impl MqPublisher {
         })
     }
 
-    /// Sends one row and waits for the broker's acknowledgement (bounded by
+    /// Sends one row (with `traceparent` as its trace header) and waits for
+    /// the broker's acknowledgement (bounded by
     /// the producer's `message.timeout.ms`; `timeout` bounds the enqueue).
-    pub async fn publish(&self, row: &OutboxRow, timeout: Duration) -> Result<(), PublishFailure> {
+    pub async fn publish(
+        &self,
+        row: &OutboxRow,
+        traceparent: &str,
+        timeout: Duration,
+    ) -> Result<(), PublishFailure> {
         let topic = if self.namespace.is_empty() {
             row.topic.clone()
         } else {
@@ -108,10 +114,10 @@ impl MqPublisher {
                 key: HEADER_EVENT_TYPE,
                 value: Some(row.event_type.as_str()),
             });
-        if !row.traceparent.is_empty() {
+        if !traceparent.is_empty() {
             headers = headers.insert(Header {
                 key: HEADER_TRACEPARENT,
-                value: Some(row.traceparent.as_str()),
+                value: Some(traceparent),
             });
         }
         let record = FutureRecord::to(&topic)
@@ -143,6 +149,23 @@ impl Publishers {
     /// Publishes one row to every publisher of the mode. Delayed wake-ups
     /// (topic `hyapp_room_treasure_open`) only exist on the broker.
     pub async fn publish(&self, row: &OutboxRow, timeout: Duration) -> Result<(), PublishFailure> {
+        let span = crate::trace::PublishSpan::start(row);
+        let result = self.publish_in(row, &span.traceparent(), timeout).await;
+        span.finish(
+            result
+                .as_ref()
+                .err()
+                .map(|failure| failure.message.as_str()),
+        );
+        result
+    }
+
+    async fn publish_in(
+        &self,
+        row: &OutboxRow,
+        traceparent: &str,
+        timeout: Duration,
+    ) -> Result<(), PublishFailure> {
         let is_room_event = row.lane == outbox_schema::row::LANE_CHAIN;
         if let Some(direct) = &self.direct
             && is_room_event
@@ -150,7 +173,7 @@ impl Publishers {
             direct.publish(row, timeout).await?;
         }
         if let Some(mq) = &self.mq {
-            mq.publish(row, timeout).await?;
+            mq.publish(row, traceparent, timeout).await?;
         } else if !is_room_event {
             return Err(PublishFailure::permanent(
                 "treasure wake-up needs the broker (rocketmq.enabled) but the relay has no MQ publisher",

@@ -377,7 +377,7 @@ async fn a_relay_dying_between_publish_and_mark_is_redelivered_once_with_the_sam
     );
     outbox_relay::publish::MqPublisher::new(&mq, Duration::from_secs(5))
         .unwrap()
-        .publish(&scanned[0], Duration::from_secs(5))
+        .publish(&scanned[0], &scanned[0].traceparent, Duration::from_secs(5))
         .await
         .unwrap();
     relay_a.leases().leave().await.unwrap();
