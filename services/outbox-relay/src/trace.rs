@@ -8,7 +8,7 @@ use crate::store::OutboxRow;
 use opentelemetry::{
     Context, KeyValue, global,
     propagation::TextMapPropagator,
-    trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _},
+    trace::{SpanKind, Status, TraceContextExt, Tracer as _},
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use std::collections::HashMap;
