@@ -204,7 +204,7 @@ pub struct WalletConfig {
 impl Default for WalletConfig {
     fn default() -> Self {
         Self {
-            endpoint: "http://127.0.0.1:7401".into(),
+            endpoint: "http://127.0.0.1:7601".into(),
             timeout: ConfigDuration::from_secs(2),
         }
     }
