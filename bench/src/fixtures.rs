@@ -49,6 +49,38 @@ pub async fn drop_database(env: &BenchEnv, name: &str) -> anyhow::Result<()> {
 
 /// One room event row as room-service writes it (a gift, the commonest event).
 pub fn gift_row(room_id: &str, seq: u64, now: i64) -> NewOutboxRow {
+    event_row(
+        room_id,
+        seq,
+        now,
+        EventKind::RoomGiftSent {
+            sender_id: format!("user-{}", seq % 97),
+            receiver_id: "host".into(),
+            gift_id: "rose".into(),
+            count: 1,
+            unit_value: 10,
+            total_value: 10,
+        },
+    )
+}
+
+/// A kick (notice-consumer turns it into a private notice; im-bridge also
+/// removes the member from the IM group).
+pub fn kick_row(room_id: &str, seq: u64, now: i64) -> NewOutboxRow {
+    event_row(
+        room_id,
+        seq,
+        now,
+        EventKind::RoomUserKicked {
+            actor_id: "host".into(),
+            target_id: format!("user-{}", seq % 97),
+            ban_until_ms: 0,
+        },
+    )
+}
+
+/// One row of `kind` as room-service writes it.
+pub fn event_row(room_id: &str, seq: u64, now: i64, kind: EventKind) -> NewOutboxRow {
     let context = EnvelopeContext {
         app_code: "hyapp".into(),
         room_id: room_id.into(),
@@ -58,17 +90,7 @@ pub fn gift_row(room_id: &str, seq: u64, now: i64) -> NewOutboxRow {
         traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
         ..EnvelopeContext::default()
     };
-    let event = RoomEvent {
-        seq,
-        kind: EventKind::RoomGiftSent {
-            sender_id: format!("user-{}", seq % 97),
-            receiver_id: "host".into(),
-            gift_id: "rose".into(),
-            count: 1,
-            unit_value: 10,
-            total_value: 10,
-        },
-    };
+    let event = RoomEvent { seq, kind };
     let event_id = uuid::Uuid::now_v7().to_string();
     let envelope = envelope_for(&context, event_id.clone(), &event);
     NewOutboxRow {

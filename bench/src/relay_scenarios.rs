@@ -26,9 +26,11 @@ use std::{
 };
 use tokio_util::sync::CancellationToken;
 
-const PARTITIONS: i32 = 8;
+/// Partitions of every benchmark topic.
+pub const PARTITIONS: i32 = 8;
 
-fn mq_config(env: &BenchEnv, namespace: &str) -> MqConfig {
+/// The broker section of a benchmark service in `namespace`.
+pub fn mq_config(env: &BenchEnv, namespace: &str) -> MqConfig {
     let mut mq = MqConfig {
         enabled: true,
         name_servers: vec![env.bootstrap.clone()],
@@ -40,7 +42,8 @@ fn mq_config(env: &BenchEnv, namespace: &str) -> MqConfig {
     mq
 }
 
-fn worker(node_id: &str, nudge: bool, poll: ConfigDuration, redis: &str) -> OutboxWorkerConfig {
+/// A relay worker in mq mode.
+pub fn worker(node_id: &str, nudge: bool, poll: ConfigDuration, redis: &str) -> OutboxWorkerConfig {
     OutboxWorkerConfig {
         publish_mode: "mq".into(),
         poll_interval: poll,
@@ -54,7 +57,8 @@ fn worker(node_id: &str, nudge: bool, poll: ConfigDuration, redis: &str) -> Outb
     }
 }
 
-async fn create_topic(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
+/// Creates `topic` with [`PARTITIONS`] partitions.
+pub async fn create_topic(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;

@@ -28,6 +28,11 @@ pub struct ConsumerConfig {
     pub session_timeout: ConfigDuration,
     /// librdkafka's pre-fetch buffer per consumer, in KiB (bounds memory).
     pub fetch_queue_kbytes: u32,
+    /// Longest a fetch waits at the broker for new data (`fetch.wait.max.ms`).
+    /// Kafka answers a waiting fetch as soon as data arrives, but not every
+    /// Kafka-protocol broker does (Tansu does not), so this bounds the
+    /// publish→consume lag; raise it on Kafka to save idle fetches.
+    pub fetch_wait_max: ConfigDuration,
     /// How long in-flight work may finish after shutdown starts.
     pub shutdown_grace: ConfigDuration,
     /// Dedup rows older than this are purged.
@@ -51,6 +56,7 @@ impl Default for ConsumerConfig {
             commit_interval: ConfigDuration::from_secs(1),
             session_timeout: ConfigDuration::from_secs(10),
             fetch_queue_kbytes: 8 * 1024,
+            fetch_wait_max: ConfigDuration::from_millis(20),
             shutdown_grace: ConfigDuration::from_secs(10),
             dedup_retention: ConfigDuration::from_secs(7 * 86_400),
             dedup_purge_interval: ConfigDuration::from_secs(600),
@@ -109,6 +115,8 @@ pub struct ConsumerSettings {
     pub session_timeout: Duration,
     /// librdkafka pre-fetch buffer, KiB.
     pub fetch_queue_kbytes: u32,
+    /// `fetch.wait.max.ms`.
+    pub fetch_wait_max: Duration,
     /// Dead-letter publish timeout.
     pub send_timeout: Duration,
     /// Grace period for in-flight work at shutdown.
@@ -186,6 +194,10 @@ impl ConsumerSettings {
                 .positive_or(defaults.session_timeout)
                 .as_std(),
             fetch_queue_kbytes: section.fetch_queue_kbytes.max(1024),
+            fetch_wait_max: section
+                .fetch_wait_max
+                .positive_or(defaults.fetch_wait_max)
+                .as_std(),
             send_timeout: mq
                 .send_timeout
                 .positive_or(ConfigDuration::from_secs(3))
@@ -228,6 +240,10 @@ impl ConsumerSettings {
             (
                 "queued.max.messages.kbytes".to_string(),
                 self.fetch_queue_kbytes.to_string(),
+            ),
+            (
+                "fetch.wait.max.ms".to_string(),
+                self.fetch_wait_max.as_millis().to_string(),
             ),
         ];
         // User properties come last so they win.
