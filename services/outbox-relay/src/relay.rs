@@ -16,6 +16,9 @@ use std::{sync::Arc, time::Duration};
 use tokio::sync::{Notify, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+/// Shortest sleep between idle batches when a wake-up is (over)due.
+const MIN_WAKEUP_WAIT: Duration = Duration::from_millis(10);
+
 /// How often backlog gauges are refreshed.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -114,10 +117,23 @@ impl Relay {
             if full {
                 continue;
             }
+            // Sleep until the next poll, or until the next delayed wake-up is
+            // due if that comes first, so a treasure box opens on time rather
+            // than up to a poll interval late.
+            let wait = match crate::store::next_delayed_due(&self.processor.pool, &shards).await {
+                Ok(Some(due)) => {
+                    let until_due = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+                    // Never below a few ms: a due row we could not claim must not become a busy loop.
+                    settings
+                        .poll_interval
+                        .min(Duration::from_millis(until_due).max(MIN_WAKEUP_WAIT))
+                }
+                _ => settings.poll_interval,
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 _ = self.nudge.notified() => {}
-                _ = tokio::time::sleep(settings.poll_interval) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
         background.cancel();

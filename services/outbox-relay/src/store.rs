@@ -146,6 +146,24 @@ pub async fn scan_delayed(
     Ok(rows)
 }
 
+/// Earliest due time of an unclaimed open delayed wake-up in `shards` (an
+/// ordered read of idx_delayed).
+pub async fn next_delayed_due(pool: &MySqlPool, shards: &[u16]) -> Result<Option<i64>, Error> {
+    if shards.is_empty() {
+        return Ok(None);
+    }
+    let mut builder = QueryBuilder::new(
+        "SELECT delayed_due_ms FROM room_outbox FORCE INDEX (idx_delayed) \
+         WHERE delayed_due_ms IS NOT NULL AND status <> 'delivering' AND shard IN ",
+    );
+    push_in_list(&mut builder, shards);
+    builder.push(" ORDER BY delayed_due_ms LIMIT 1");
+    let row = builder.build().fetch_optional(pool).await?;
+    row.map(|row| row.try_get::<i64, _>("delayed_due_ms"))
+        .transpose()
+        .map_err(Error::from)
+}
+
 /// Claims `ids` for this relay: only rows that are still due, and only while
 /// the relay holds a live lease on the row's shard (checked in the same
 /// statement, so a relay whose lease lapsed claims nothing). Returns the ids
