@@ -1,5 +1,5 @@
-//! Fake wallet binary for the local stack: `fake-wallet --grpc-listen 127.0.0.1:7401
-//! --admin-listen 127.0.0.1:7402 --initial-balance 1000000`.
+//! Fake wallet binary for the local stack: `fake-wallet --grpc-listen 127.0.0.1:7601
+//! --admin-listen 127.0.0.1:7602 --initial-balance 1000000`.
 
 use std::net::SocketAddr;
 
@@ -12,14 +12,14 @@ struct Args {
     #[arg(
         long,
         env = "FAKE_WALLET_GRPC_LISTEN",
-        default_value = "127.0.0.1:7401"
+        default_value = "127.0.0.1:7601"
     )]
     grpc_listen: SocketAddr,
     /// Admin HTTP listen address.
     #[arg(
         long,
         env = "FAKE_WALLET_ADMIN_LISTEN",
-        default_value = "127.0.0.1:7402"
+        default_value = "127.0.0.1:7602"
     )]
     admin_listen: SocketAddr,
     /// Balance of users not seen before.

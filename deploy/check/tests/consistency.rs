@@ -1,0 +1,564 @@
+//! Parses every file in `deploy/` and checks it against the code (see the
+//! crate docs for what is checked). The key tree of each service's config is
+//! the serialized `Default` of its real config type (a dev-dependency), so an
+//! env variable or ConfigMap key is accepted exactly when the service would
+//! accept it; ports come from those defaults and the shipped
+//! `configs/*.docker.yaml`; metric names from the `registry.register` calls in
+//! the sources. The `*_is_caught` tests feed deliberately wrong references
+//! into each check and expect a problem naming them.
+
+use deploy_check::{
+    AppService, FakeService, Infra, Model, Service, check_alerts, check_compose, check_dashboard,
+    check_k8s, source, yaml,
+};
+use outbox_schema::names::{GROUP_ACTIVITY, GROUP_IM_BRIDGE, GROUP_NOTICE, GROUP_TREASURE_OPEN};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn deploy(path: &str) -> String {
+    source::read(&root().join("deploy").join(path)).unwrap()
+}
+
+fn app(
+    name: &str,
+    env_prefix: &str,
+    defaults: Value,
+    grace_keys: &[&str],
+    groups: &[&str],
+) -> (String, Service) {
+    let dir = root().join("services").join(name).join("configs");
+    let mut config_files = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let file = entry.file_name().to_string_lossy().to_string();
+        if file.ends_with(".yaml") {
+            let text = source::read(&entry.path()).unwrap();
+            config_files.insert(file, yaml::parse_one(&text).unwrap());
+        }
+    }
+    let service = AppService {
+        env_prefix: env_prefix.to_string(),
+        defaults,
+        config_files,
+        docker_file: format!("{name}.docker.yaml"),
+        grace_keys: grace_keys.iter().map(ToString::to_string).collect(),
+        consumer_groups: groups.iter().map(ToString::to_string).collect(),
+    };
+    (name.to_string(), Service::App(service))
+}
+
+fn fake(name: &str) -> (String, Service) {
+    let main_rs = source::read(&root().join("fakes").join(name).join("src/main.rs")).unwrap();
+    let env_flags = source::clap_env_flags(&main_rs);
+    assert!(!env_flags.is_empty(), "{name}: no env flags found");
+    (name.to_string(), Service::Fake(FakeService { env_flags }))
+}
+
+fn infra(images: &[&str], ports: &[u16]) -> Infra {
+    Infra {
+        images: images.iter().map(ToString::to_string).collect(),
+        ports: ports.iter().copied().collect(),
+    }
+}
+
+fn model() -> Model {
+    let json = |value: Result<Value, serde_json::Error>| value.unwrap();
+    let services: BTreeMap<String, Service> = [
+        app(
+            "room-service",
+            "ROOM",
+            json(serde_json::to_value(room_service::Config::default())),
+            &["shutdown_grace"],
+            &[GROUP_TREASURE_OPEN, GROUP_IM_BRIDGE],
+        ),
+        app(
+            "outbox-relay",
+            "RELAY",
+            json(serde_json::to_value(
+                outbox_relay::config::RelayServiceConfig::default(),
+            )),
+            &["outbox_worker.publish_timeout", "outbox_worker.shard_lease"],
+            &[],
+        ),
+        app(
+            "im-bridge",
+            "IM_BRIDGE",
+            json(serde_json::to_value(im_bridge::config::Config::default())),
+            &["consumer.shutdown_grace"],
+            &[GROUP_IM_BRIDGE],
+        ),
+        app(
+            "activity-consumer",
+            "ACTIVITY",
+            json(serde_json::to_value(
+                activity_consumer::config::Config::default(),
+            )),
+            &["consumer.shutdown_grace"],
+            &[GROUP_ACTIVITY],
+        ),
+        app(
+            "notice-consumer",
+            "NOTICE",
+            json(serde_json::to_value(
+                notice_consumer::config::Config::default(),
+            )),
+            &["consumer.shutdown_grace"],
+            &[GROUP_NOTICE],
+        ),
+        fake("fake-wallet"),
+        fake("fake-tencent-im"),
+    ]
+    .into_iter()
+    .collect();
+    let root = root();
+    let metrics = source::exposed_metrics(&[&root.join("services"), &root.join("crates")]).unwrap();
+    let binaries = source::workspace_binaries(&root).unwrap();
+    for name in services.keys() {
+        assert!(
+            binaries.contains(name),
+            "the model names {name}, which is no binary"
+        );
+    }
+    Model {
+        binaries,
+        services,
+        metrics,
+        infra: [
+            ("mysql".to_string(), infra(&["mysql:8"], &[3306])),
+            ("redis".to_string(), infra(&["redis:7"], &[6379])),
+            (
+                "kafka".to_string(),
+                infra(&["apache/kafka:", "redpandadata/redpanda:"], &[9092, 9093]),
+            ),
+            (
+                "kafka-init".to_string(),
+                infra(&["apache/kafka:", "redpandadata/redpanda:"], &[]),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        app_image: "room-outbox-platform".into(),
+    }
+}
+
+fn compose() -> Value {
+    let docs = yaml::parse_documents(&deploy("docker-compose.yml")).unwrap();
+    assert_eq!(docs.len(), 1);
+    docs.into_iter().next().unwrap()
+}
+
+fn k8s_documents() -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy/k8s"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|ext| ext == "yaml" || ext == "yml")
+        })
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 5,
+        "expected a manifest per service: {files:?}"
+    );
+    files
+        .iter()
+        .flat_map(|file| {
+            yaml::parse_documents(&source::read(file).unwrap())
+                .unwrap_or_else(|error| panic!("{}: {error}", file.display()))
+        })
+        .collect()
+}
+
+fn alerts() -> Value {
+    yaml::parse_one(&deploy("prometheus/alerts.yml")).unwrap()
+}
+
+fn dashboard() -> Value {
+    serde_json::from_str(&deploy("grafana/room-outbox.json")).unwrap()
+}
+
+fn assert_clean(problems: Vec<String>) {
+    assert!(
+        problems.is_empty(),
+        "problems:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+fn assert_caught(problems: Vec<String>, needle: &str) {
+    assert!(
+        problems.iter().any(|problem| problem.contains(needle)),
+        "expected a problem mentioning `{needle}`, got:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+// ---- the real files ----
+
+#[test]
+fn model_reads_the_code() {
+    let model = model();
+    for name in [
+        "room_outbox_publish_success_total",
+        "room_outbox_pending_total",
+        "room_outbox_publish_latency_ms_bucket",
+        "consumer_lag_seconds_bucket",
+        "room_commands_total",
+    ] {
+        assert!(
+            model.metrics.contains(name),
+            "{name} missing from {:?}",
+            model.metrics
+        );
+    }
+    assert!(!model.metrics.contains("room_outbox_pending_total_total"));
+    for binary in ["room-service", "fake-wallet", "xtask"] {
+        assert!(model.binaries.contains(binary), "{binary}");
+    }
+}
+
+#[test]
+fn compose_agrees_with_the_code() {
+    assert_clean(check_compose(&model(), &compose(), &deploy("Dockerfile")));
+}
+
+#[test]
+fn k8s_agrees_with_the_code() {
+    assert_clean(check_k8s(&model(), &k8s_documents()));
+}
+
+#[test]
+fn alerts_use_exported_metrics() {
+    assert_clean(check_alerts(&model(), &alerts()));
+}
+
+#[test]
+fn dashboard_uses_exported_metrics() {
+    assert_clean(check_dashboard(&model(), &dashboard()));
+}
+
+#[test]
+fn every_deploy_file_is_checked() {
+    let mut seen = BTreeSet::new();
+    let deploy_dir = root().join("deploy");
+    for entry in std::fs::read_dir(&deploy_dir).unwrap().flatten() {
+        seen.insert(entry.file_name().to_string_lossy().to_string());
+    }
+    let expected: BTreeSet<String> = [
+        "Dockerfile",
+        "docker-compose.yml",
+        "k8s",
+        "prometheus",
+        "grafana",
+        "README.md",
+        "check",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    assert_eq!(seen, expected, "a new file in deploy/ needs a check here");
+    assert_eq!(
+        std::fs::read_dir(deploy_dir.join("grafana"))
+            .unwrap()
+            .count(),
+        1,
+        "one dashboard, checked by dashboard_uses_exported_metrics"
+    );
+}
+
+// ---- each check fails on a wrong reference ----
+
+fn compose_with(edit: impl FnOnce(&mut Value)) -> Vec<String> {
+    let mut compose = compose();
+    edit(&mut compose);
+    check_compose(&model(), &compose, &deploy("Dockerfile"))
+}
+
+#[test]
+fn compose_unknown_service_is_caught() {
+    let problems = compose_with(|compose| {
+        let service = compose["services"]["notice-consumer"].clone();
+        compose["services"]["notice-worker"] = service;
+    });
+    assert_caught(problems, "notice-worker is not a workspace binary");
+}
+
+#[test]
+fn compose_unknown_env_key_is_caught() {
+    let problems = compose_with(|compose| {
+        compose["services"]["outbox-relay"]["environment"]["RELAY__OUTBOX_WORKER__BATCH_SISE"] =
+            Value::from("5");
+        compose["services"]["im-bridge"]["environment"]["ROOM__MYSQL__URL"] = Value::from("x");
+        compose["services"]["fake-wallet"]["environment"]["FAKE_WALLET_PORT"] = Value::from("1");
+    });
+    assert_caught(problems.clone(), "RELAY__OUTBOX_WORKER__BATCH_SISE");
+    assert_caught(
+        problems.clone(),
+        "ROOM__MYSQL__URL does not start with IM_BRIDGE__",
+    );
+    assert_caught(problems, "FAKE_WALLET_PORT is not one of its flags");
+}
+
+#[test]
+fn compose_wrong_ports_are_caught() {
+    let problems = compose_with(|compose| {
+        compose["services"]["room-service"]["ports"] =
+            serde_json::json!(["7101:7101", "7103:7103"]);
+        compose["services"]["notice-consumer"]["environment"]["NOTICE__HTTP_LISTEN"] =
+            Value::from("0.0.0.0:7999");
+        compose["services"]["room-service"]["environment"]["ROOM__WALLET__ENDPOINT"] =
+            Value::from("http://fake-wallet:7401");
+        compose["services"]["im-bridge"]["healthcheck"]["test"] =
+            serde_json::json!(["CMD", "curl", "-fsS", "http://127.0.0.1:7402/readyz"]);
+    });
+    assert_caught(problems.clone(), "room-service publishes 7103:7103");
+    assert_caught(problems.clone(), "http_listen port 7999");
+    assert_caught(problems.clone(), "refers to fake-wallet:7401");
+    assert_caught(
+        problems,
+        "im-bridge healthcheck http://127.0.0.1:7402/readyz",
+    );
+}
+
+#[test]
+fn compose_unknown_hosts_and_dependencies_are_caught() {
+    let problems = compose_with(|compose| {
+        // The consumers' docker configs say `mariadb` and `tansu`; compose
+        // overrides them. Drop an override and the stale host shows.
+        let env = compose["services"]["notice-consumer"]["environment"]
+            .as_object_mut()
+            .unwrap();
+        env.remove("NOTICE__ROCKETMQ__NAME_SERVERS");
+        compose["services"]["im-bridge"]["depends_on"]["postgres"] =
+            serde_json::json!({"condition": "service_healthy"});
+    });
+    assert_caught(problems.clone(), "refers to tansu:9092");
+    assert_caught(problems, "depends on unknown service postgres");
+}
+
+#[test]
+fn dockerfile_gaps_are_caught() {
+    let dockerfile = deploy("Dockerfile")
+        .replace("--bin im-bridge", "")
+        .replace(
+            "services/notice-consumer/configs/notice-consumer.docker.yaml",
+            "",
+        )
+        .replace("USER 10001:10001", "USER root");
+    let problems = check_compose(&model(), &compose(), &dockerfile);
+    assert_caught(problems.clone(), "does not build --bin im-bridge");
+    assert_caught(
+        problems.clone(),
+        "does not copy notice-consumer.docker.yaml",
+    );
+    assert_caught(problems, "no non-root USER");
+}
+
+fn k8s_with(edit: impl FnOnce(&mut Vec<Value>)) -> Vec<String> {
+    let mut documents = k8s_documents();
+    edit(&mut documents);
+    check_k8s(&model(), &documents)
+}
+
+fn find<'a>(documents: &'a mut [Value], kind: &str, name: &str) -> &'a mut Value {
+    documents
+        .iter_mut()
+        .find(|doc| doc["kind"] == kind && doc["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+#[test]
+fn k8s_wrong_references_are_caught() {
+    let problems = k8s_with(|documents| {
+        let relay = find(documents, "Deployment", "outbox-relay");
+        let container = &mut relay["spec"]["template"]["spec"]["containers"][0];
+        container["readinessProbe"]["httpGet"]["path"] = Value::from("/ready");
+        container["livenessProbe"]["httpGet"]["port"] = Value::from(7202);
+        container["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"name": "RELAY__OUTBOX_WORKER__NUDGE", "value": "true"}));
+        relay["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = Value::from(5);
+
+        let notice = find(documents, "ConfigMap", "notice-consumer-config");
+        let text = notice["data"]["notice-consumer.yaml"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        notice["data"]["notice-consumer.yaml"] =
+            Value::from(text.replace("max_attempts: 16", "max_attempt: 16"));
+
+        let activity = find(documents, "Service", "activity-consumer");
+        activity["spec"]["ports"][0]["targetPort"] = Value::from(7303);
+
+        let pdb = find(documents, "PodDisruptionBudget", "room-service");
+        pdb["spec"]["minAvailable"] = Value::from(3);
+
+        let bridge = find(documents, "Deployment", "im-bridge");
+        bridge["spec"]["template"]["metadata"]["labels"]["hyapp.io/consumer-group"] =
+            Value::from("hyapp-activity-room-outbox");
+    });
+    for needle in [
+        "outbox-relay readinessProbe must GET /readyz",
+        "outbox-relay livenessProbe port Some(7202)",
+        "RELAY__OUTBOX_WORKER__NUDGE",
+        "terminationGracePeriodSeconds 5",
+        "`notice.delivery.max_attempt` is not a key",
+        "Service activity-consumer targets port Some(7303)",
+        "minAvailable 3 >= replicas 3",
+        "im-bridge is labelled consumer group hyapp-activity-room-outbox",
+    ] {
+        assert_caught(problems.clone(), needle);
+    }
+}
+
+#[test]
+fn k8s_unknown_deployment_and_missing_pdb_are_caught() {
+    let problems = k8s_with(|documents| {
+        find(documents, "Deployment", "notice-consumer")["metadata"]["name"] =
+            Value::from("notice-service");
+        documents.retain(|doc| {
+            !(doc["kind"] == "PodDisruptionBudget" && doc["metadata"]["name"] == "im-bridge")
+        });
+    });
+    assert_caught(
+        problems.clone(),
+        "Deployment notice-service is not one of the services",
+    );
+    assert_caught(
+        problems.clone(),
+        "Deployment im-bridge has no PodDisruptionBudget",
+    );
+    assert_caught(problems, "service notice-consumer has no Deployment");
+}
+
+#[test]
+fn unknown_metrics_are_caught() {
+    let mut alerts = alerts();
+    alerts["groups"][0]["rules"][0]["expr"] =
+        Value::from("max(room_outbox_oldest_pending_age_seconds) > 60");
+    assert_caught(
+        check_alerts(&model(), &alerts),
+        "room_outbox_oldest_pending_age_seconds is not exported",
+    );
+    let mut dashboard = dashboard();
+    dashboard["panels"][0]["targets"][0]["expr"] =
+        Value::from("sum(rate(room_outbox_publish_success[5m]))");
+    dashboard["templating"]["list"][1]["query"] =
+        Value::from("label_values(consumer_messages_consumed, consumer_group)");
+    let problems = check_dashboard(&model(), &dashboard);
+    assert_caught(
+        problems.clone(),
+        "room_outbox_publish_success is not exported",
+    );
+    assert_caught(problems, "unknown metric consumer_messages_consumed");
+}
+
+// ---- the real loaders accept the deploy configs ----
+
+/// Loads `file` + `env` through the service's real layered loader into `T`
+/// (list keys: every key whose default is an array, as the services declare).
+fn load<T: serde::de::DeserializeOwned>(
+    service: &'static str,
+    app: &AppService,
+    file: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<T, String> {
+    let list_keys: Vec<&'static str> = yaml::key_paths(&app.defaults)
+        .into_iter()
+        .filter(|path| matches!(yaml::get(&app.defaults, path), Some(Value::Array(_))))
+        .map(|path| &*Box::leak(path.into_boxed_str()))
+        .collect();
+    service_kit::config::ConfigSources {
+        service,
+        env_prefix: Box::leak(app.env_prefix.clone().into_boxed_str()),
+        file: Some(file.to_path_buf()),
+        list_keys: Box::leak(list_keys.into_boxed_slice()),
+    }
+    .load_with_env::<T>(Some(env.clone().into_iter().collect()))
+    .map_err(|error| error.to_string())
+}
+
+fn load_any(
+    name: &str,
+    app: &AppService,
+    file: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    match name {
+        "room-service" => load::<room_service::Config>("room-service", app, file, env).map(drop),
+        "outbox-relay" => {
+            load::<outbox_relay::config::RelayServiceConfig>("outbox-relay", app, file, env)
+                .map(drop)
+        }
+        "im-bridge" => load::<im_bridge::config::Config>("im-bridge", app, file, env).map(drop),
+        "activity-consumer" => {
+            load::<activity_consumer::config::Config>("activity-consumer", app, file, env).map(drop)
+        }
+        "notice-consumer" => {
+            load::<notice_consumer::config::Config>("notice-consumer", app, file, env).map(drop)
+        }
+        other => Err(format!("no loader for {other}")),
+    }
+}
+
+#[test]
+fn services_load_their_deploy_configs() {
+    let model = model();
+    let mut problems = Vec::new();
+    // Compose: the docker config plus the compose environment.
+    let compose = compose();
+    for (name, service) in compose["services"].as_object().unwrap() {
+        let Some(app) = model.app(name) else { continue };
+        let file = root()
+            .join("services")
+            .join(name)
+            .join("configs")
+            .join(&app.docker_file);
+        let env = deploy_check::env_map(service.get("environment"));
+        if let Err(error) = load_any(name, app, &file, &env) {
+            problems.push(format!("compose {name}: {error}"));
+        }
+    }
+    // Kubernetes: each ConfigMap's file plus the Deployment's literal env.
+    let dir = std::env::temp_dir().join(format!("deploy-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for doc in k8s_documents()
+        .iter()
+        .filter(|doc| doc["kind"] == "ConfigMap")
+    {
+        for (file, text) in doc["data"].as_object().unwrap() {
+            let name = file.trim_end_matches(".yaml");
+            let Some(app) = model.app(name) else {
+                problems.push(format!("k8s ConfigMap file {file} names no service"));
+                continue;
+            };
+            let path = dir.join(file);
+            std::fs::write(&path, text.as_str().unwrap()).unwrap();
+            if let Err(error) = load_any(name, app, &path, &BTreeMap::new()) {
+                problems.push(format!("k8s {file}: {error}"));
+            }
+        }
+    }
+    assert_clean(problems);
+}
+
+#[test]
+fn loader_rejects_a_bad_value() {
+    let model = model();
+    let app = model.app("outbox-relay").unwrap();
+    let file = root().join("services/outbox-relay/configs/outbox-relay.docker.yaml");
+    let env = [(
+        "RELAY__OUTBOX_WORKER__POLL_INTERVAL".to_string(),
+        "soon".to_string(),
+    )]
+    .into();
+    let error = load_any("outbox-relay", app, &file, &env).unwrap_err();
+    assert!(error.contains("soon"), "{error}");
+}
