@@ -114,17 +114,21 @@ pub async fn spawn_consumer(
 ) -> anyhow::Result<(CancellationToken, tokio::task::JoinHandle<()>)> {
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let mut mysql = service_kit::db::MysqlConfig::default();
-    mysql.url = mysql_url.into();
+    let mysql = service_kit::db::MysqlConfig {
+        url: mysql_url.into(),
+        ..service_kit::db::MysqlConfig::default()
+    };
     let handle = match kind {
         Kind::Activity => {
-            let mut config = activity_consumer::config::Config::default();
-            config.mysql = mysql;
-            config.rocketmq = mq.clone();
-            config.consumer = consumer_section(group);
-            config.tencent_im = im_section(fake);
-            config.grpc_listen = "127.0.0.1:0".into();
-            config.http_listen = "127.0.0.1:0".into();
+            let config = activity_consumer::config::Config {
+                mysql,
+                rocketmq: mq.clone(),
+                consumer: consumer_section(group),
+                tencent_im: im_section(fake),
+                grpc_listen: "127.0.0.1:0".into(),
+                http_listen: "127.0.0.1:0".into(),
+                ..activity_consumer::config::Config::default()
+            };
             let app = activity_consumer::App::build(config).await?;
             tokio::spawn(async move {
                 if let Err(error) = app.run(token).await {
@@ -133,12 +137,14 @@ pub async fn spawn_consumer(
             })
         }
         Kind::Notice => {
-            let mut config = notice_consumer::config::Config::default();
-            config.mysql = mysql;
-            config.rocketmq = mq.clone();
-            config.consumer = consumer_section(group);
-            config.tencent_im = im_section(fake);
-            config.http_listen = "127.0.0.1:0".into();
+            let config = notice_consumer::config::Config {
+                mysql,
+                rocketmq: mq.clone(),
+                consumer: consumer_section(group),
+                tencent_im: im_section(fake),
+                http_listen: "127.0.0.1:0".into(),
+                ..notice_consumer::config::Config::default()
+            };
             let app = notice_consumer::App::build(config).await?;
             tokio::spawn(async move {
                 if let Err(error) = app.run(token).await {
@@ -147,12 +153,14 @@ pub async fn spawn_consumer(
             })
         }
         Kind::ImBridge => {
-            let mut config = im_bridge::config::Config::default();
-            config.mysql = mysql;
-            config.rocketmq = mq.clone();
-            config.consumer = consumer_section(group);
-            config.tencent_im = im_section(fake);
-            config.http_listen = "127.0.0.1:0".into();
+            let config = im_bridge::config::Config {
+                mysql,
+                rocketmq: mq.clone(),
+                consumer: consumer_section(group),
+                tencent_im: im_section(fake),
+                http_listen: "127.0.0.1:0".into(),
+                ..im_bridge::config::Config::default()
+            };
             let app = im_bridge::App::build(config).await?;
             tokio::spawn(async move {
                 if let Err(error) = app.run(token).await {

@@ -1,9 +1,9 @@
 //! Scenario 4, `e2e-latency`: SendGift commands at a fixed rate over 100
-//! rooms through room-service (in-process, embedded relay in mq mode) to
-//! activity-consumer (in-process, fake IM), with the relay nudge on and off.
-//! Per hop p50/p99: commit → published (`room_outbox.delivered_at_ms -
-//! created_at_ms`), published → consumed (`consumer_dedup.processed_at_ms -
-//! delivered_at_ms`), and commit → consumed.
+//! rooms (20 in smoke) through room-service (in-process, embedded relay in mq
+//! mode) to activity-consumer (in-process, fake IM), with the relay nudge on
+//! and off. Per hop p50/p99: commit → published
+//! (`room_outbox.delivered_at_ms - created_at_ms`), published → consumed
+//! (`consumer_dedup.processed_at_ms - delivered_at_ms`), and commit → consumed.
 
 use crate::{
     consumers::{self, Kind},
@@ -22,8 +22,6 @@ use sqlx::{MySqlPool, Row as _};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const ROOMS: usize = 100;
-
 fn meta(command_id: String) -> Option<CommandMeta> {
     Some(CommandMeta {
         command_id,
@@ -34,11 +32,16 @@ fn meta(command_id: String) -> Option<CommandMeta> {
 
 /// Runs scenario 4 with the nudge on, then off.
 pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
-    let (rate, seconds) = if env.smoke { (100u64, 2u64) } else { (1_000, 30) };
-    println!("e2e-latency: {rate} SendGift/s over {ROOMS} rooms for {seconds}s, nudge on and off");
+    let (rate, seconds) = if env.smoke {
+        (100u64, 2u64)
+    } else {
+        (1_000, 30)
+    };
+    let rooms = if env.smoke { 20 } else { 100 };
+    println!("e2e-latency: {rate} SendGift/s over {rooms} rooms for {seconds}s, nudge on and off");
     let mut results = Vec::new();
     for nudge in [true, false] {
-        results.push((nudge, run(env, nudge, rate, seconds).await?));
+        results.push((nudge, run(env, nudge, rooms, rate, seconds).await?));
     }
     let off_total = results
         .iter()
@@ -88,13 +91,25 @@ struct Hops {
     achieved_rate: f64,
 }
 
-async fn run(env: &BenchEnv, nudge: bool, rate: u64, seconds: u64) -> anyhow::Result<Hops> {
+async fn run(
+    env: &BenchEnv,
+    nudge: bool,
+    rooms: usize,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<Hops> {
     let (pool, db) = fixtures::fresh_database(env).await?;
     let mysql_url = format!("{}/{db}", env.mysql);
-    let namespace = format!("benche2e{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let namespace = format!(
+        "benche2e{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     let mq = mq_config(env, &namespace);
     create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
-    let group = format!("bench-e2e-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let group = format!(
+        "bench-e2e-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     create_topic(&env.bootstrap, &mq.topic(&names::dead_letter_topic(&group))).await?;
     let fake = consumers::fake_im().await?;
     let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default()).await?;
@@ -130,10 +145,12 @@ async fn run(env: &BenchEnv, nudge: bool, rate: u64, seconds: u64) -> anyhow::Re
     let (consumer_shutdown, consumer_task) =
         consumers::spawn_consumer(Kind::Activity, &mysql_url, &mq, &group, &fake).await?;
 
+    // Room leases live in Redis across runs: fresh room ids per run.
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
     // Rooms, one sender each, and one warm-up gift per room consumed end to end.
-    for room in 0..ROOMS {
+    for room in 0..rooms {
         let mut client = client.clone();
-        let room_id = format!("e2e-{room}");
+        let room_id = format!("e2e-{run_id}-{room}");
         client
             .create_room(CreateRoomRequest {
                 meta: meta(format!("create-{room_id}")),
@@ -150,7 +167,7 @@ async fn run(env: &BenchEnv, nudge: bool, rate: u64, seconds: u64) -> anyhow::Re
                 user_id: "sender".into(),
             })
             .await?;
-        send_gift(&mut client, room, u64::MAX - room as u64).await?;
+        send_gift(&mut client, &room_id, u64::MAX - room as u64).await?;
     }
     wait_consumed(&pool, &group, 0, Duration::from_secs(60)).await?;
 
@@ -163,8 +180,9 @@ async fn run(env: &BenchEnv, nudge: bool, rate: u64, seconds: u64) -> anyhow::Re
     for index in 0..total {
         ticker.tick().await;
         let mut client = client.clone();
+        let room_id = format!("e2e-{run_id}-{}", index as usize % rooms);
         inflight.push(tokio::spawn(async move {
-            send_gift(&mut client, index as usize % ROOMS, index).await
+            send_gift(&mut client, &room_id, index).await
         }));
     }
     let mut failed = 0;
@@ -192,13 +210,13 @@ async fn run(env: &BenchEnv, nudge: bool, rate: u64, seconds: u64) -> anyhow::Re
 
 async fn send_gift(
     client: &mut RoomServiceClient<tonic::transport::Channel>,
-    room: usize,
+    room_id: &str,
     index: u64,
 ) -> anyhow::Result<()> {
     client
         .send_gift(SendGiftRequest {
-            meta: meta(format!("gift-{room}-{index}")),
-            room_id: format!("e2e-{room}"),
+            meta: meta(format!("gift-{room_id}-{index}")),
+            room_id: room_id.into(),
             sender_id: "sender".into(),
             receiver_id: "host".into(),
             gift_id: "rose".into(),

@@ -4,7 +4,11 @@
 //! `target/bench/`. A MISS is reported, never hidden; this is not a test and
 //! asserts no timings.
 
+mod consumer_scenarios;
+mod consumers;
+mod e2e_scenarios;
 mod fixtures;
+mod memory_scenarios;
 mod relay_scenarios;
 mod report;
 mod room_scenarios;
@@ -59,6 +63,15 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("relay-latency") {
         relay_scenarios::idle_latency(&env, &mut report).await?;
+    }
+    if selected("e2e-latency") {
+        e2e_scenarios::e2e_latency(&env, &mut report).await?;
+    }
+    if selected("consumer-throughput") {
+        consumer_scenarios::consumer_throughput(&env, &mut report).await?;
+    }
+    if selected("memory") {
+        memory_scenarios::memory(&env, &mut report).await?;
     }
     report.print();
     report.write(&cli.out_dir)?;

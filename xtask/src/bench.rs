@@ -8,17 +8,34 @@ use std::process::Command;
 /// Runs the benchmarks; args go to the bench binary (`--only relay-drain`, …).
 pub fn run(args: &[String]) -> Result<(), String> {
     infra::check_databases()?;
+    let root = infra::workspace_root();
+    let smoke = args.iter().any(|arg| arg == "--smoke");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if !smoke {
+        // The memory scenario measures the real service binaries, each its own process.
+        let mut build = Command::new(&cargo);
+        build.args(["build", "--quiet", "--release", "--bins"]);
+        for service in [
+            "room-service",
+            "outbox-relay",
+            "activity-consumer",
+            "notice-consumer",
+            "im-bridge",
+        ] {
+            build.args(["-p", service]);
+        }
+        build.current_dir(&root);
+        infra::run_checked(&mut build)?;
+    }
     let tansu = infra::ensure_tansu()?;
     let port = infra::free_port()?;
-    let root = infra::workspace_root();
     let broker = infra::start_broker(
         &tansu,
         port,
         &BrokerStorage::Memory,
         &root.join("target/tansu"),
     )?;
-    let smoke = args.iter().any(|arg| arg == "--smoke");
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut command = Command::new(&cargo);
     command.args(["run", "--quiet", "-p", "bench"]);
     if !smoke {
         command.arg("--release");
