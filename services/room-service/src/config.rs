@@ -92,6 +92,8 @@ pub struct RedisConfig {
     pub command_timeout: ConfigDuration,
     /// Connections in the client pool.
     pub pool_size: usize,
+    /// Prefix of every key, so deployments (and test runs) can share a Redis.
+    pub key_prefix: String,
 }
 
 impl Default for RedisConfig {
@@ -101,6 +103,7 @@ impl Default for RedisConfig {
             lease_ttl: ConfigDuration::from_secs(30),
             command_timeout: ConfigDuration::from_secs(1),
             pool_size: 4,
+            key_prefix: "hyapp".into(),
         }
     }
 }

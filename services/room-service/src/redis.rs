@@ -2,10 +2,11 @@
 //! room), the room list by heat, presence expiries, and the relay nudge.
 //! Redis holds hot, short-lived state only; MySQL stays the source of truth.
 //!
-//! Keys: `hyapp:room:lease:{room_id}` (value: node id, PX lease TTL),
-//! `hyapp:room:list:heat` (zset room_id → heat),
-//! `hyapp:room:presence` (zset `{room_id}|{user_id}` → expires_at_ms; `|` is
-//! outside the id charset, so the member splits unambiguously).
+//! Keys (under `redis.key_prefix`, default `hyapp`, so several deployments
+//! can share one Redis): `<prefix>:room:lease:{room_id}` (value: node id, PX
+//! lease TTL), `<prefix>:room:list:heat` (zset room_id → heat),
+//! `<prefix>:room:presence` (zset `{room_id}|{user_id}` → expires_at_ms; `|`
+//! is outside the id charset, so the member splits unambiguously).
 
 use std::time::Duration;
 
@@ -14,14 +15,26 @@ use fred::prelude::*;
 use crate::Error;
 use crate::config::RedisConfig;
 
-/// Zset of rooms by heat.
-pub const ROOM_LIST_KEY: &str = "hyapp:room:list:heat";
-/// Zset of presence expiries.
-pub const PRESENCE_KEY: &str = "hyapp:room:presence";
+/// Redis key names under one prefix.
+#[derive(Debug, Clone)]
+struct Keys {
+    room_list: String,
+    presence: String,
+    lease_prefix: String,
+}
 
-/// The lease key of a room.
-pub fn lease_key(room_id: &str) -> String {
-    format!("hyapp:room:lease:{room_id}")
+impl Keys {
+    fn new(prefix: &str) -> Self {
+        Self {
+            room_list: format!("{prefix}:room:list:heat"),
+            presence: format!("{prefix}:room:presence"),
+            lease_prefix: format!("{prefix}:room:lease:"),
+        }
+    }
+
+    fn lease(&self, room_id: &str) -> String {
+        format!("{}{room_id}", self.lease_prefix)
+    }
 }
 
 /// The presence zset member of a user in a room.
@@ -104,6 +117,7 @@ pub struct Redis {
     pool: Pool,
     node_id: String,
     lease_ttl_ms: i64,
+    keys: Keys,
 }
 
 impl std::fmt::Debug for Redis {
@@ -137,6 +151,7 @@ impl Redis {
             pool,
             node_id: node_id.to_owned(),
             lease_ttl_ms: config.lease_ttl.as_millis(),
+            keys: Keys::new(&config.key_prefix),
         })
     }
 
@@ -156,7 +171,7 @@ impl Redis {
             .pool
             .eval(
                 ACQUIRE_LEASE,
-                lease_key(room_id),
+                self.keys.lease(room_id),
                 vec![self.node_id.clone(), self.lease_ttl_ms.to_string()],
             )
             .await
@@ -177,7 +192,7 @@ impl Redis {
             .pool
             .eval(
                 RENEW_LEASE,
-                lease_key(room_id),
+                self.keys.lease(room_id),
                 vec![self.node_id.clone(), self.lease_ttl_ms.to_string()],
             )
             .await
@@ -191,7 +206,7 @@ impl Redis {
             .pool
             .eval(
                 RELEASE_LEASE,
-                lease_key(room_id),
+                self.keys.lease(room_id),
                 vec![self.node_id.clone()],
             )
             .await
@@ -209,7 +224,7 @@ impl Redis {
             if let Some((room_id, heat)) = &projection.room_heat {
                 let () = pipeline
                     .zadd(
-                        ROOM_LIST_KEY,
+                        self.keys.room_list.as_str(),
                         None,
                         None,
                         false,
@@ -219,7 +234,9 @@ impl Redis {
                     .await?;
             }
             if let Some(room_id) = &projection.remove_room {
-                let () = pipeline.zrem(ROOM_LIST_KEY, room_id.as_str()).await?;
+                let () = pipeline
+                    .zrem(self.keys.room_list.as_str(), room_id.as_str())
+                    .await?;
             }
             if !projection.presence_set.is_empty() {
                 let values: Vec<(f64, &str)> = projection
@@ -228,12 +245,22 @@ impl Redis {
                     .map(|(member, expires)| (*expires as f64, member.as_str()))
                     .collect();
                 let () = pipeline
-                    .zadd(PRESENCE_KEY, None, None, false, false, values)
+                    .zadd(
+                        self.keys.presence.as_str(),
+                        None,
+                        None,
+                        false,
+                        false,
+                        values,
+                    )
                     .await?;
             }
             if !projection.presence_remove.is_empty() {
                 let () = pipeline
-                    .zrem(PRESENCE_KEY, projection.presence_remove.clone())
+                    .zrem(
+                        self.keys.presence.as_str(),
+                        projection.presence_remove.clone(),
+                    )
                     .await?;
             }
             if let Some(shard) = projection.nudge_shard {
@@ -259,7 +286,7 @@ impl Redis {
         let _: Value = self
             .pool
             .zadd(
-                PRESENCE_KEY,
+                self.keys.presence.as_str(),
                 None,
                 None,
                 false,
@@ -275,11 +302,18 @@ impl Redis {
     pub async fn expired_presence(
         &self,
         now_ms: i64,
+        offset: i64,
         limit: i64,
     ) -> Result<Vec<(String, i64)>, Error> {
         let entries: Vec<(String, f64)> = self
             .pool
-            .zrangebyscore(PRESENCE_KEY, "-inf", now_ms as f64, true, Some((0, limit)))
+            .zrangebyscore(
+                self.keys.presence.as_str(),
+                "-inf",
+                now_ms as f64,
+                true,
+                Some((offset, limit)),
+            )
             .await
             .map_err(|error| Error::redis(&error))?;
         Ok(entries
@@ -294,7 +328,7 @@ impl Redis {
             .pool
             .eval(
                 REMOVE_EXPIRED_PRESENCE,
-                PRESENCE_KEY,
+                self.keys.presence.as_str(),
                 vec![member.to_owned(), now_ms.to_string()],
             )
             .await
@@ -306,7 +340,7 @@ impl Redis {
     pub async fn top_rooms(&self, limit: i64) -> Result<Vec<(String, u64)>, Error> {
         let entries: Vec<(String, f64)> = self
             .pool
-            .zrevrange(ROOM_LIST_KEY, 0, limit - 1, true)
+            .zrevrange(self.keys.room_list.as_str(), 0, limit - 1, true)
             .await
             .map_err(|error| Error::redis(&error))?;
         Ok(entries

@@ -68,32 +68,53 @@ where
 /// Most presence entries handled per sweep.
 const PRESENCE_BATCH: i64 = 200;
 
+/// Pages of expired presence entries looked at per sweep: entries of rooms
+/// owned by other nodes stay in the shared zset, so a node pages past them
+/// instead of being starved by them.
+const MAX_PRESENCE_PAGES: usize = 10;
+
 /// One presence sweep: every expired user leaves through a normal LeaveRoom
 /// command. Entries of rooms owned by another node are left to that node.
 pub async fn sweep_presence(rooms: &Rooms) -> Result<usize, Error> {
     let now_ms = service_kit::time::now_ms();
     let redis = &rooms.deps.redis;
-    let expired = redis.expired_presence(now_ms, PRESENCE_BATCH).await?;
     let mut removed = 0;
-    for (member, expires_at_ms) in expired {
-        let Some((room_id, user_id)) = split_presence_member(&member) else {
-            redis.remove_expired_presence(&member, now_ms).await?;
-            continue;
-        };
-        match rooms.expire_presence(room_id, user_id, expires_at_ms).await {
-            Ok(_) => {
-                rooms.deps.metrics.presence_expired.inc();
-                removed += 1;
-            }
-            // Gone already (left, kicked, closed): only the entry remains.
-            Err(Error::Rejected(_) | Error::InvalidArgument(_)) => {}
-            Err(Error::OwnedElsewhere { .. }) => continue,
-            Err(error) => {
-                tracing::warn!(room_id, user_id, %error, "presence expiry failed");
+    let mut offset = 0;
+    for _ in 0..MAX_PRESENCE_PAGES {
+        let expired = redis
+            .expired_presence(now_ms, offset, PRESENCE_BATCH)
+            .await?;
+        let full_page = expired.len() as i64 == PRESENCE_BATCH;
+        let mut kept = 0;
+        for (member, expires_at_ms) in expired {
+            let Some((room_id, user_id)) = split_presence_member(&member) else {
+                redis.remove_expired_presence(&member, now_ms).await?;
                 continue;
+            };
+            match rooms.expire_presence(room_id, user_id, expires_at_ms).await {
+                Ok(_) => {
+                    rooms.deps.metrics.presence_expired.inc();
+                    removed += 1;
+                }
+                // Gone already (left, kicked, closed): only the entry remains.
+                Err(Error::Rejected(_) | Error::InvalidArgument(_)) => {}
+                Err(Error::OwnedElsewhere { .. }) => {
+                    kept += 1;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(room_id, user_id, %error, "presence expiry failed");
+                    kept += 1;
+                    continue;
+                }
             }
+            redis.remove_expired_presence(&member, now_ms).await?;
         }
-        redis.remove_expired_presence(&member, now_ms).await?;
+        if !full_page {
+            break;
+        }
+        // Removed entries left the range; the kept ones are skipped next page.
+        offset += kept;
     }
     Ok(removed)
 }

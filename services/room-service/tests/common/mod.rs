@@ -38,6 +38,10 @@ pub fn test_config(db: &TestDb, wallet: &fake_wallet::FakeWalletHandle) -> Confi
     config.mysql.url = db.url.clone();
     config.mysql.max_connections = 8;
     config.redis.url = testkit::redis_url();
+    // Redis is shared by every test (and anything else on the machine):
+    // nodes of one test share its database and so its key prefix, and see
+    // nobody else's leases, presence or room list.
+    config.redis.key_prefix = db.name.clone();
     config.grpc_listen = "127.0.0.1:0".into();
     config.http_listen = "127.0.0.1:0".into();
     config.node_id = testkit::unique("node-");
