@@ -137,6 +137,23 @@ pub struct DedupPurge {
 }
 
 impl ConsumerSettings {
+    /// Settings of a consumer of the `rocketmq.room_outbox` topic, joining
+    /// `default_group` unless `consumer.group` overrides it — what every
+    /// room-event consumer (activity, notice, IM bridge) uses.
+    pub fn room_outbox(
+        mq: &MqConfig,
+        section: &ConsumerConfig,
+        default_group: &str,
+    ) -> Result<Self, Error> {
+        Self::resolve(
+            mq,
+            section,
+            &mq.room_outbox.topic,
+            default_group,
+            mq.room_outbox.consumer_max_reconsume_times,
+        )
+    }
+
     /// Resolves one consumer of `topic` (un-namespaced) in `default_group`
     /// (used when `section.group` is empty), with `max_reconsume_times` from
     /// the seed's `rocketmq.*.consumer_max_reconsume_times`.

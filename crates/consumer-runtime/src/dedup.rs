@@ -129,13 +129,8 @@ async fn select_existing(
     }
     ids.push_unseparated(")");
     let rows = query.build().fetch_all(&mut *connection).await?;
-    // The column's binary collation makes the driver report BINARY, so read bytes.
     rows.iter()
-        .map(|row| {
-            row.try_get::<Vec<u8>, _>(0)
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .map_err(Error::from)
-        })
+        .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
         .collect()
 }
 

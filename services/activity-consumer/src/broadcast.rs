@@ -146,7 +146,7 @@ impl Broadcaster {
     pub async fn sweep_once(&self) -> Result<usize, sqlx::Error> {
         let now_ms = service_kit::time::now_ms();
         let due: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT CAST(event_id AS CHAR), next_attempt_at_ms FROM activity_broadcasts \
+            "SELECT event_id, next_attempt_at_ms FROM activity_broadcasts \
              WHERE status = 'pending' AND next_attempt_at_ms <= ? \
              ORDER BY next_attempt_at_ms LIMIT ?",
         )
@@ -170,10 +170,9 @@ impl Broadcaster {
                 continue;
             }
             let row: Option<BroadcastRow> = sqlx::query_as(
-                // CAST: the columns' binary collation would make the driver see BINARY.
-                "SELECT CAST(event_id AS CHAR) AS event_id, CAST(room_id AS CHAR) AS room_id, \
-                 CAST(sender_id AS CHAR) AS sender_id, CAST(receiver_id AS CHAR) AS receiver_id, \
-                 CAST(gift_id AS CHAR) AS gift_id, total_value, attempts \
+                "SELECT event_id, room_id, \
+                 sender_id, receiver_id, \
+                 gift_id, total_value, attempts \
                  FROM activity_broadcasts WHERE event_id = ?",
             )
             .bind(&event_id)

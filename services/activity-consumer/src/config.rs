@@ -168,12 +168,10 @@ impl Config {
 
     /// The consumer of `rocketmq.room_outbox.topic` in the activity group.
     pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
-        Ok(ConsumerSettings::resolve(
+        Ok(ConsumerSettings::room_outbox(
             &self.rocketmq,
             &self.consumer,
-            &self.rocketmq.room_outbox.topic,
             GROUP_ACTIVITY,
-            self.rocketmq.room_outbox.consumer_max_reconsume_times,
         )?)
     }
 }

@@ -130,7 +130,7 @@ impl Fixture {
 
     async fn broadcast(&self, event_id: &str) -> Option<(String, u32, String)> {
         sqlx::query_as(
-            "SELECT CAST(status AS CHAR), attempts, CAST(last_error AS CHAR) \
+            "SELECT status, attempts, last_error \
              FROM activity_broadcasts WHERE event_id = ?",
         )
         .bind(event_id)

@@ -111,12 +111,10 @@ impl Config {
 /// this too when it hosts the bridge (`tencent_im_consumer_enabled`).
 pub fn settings(mq: &MqConfig, consumer: &ConsumerConfig) -> Result<ConsumerSettings, Error> {
     let room_outbox = &mq.room_outbox;
-    Ok(ConsumerSettings::resolve(
+    Ok(ConsumerSettings::room_outbox(
         mq,
         consumer,
-        &room_outbox.topic,
         &room_outbox.tencent_im_consumer_group,
-        room_outbox.consumer_max_reconsume_times,
     )?)
 }
 

@@ -79,12 +79,10 @@ impl Config {
 
     /// The consumer of `rocketmq.room_outbox.topic` in the notice group.
     pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
-        Ok(ConsumerSettings::resolve(
+        Ok(ConsumerSettings::room_outbox(
             &self.rocketmq,
             &self.consumer,
-            &self.rocketmq.room_outbox.topic,
             GROUP_NOTICE,
-            self.rocketmq.room_outbox.consumer_max_reconsume_times,
         )?)
     }
 }

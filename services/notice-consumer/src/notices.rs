@@ -229,11 +229,10 @@ impl NoticeProcessor {
             if claimed == 0 {
                 continue;
             }
-            // CAST: the columns' binary collation would make the driver see BINARY.
             let row: Option<NoticeRow> = sqlx::query_as(
-                "SELECT CAST(event_id AS CHAR) AS event_id, CAST(recipient_id AS CHAR) AS recipient_id, \
-                 CAST(notice_type AS CHAR) AS notice_type, CAST(room_id AS CHAR) AS room_id, \
-                 CAST(content AS CHAR) AS content, attempts \
+                "SELECT event_id, recipient_id, \
+                 notice_type, room_id, \
+                 content, attempts \
                  FROM notice_delivery_events WHERE id = ?",
             )
             .bind(id)

@@ -79,7 +79,7 @@ impl Fixture {
     /// `(status, attempts, last_error)` of one notice row.
     async fn row(&self, event_id: &str, recipient: &str) -> Option<(String, u32, String)> {
         sqlx::query_as(
-            "SELECT CAST(status AS CHAR), attempts, CAST(last_error AS CHAR) \
+            "SELECT status, attempts, last_error \
              FROM notice_delivery_events WHERE event_id = ? AND recipient_id = ?",
         )
         .bind(event_id)

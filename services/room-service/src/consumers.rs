@@ -129,14 +129,8 @@ pub fn build(
         ));
     }
     if mq.enabled && mq.room_outbox.tencent_im_consumer_enabled {
-        let settings = ConsumerSettings::resolve(
-            mq,
-            &config.consumer,
-            &mq.room_outbox.topic,
-            &mq.room_outbox.tencent_im_consumer_group,
-            mq.room_outbox.consumer_max_reconsume_times,
-        )
-        .map_err(config_error)?;
+        let settings = im_bridge::config::settings(mq, &config.consumer)
+            .map_err(|error| Error::Config(error.to_string()))?;
         let client = config
             .tencent_im
             .client()
