@@ -31,6 +31,7 @@ pub mod im;
 pub mod message;
 pub mod metrics;
 pub mod testing;
+mod trace;
 mod worker;
 
 pub use config::{ConsumerConfig, ConsumerSettings, DedupPurge, RetryPolicy};

@@ -80,6 +80,9 @@ pub struct Delivery<M> {
     pub offset: i64,
     /// 1 on first delivery, then 2, 3, … while the runtime retries it.
     pub attempt: u32,
+    /// W3C trace context of this attempt's consume span (the message's
+    /// `traceparent` header continued); "" when untraced.
+    pub traceparent: String,
 }
 
 impl<M> Clone for Delivery<M> {
@@ -90,7 +93,17 @@ impl<M> Clone for Delivery<M> {
             partition: self.partition,
             offset: self.offset,
             attempt: self.attempt,
+            traceparent: self.traceparent.clone(),
         }
+    }
+}
+
+impl<M> Delivery<M> {
+    /// The trace context to run this message's work in (e.g. with
+    /// `opentelemetry::trace::FutureExt::with_context`), so IM calls and other
+    /// spans join the event's trace.
+    pub fn trace_context(&self) -> opentelemetry::Context {
+        service_kit::trace::context_from_traceparent(&self.traceparent)
     }
 }
 

@@ -138,6 +138,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                         partition: self.partition,
                         offset: raw.offset(),
                         attempt: 1,
+                        traceparent: crate::trace::header_traceparent(raw),
                     });
                     raws.extend(queue.pop_front());
                 }
@@ -209,7 +210,9 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         let first_offset = batch.first().map_or(0, |d| d.offset);
         let last_offset = batch.last().map_or(0, |d| d.offset);
         let handler = self.shared.handler.clone();
-        let owned: Vec<Delivery<M>> = batch.to_vec();
+        let mut owned: Vec<Delivery<M>> = batch.to_vec();
+        let spans =
+            crate::trace::start_consume_spans(&self.shared.settings.consumer_group, &mut owned);
         let span = tracing::info_span!(
             "consume_batch",
             consumer_group = %self.shared.settings.consumer_group,
@@ -219,7 +222,9 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         );
         // A task of its own, so a panicking handler is an error, not a dead worker.
         let task = tokio::spawn(async move { handler.handle_batch(&owned).await }.instrument(span));
-        let reason = match task.await {
+        let joined = task.await;
+        crate::trace::finish_consume_spans(spans, joined.as_ref().is_ok_and(Result::is_ok));
+        let reason = match joined {
             Ok(Ok(outcomes)) if outcomes.len() == size => {
                 for outcome in outcomes {
                     self.count(outcome);
@@ -335,8 +340,16 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
     }
 
     /// Calls the handler in its own task so a panic becomes a retryable error.
-    async fn run_handler(&self, delivery: Delivery<M>) -> Result<Outcome, HandlerError> {
+    async fn run_handler(&self, mut delivery: Delivery<M>) -> Result<Outcome, HandlerError> {
         let handler = self.shared.handler.clone();
+        let mut spans = crate::trace::start_consume_spans(
+            &self.shared.settings.consumer_group,
+            std::slice::from_mut(&mut delivery),
+        );
+        let context = spans
+            .first()
+            .map(|span| span.context().clone())
+            .unwrap_or_default();
         let span = tracing::info_span!(
             "consume",
             consumer_group = %self.shared.settings.consumer_group,
@@ -346,12 +359,28 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
             offset = delivery.offset,
             attempt = delivery.attempt
         );
-        let task = tokio::spawn(async move { handler.handle(&delivery).await }.instrument(span));
-        task.await.unwrap_or_else(|join_error| {
+        let task = tokio::spawn(
+            opentelemetry::trace::FutureExt::with_context(
+                async move { handler.handle(&delivery).await },
+                context,
+            )
+            .instrument(span),
+        );
+        let result = task.await.unwrap_or_else(|join_error| {
             Err(HandlerError::Retryable(format!(
                 "handler panicked: {join_error}"
             )))
-        })
+        });
+        if let Some(span) = spans.pop() {
+            span.finish(
+                result
+                    .as_ref()
+                    .err()
+                    .map(|error| error.to_string())
+                    .as_deref(),
+            );
+        }
+        result
     }
 
     async fn dead_letter_undecodable(

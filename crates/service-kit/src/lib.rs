@@ -12,6 +12,7 @@ pub mod secret;
 pub mod shutdown;
 pub mod telemetry;
 pub mod time;
+pub mod trace;
 
 pub use secret::Secret;
 

@@ -190,7 +190,17 @@ impl Client {
             im_api = api.path(),
             error_code = tracing::field::Empty
         );
-        async {
+        // An OpenTelemetry client span, child of whatever trace the caller is
+        // in (a consumer continuing the event's trace); a no-op without a provider.
+        let otel = {
+            use opentelemetry::trace::{SpanKind, Tracer as _};
+            let tracer = opentelemetry::global::tracer("tencent-im");
+            tracer
+                .span_builder(format!("tencent_im {}", api.path()))
+                .with_kind(SpanKind::Client)
+                .start(&tracer)
+        };
+        let result = async {
             let result = match self.attempt(api, body, false).await {
                 Err(err) if err.code() == Some(codes::USERSIG_EXPIRED) => {
                     self.inner.expired_sig_retries.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +224,16 @@ impl Client {
             result
         }
         .instrument(span)
-        .await
+        .await;
+        {
+            use opentelemetry::trace::Span as _;
+            let mut otel = otel;
+            if let Err(error) = &result {
+                otel.set_status(opentelemetry::trace::Status::error(error.to_string()));
+            }
+            otel.end();
+        }
+        result
     }
 
     async fn attempt<Req, Resp>(&self, api: Api, body: &Req, fresh_sig: bool) -> Result<Resp, Error>

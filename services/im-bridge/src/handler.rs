@@ -89,7 +89,12 @@ impl ImBridgeHandler {
         let mut outcomes = Vec::with_capacity(batch.len());
         for delivery in batch {
             let event = &*delivery.message;
-            match self.apply_one(event, &already_sent, &sent).await {
+            // Inside the event's trace, so the IM call's span joins it.
+            let applied = opentelemetry::trace::FutureExt::with_context(
+                self.apply_one(event, &already_sent, &sent),
+                delivery.trace_context(),
+            );
+            match applied.await {
                 Ok(outcome) => {
                     if outcome == Outcome::Applied && matches!(self.action(event), Action::Message)
                     {

@@ -97,6 +97,7 @@ impl DirectSinks {
                 partition: -1,
                 offset: -1,
                 attempt: 1,
+                traceparent: row.traceparent.clone(),
             };
             im.handle(&delivery).await.map_err(|error| match error {
                 HandlerError::Retryable(message) => {

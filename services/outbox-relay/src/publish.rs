@@ -149,7 +149,7 @@ impl Publishers {
     /// Publishes one row to every publisher of the mode. Delayed wake-ups
     /// (topic `hyapp_room_treasure_open`) only exist on the broker.
     pub async fn publish(&self, row: &OutboxRow, timeout: Duration) -> Result<(), PublishFailure> {
-        let span = crate::trace::PublishSpan::start(row);
+        let span = crate::trace::publish_span(row);
         let result = self.publish_in(row, &span.traceparent(), timeout).await;
         span.finish(
             result

@@ -269,3 +269,106 @@ async fn the_hosted_im_bridge_turns_events_into_group_messages() {
     );
     harness.stop().await;
 }
+
+/// One trace from the gateway's request to Tencent IM: the command's
+/// `traceparent` is stored with its outbox rows, the relay's publish span
+/// continues it, the IM bridge's consume span is a child of the publish span,
+/// and the Tencent IM call is a child of the consume span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_runs_from_the_command_to_the_im_call() {
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    opentelemetry::global::set_tracer_provider(provider.clone());
+
+    let im = fake_tencent_im::spawn(fake_tencent_im::FakeImConfig::new(
+        1_400_000_003,
+        "trace-secret",
+        "administrator",
+    ))
+    .await
+    .unwrap();
+    let namespace = testkit::unique("ns");
+    testkit::create_topic(
+        &format!("{namespace}.{}", outbox_schema::names::TOPIC_ROOM_OUTBOX),
+        1,
+    )
+    .await;
+    let im_url = im.base_url();
+    let harness = Harness::start_with(|config| {
+        mq_config(config, &namespace);
+        config.rocketmq.room_outbox.tencent_im_consumer_enabled = true;
+        config.rocketmq.room_outbox.tencent_im_consumer_group = testkit::unique("trace-");
+        config.tencent_im.enabled = true;
+        config.tencent_im.base_url = im_url;
+        config.tencent_im.sdk_app_id = 1_400_000_003;
+        config.tencent_im.secret_key = service_kit::Secret::new("trace-secret");
+    })
+    .await;
+    let mut client = harness.client.clone();
+    let room = testkit::unique("room-trace-");
+    client.create_room(create(&room, "host")).await.unwrap();
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let mut request = tonic::Request::new(join(&room, "alice"));
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{trace_id}-00f067aa0ba902b7-01")
+            .parse()
+            .unwrap(),
+    );
+    let reply = client.join_room(request).await.unwrap().into_inner();
+    let joined = reply.events[0].event_id.clone();
+
+    let group = format!("room_{room}");
+    let random = tencent_im::random_from_event_id(&joined);
+    let delivered = eventually(Duration::from_secs(30), || async {
+        im.group_messages(&group)
+            .iter()
+            .any(|message| message.random == random)
+    })
+    .await;
+    assert!(delivered, "the join reached the IM group");
+    harness.stop().await;
+    provider.force_flush().unwrap();
+
+    let spans = exporter.get_finished_spans().unwrap();
+    let in_trace: Vec<_> = spans
+        .iter()
+        .filter(|span| span.span_context.trace_id().to_string() == trace_id)
+        .collect();
+    let find = |prefix: &str| {
+        in_trace
+            .iter()
+            .find(|span| span.name.starts_with(prefix))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no `{prefix}` span in the trace: {:?}",
+                    in_trace.iter().map(|span| &span.name).collect::<Vec<_>>()
+                )
+            })
+    };
+    let publish = find("room_outbox publish");
+    assert_eq!(
+        publish.parent_span_id.to_string(),
+        "00f067aa0ba902b7",
+        "continues the request's span"
+    );
+    // The consume span is named after the consumer group: "<group> process".
+    let consume = in_trace
+        .iter()
+        .find(|span| span.name.ends_with(" process"))
+        .expect("a consume span in the trace");
+    assert_eq!(
+        consume.parent_span_id,
+        publish.span_context.span_id(),
+        "consumer continues the publish span"
+    );
+    let im_call = find("tencent_im group_open_http_svc/send_group_msg");
+    assert_eq!(
+        im_call.parent_span_id,
+        consume.span_context.span_id(),
+        "the IM call is part of the consume span"
+    );
+}
