@@ -46,6 +46,11 @@ pub struct Check {
     pub detail: String,
 }
 
+/// A check made outside [`evaluate`].
+pub fn named(name: &'static str, ok: bool, detail: impl Into<String>) -> Check {
+    check(name, ok, detail)
+}
+
 fn check(name: &'static str, ok: bool, detail: impl Into<String>) -> Check {
     Check {
         name,

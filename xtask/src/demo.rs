@@ -101,6 +101,41 @@ fn run_with_database(
         .args(["--im-silent", IM_SILENT])
         .args(["--logs", &plan.log_dir.display().to_string()])
         .current_dir(infra::workspace_root());
+    // Each service's /metrics, with a metric it must export after the session.
+    for (name, port, metric) in [
+        ("room-service", p.room_http, "room_commands_total"),
+        (
+            "outbox-relay",
+            p.relay_http,
+            "room_outbox_publish_success_total",
+        ),
+        (
+            "im-bridge",
+            p.im_bridge_http,
+            "consumer_messages_consumed_total",
+        ),
+        (
+            "activity-consumer",
+            p.activity_http,
+            "consumer_messages_consumed_total",
+        ),
+        (
+            "notice-consumer",
+            p.notice_http,
+            "consumer_messages_consumed_total",
+        ),
+    ] {
+        if !stack
+            .unavailable
+            .iter()
+            .any(|(unavailable, _)| *unavailable == name)
+        {
+            command.args([
+                "--metrics",
+                &format!("{name}=http://127.0.0.1:{port}/metrics={metric}"),
+            ]);
+        }
+    }
     for (name, reason) in &stack.unavailable {
         let first_line = reason.lines().next().unwrap_or_default();
         command.args(["--unavailable", &format!("{name}: {first_line}")]);
