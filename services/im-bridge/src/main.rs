@@ -25,6 +25,8 @@ async fn main() -> anyhow::Result<()> {
     }
     service_kit::telemetry::init("im-bridge", &config.log);
     let app = im_bridge::App::build(config).await?;
-    app.run(service_kit::shutdown::on_signal()).await?;
+    let result = app.run(service_kit::shutdown::on_signal()).await;
+    service_kit::telemetry::shutdown();
+    result?;
     Ok(())
 }

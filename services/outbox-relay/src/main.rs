@@ -113,7 +113,9 @@ async fn main() -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
             let shutdown = service_kit::shutdown::on_signal();
-            App::build(config).await?.run(shutdown).await?;
+            let result = App::build(config).await?.run(shutdown).await;
+            service_kit::telemetry::shutdown();
+            result?;
         }
         Command::Status => print_json(&ops::status(&pool(&config).await?).await?)?,
         Command::DeadLetters(DeadLetterCommand::List(filter)) => {

@@ -29,7 +29,9 @@ async fn main() -> anyhow::Result<()> {
     let app = room_service::App::build(config)
         .await
         .context("starting room-service")?;
-    let report = app.run(shutdown).await.context("running room-service")?;
+    let result = app.run(shutdown).await;
+    service_kit::telemetry::shutdown();
+    let report = result.context("running room-service")?;
     tracing::info!(steps = ?report.steps, "room-service stopped");
     Ok(())
 }
