@@ -200,16 +200,16 @@ async fn commands_reach_the_topic_through_the_embedded_relay_in_room_order() {
     harness.stop().await;
 }
 
-/// Seed 001: room-service can host the IM bridge consumer itself
-/// (`rocketmq.room_outbox.tencent_im_consumer_enabled`): events published by
-/// the embedded relay come back through the topic and become group messages
-/// on (the faithful fake of) Tencent IM, one per event, with `Random` from the
-/// event id; heat and rank changes stay silent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_hosted_im_bridge_turns_events_into_group_messages() {
+/// A fake Tencent IM and a room-service publishing through its embedded relay
+/// to a fresh topic (`partitions` partitions) and hosting the IM bridge on it.
+async fn start_with_hosted_bridge(
+    app_id: u64,
+    secret: &'static str,
+    partitions: i32,
+) -> (fake_tencent_im::FakeImHandle, Harness) {
     let im = fake_tencent_im::spawn(fake_tencent_im::FakeImConfig::new(
-        1_400_000_002,
-        "bridge-secret",
+        app_id,
+        secret,
         "administrator",
     ))
     .await
@@ -217,7 +217,7 @@ async fn the_hosted_im_bridge_turns_events_into_group_messages() {
     let namespace = testkit::unique("ns");
     testkit::create_topic(
         &format!("{namespace}.{}", outbox_schema::names::TOPIC_ROOM_OUTBOX),
-        2,
+        partitions,
     )
     .await;
     let im_url = im.base_url();
@@ -227,10 +227,21 @@ async fn the_hosted_im_bridge_turns_events_into_group_messages() {
         config.rocketmq.room_outbox.tencent_im_consumer_group = testkit::unique("bridge-");
         config.tencent_im.enabled = true;
         config.tencent_im.base_url = im_url;
-        config.tencent_im.sdk_app_id = 1_400_000_002;
-        config.tencent_im.secret_key = service_kit::Secret::new("bridge-secret");
+        config.tencent_im.sdk_app_id = app_id;
+        config.tencent_im.secret_key = service_kit::Secret::new(secret);
     })
     .await;
+    (im, harness)
+}
+
+/// Seed 001: room-service can host the IM bridge consumer itself
+/// (`rocketmq.room_outbox.tencent_im_consumer_enabled`): events published by
+/// the embedded relay come back through the topic and become group messages
+/// on (the faithful fake of) Tencent IM, one per event, with `Random` from the
+/// event id; heat and rank changes stay silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosted_im_bridge_turns_events_into_group_messages() {
+    let (im, harness) = start_with_hosted_bridge(1_400_000_002, "bridge-secret", 2).await;
     let mut client = harness.client.clone();
     let room = testkit::unique("room-im-");
     room_with_members(&mut client, &room, "host", &["alice"]).await;
@@ -283,30 +294,7 @@ async fn one_trace_runs_from_the_command_to_the_im_call() {
         .build();
     opentelemetry::global::set_tracer_provider(provider.clone());
 
-    let im = fake_tencent_im::spawn(fake_tencent_im::FakeImConfig::new(
-        1_400_000_003,
-        "trace-secret",
-        "administrator",
-    ))
-    .await
-    .unwrap();
-    let namespace = testkit::unique("ns");
-    testkit::create_topic(
-        &format!("{namespace}.{}", outbox_schema::names::TOPIC_ROOM_OUTBOX),
-        1,
-    )
-    .await;
-    let im_url = im.base_url();
-    let harness = Harness::start_with(|config| {
-        mq_config(config, &namespace);
-        config.rocketmq.room_outbox.tencent_im_consumer_enabled = true;
-        config.rocketmq.room_outbox.tencent_im_consumer_group = testkit::unique("trace-");
-        config.tencent_im.enabled = true;
-        config.tencent_im.base_url = im_url;
-        config.tencent_im.sdk_app_id = 1_400_000_003;
-        config.tencent_im.secret_key = service_kit::Secret::new("trace-secret");
-    })
-    .await;
+    let (im, harness) = start_with_hosted_bridge(1_400_000_003, "trace-secret", 1).await;
     let mut client = harness.client.clone();
     let room = testkit::unique("room-trace-");
     client.create_room(create(&room, "host")).await.unwrap();
