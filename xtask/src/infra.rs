@@ -43,7 +43,12 @@ pub fn check_databases() -> Result<(), String> {
 
 /// Sends `PING` to Redis on 127.0.0.1:6379 and expects `+PONG`.
 pub fn redis_ping() -> Result<(), String> {
-    let addr: SocketAddr = "127.0.0.1:6379".parse().map_err(|_| "bad address")?;
+    redis_ping_at(6379)
+}
+
+/// Sends `PING` to Redis on 127.0.0.1:`port` and expects `+PONG`.
+pub fn redis_ping_at(port: u16) -> Result<(), String> {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map_err(|error| error.to_string())?;
     stream
@@ -183,8 +188,12 @@ pub fn start_broker(
     std::fs::create_dir_all(log_dir)
         .map_err(|error| format!("create {}: {error}", log_dir.display()))?;
     let log_path = log_dir.join(format!("tansu-{port}.log"));
-    let log =
-        std::fs::File::create(&log_path).map_err(|error| format!("create broker log: {error}"))?;
+    // Appended: a restarted broker keeps the log of the one before it.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|error| format!("open broker log: {error}"))?;
     let log_err = log.try_clone().map_err(|error| error.to_string())?;
     let url = format!("tcp://127.0.0.1:{port}");
     let storage_url = match storage {

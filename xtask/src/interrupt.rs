@@ -40,6 +40,12 @@ pub struct StopFlag {
 }
 
 impl StopFlag {
+    /// A flag that is never raised (unsupervised runs, where Ctrl-C simply
+    /// kills the process group).
+    pub fn never() -> Self {
+        StopFlag { path: None }
+    }
+
     /// True once the supervisor saw a stop signal.
     pub fn requested(&self) -> bool {
         self.path.as_ref().is_some_and(|path| path.exists())

@@ -34,12 +34,17 @@ impl Drop for LocalDatabases {
 }
 
 fn mysql_reachable() -> bool {
-    let addr: SocketAddr = ([127, 0, 0, 1], 3306).into();
+    mysql_reachable_at(3306)
+}
+
+/// True when something accepts connections on 127.0.0.1:`port`.
+pub fn mysql_reachable_at(port: u16) -> bool {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
 }
 
 /// Finds `name` in PATH or the usual sbin directories.
-fn find_binary(name: &str) -> Option<PathBuf> {
+pub fn find_binary(name: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
     path.split(':')
         .chain(["/usr/sbin", "/usr/local/sbin", "/usr/bin"])
@@ -63,7 +68,7 @@ pub fn ensure(dir: &Path) -> Result<LocalDatabases, String> {
         crate::step(
             "starting a private MariaDB on 127.0.0.1:3306 (data under target/stack/mariadb)",
         );
-        let child = start_mariadb(&mariadbd, &dir.join("mariadb"))?;
+        let child = start_mariadb(&mariadbd, &dir.join("mariadb"), 3306, true)?;
         local.servers.push(("mariadb", child));
     }
     if infra::redis_ping().is_err() {
@@ -75,7 +80,7 @@ pub fn ensure(dir: &Path) -> Result<LocalDatabases, String> {
             );
         };
         crate::step("starting a private Redis on 127.0.0.1:6379 (no persistence)");
-        let child = start_redis(&redis, &dir.join("redis"))?;
+        let child = start_redis(&redis, &dir.join("redis"), 6379)?;
         local.servers.push(("redis", child));
     }
     infra::check_databases()?;
@@ -95,9 +100,43 @@ fn fresh_dir(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|error| format!("create {}: {error}", dir.display()))
 }
 
-fn start_mariadb(mariadbd: &Path, dir: &Path) -> Result<Child, String> {
-    fresh_dir(dir)?;
+/// Starts a throwaway MariaDB on `port` with its data under `dir`; `install`
+/// creates a fresh data directory first, otherwise the existing one is reused
+/// (a restart after a crash: InnoDB recovers it).
+pub fn start_mariadb(
+    mariadbd: &Path,
+    dir: &Path,
+    port: u16,
+    install: bool,
+) -> Result<Child, String> {
     let data = dir.join("data");
+    if install {
+        install_mariadb(dir, &data)?;
+    }
+    let (out, err) = log_file_append(dir, "mariadb.log")?;
+    let mut command = Command::new(mariadbd);
+    command
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
+        .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
+        .arg(format!("--port={port}"))
+        .args(["--bind-address=127.0.0.1", "--skip-name-resolve"])
+        // Throwaway instance: anyone on loopback may connect as root without a password.
+        .arg("--skip-grant-tables")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    if running_as_root() {
+        command.arg("--user=root");
+    }
+    spawn_and_wait(command, "mariadb", &dir.join("mariadb.log"), || {
+        mysql_reachable_at(port)
+    })
+}
+
+fn install_mariadb(dir: &Path, data: &Path) -> Result<(), String> {
+    fresh_dir(dir)?;
     let install = find_binary("mariadb-install-db")
         .or_else(|| find_binary("mysql_install_db"))
         .ok_or("mariadb-install-db is missing (it ships with mariadb-server)")?;
@@ -113,41 +152,29 @@ fn start_mariadb(mariadbd: &Path, dir: &Path) -> Result<Child, String> {
         install_cmd.arg("--user=root");
     }
     infra::run_checked(&mut install_cmd)
-        .map_err(|error| format!("{error}; see {}", dir.join("install.log").display()))?;
-    let (out, err) = log_file(dir, "mariadb.log")?;
-    let mut command = Command::new(mariadbd);
-    command
-        .arg("--no-defaults")
-        .arg(format!("--datadir={}", data.display()))
-        .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
-        .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
-        .args([
-            "--port=3306",
-            "--bind-address=127.0.0.1",
-            "--skip-name-resolve",
-        ])
-        // Throwaway instance: anyone on loopback may connect as root without a password.
-        .arg("--skip-grant-tables")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    if running_as_root() {
-        command.arg("--user=root");
-    }
-    spawn_and_wait(
-        command,
-        "mariadb",
-        &dir.join("mariadb.log"),
-        mysql_reachable,
-    )
+        .map_err(|error| format!("{error}; see {}", dir.join("install.log").display()))
 }
 
-fn start_redis(redis: &Path, dir: &Path) -> Result<Child, String> {
-    fresh_dir(dir)?;
-    let (out, err) = log_file(dir, "redis.log")?;
+/// Appends to `dir/name` (a restarted server keeps the earlier log).
+fn log_file_append(dir: &Path, name: &str) -> Result<(std::fs::File, std::fs::File), String> {
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|error| format!("open {}: {error}", path.display()))?;
+    let clone = file.try_clone().map_err(|error| error.to_string())?;
+    Ok((file, clone))
+}
+
+/// Starts a throwaway Redis (no persistence) on `port`, logging under `dir`.
+pub fn start_redis(redis: &Path, dir: &Path, port: u16) -> Result<Child, String> {
+    std::fs::create_dir_all(dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
+    let (out, err) = log_file_append(dir, "redis.log")?;
     let mut command = Command::new(redis);
+    let port_arg = port.to_string();
     command
-        .args(["--port", "6379", "--bind", "127.0.0.1", "--save", ""])
+        .args(["--port", &port_arg, "--bind", "127.0.0.1", "--save", ""])
         .args(["--appendonly", "no", "--daemonize", "no"])
         .arg("--dir")
         .arg(dir)
@@ -155,7 +182,7 @@ fn start_redis(redis: &Path, dir: &Path) -> Result<Child, String> {
         .stdout(out)
         .stderr(err);
     spawn_and_wait(command, "redis", &dir.join("redis.log"), || {
-        infra::redis_ping().is_ok()
+        infra::redis_ping_at(port).is_ok()
     })
 }
 
@@ -200,8 +227,16 @@ fn running_as_root() -> bool {
 
 /// Runs SQL through the `mysql` client as root on 127.0.0.1:3306.
 pub fn mysql_exec(sql: &str) -> Result<(), String> {
+    mysql_exec_at(3306, sql)
+}
+
+/// Runs SQL through the `mysql` client as root on 127.0.0.1:`port`.
+pub fn mysql_exec_at(port: u16, sql: &str) -> Result<(), String> {
     let mut command = Command::new("mysql");
-    command.args(["-uroot", "-h127.0.0.1", "-P3306", "-e", sql]);
+    command
+        .args(["-uroot", "-h127.0.0.1"])
+        .arg(format!("-P{port}"))
+        .args(["-e", sql]);
     infra::run_checked(&mut command).map_err(|error| {
         if error.contains("cannot run") {
             format!("{error}: the `mysql` client is needed (`apt-get install mariadb-client`)")

@@ -9,10 +9,14 @@
 //!   the whole workspace's tests against it, and stops it again.
 //! - `bench [--smoke] [--only NAME]`: the benchmark scenarios with same-run
 //!   baselines, results under `target/bench/`.
+//! - `chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]`: the
+//!   reliability run (workload + seeded faults + ledger checker).
 //! - `broker [--sqlite FILE]`: starts a Tansu broker in the foreground (for manual work).
 
 mod bench;
+mod chaos;
 mod demo;
+mod faults;
 mod infra;
 mod interrupt;
 mod localdb;
@@ -32,6 +36,7 @@ fn main() -> ExitCode {
     let result = match command.as_str() {
         "up" => up::run(rest, &interrupt::supervise(&all)),
         "demo" => demo::run(rest, &interrupt::supervise(&all)),
+        "chaos" => chaos::run(rest, &interrupt::supervise(&all)),
         "test" => test::run(rest),
         "bench" => bench::run(rest),
         "broker" => infra::run_broker_foreground(rest),
@@ -73,6 +78,7 @@ fn print_help() {
          demo [--keep]   run the stack on free ports, drive a scripted room session and\n                  report every effect; exit 0 only if all were observed\n  \
          test [ARGS...]  run every test against real MariaDB, Redis and a Tansu broker\n                  (ARGS go to cargo nextest, e.g. `-p outbox-relay`)\n  \
          bench [--smoke] [--only NAME]\n                  run the benchmarks (table + target/bench/results.json)\n  \
+         chaos [--seed N] [--duration 10m] [--faults kill,broker,redis,mysql,im,wallet] [--rooms N]\n                  crash/fault the running platform under load, then check the delivery ledger\n  \
          broker [--sqlite FILE]\n                  run a Tansu broker on 127.0.0.1:9092 until Ctrl-C"
     );
 }

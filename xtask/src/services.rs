@@ -35,6 +35,10 @@ pub struct Ports {
     pub im_bridge_http: u16,
     /// notice-consumer HTTP.
     pub notice_http: u16,
+    /// MariaDB/MySQL the services use (3306 unless a private instance runs).
+    pub mysql: u16,
+    /// Redis the services use (6379 unless a private instance runs).
+    pub redis: u16,
 }
 
 impl Ports {
@@ -52,6 +56,8 @@ impl Ports {
             activity_http: 7302,
             im_bridge_http: 7401,
             notice_http: 7502,
+            mysql: 3306,
+            redis: 6379,
         }
     }
 
@@ -81,6 +87,8 @@ impl Ports {
             activity_http: next()?,
             im_bridge_http: next()?,
             notice_http: next()?,
+            mysql: 3306,
+            redis: 6379,
         };
         drop(held);
         Ok(ports)
@@ -120,8 +128,10 @@ pub enum Phase {
 /// One service of the stack.
 #[derive(Debug, Clone)]
 pub struct Spec {
-    /// Binary (and log) name.
+    /// Instance (and log) name; the binary's name unless several instances run.
     pub name: &'static str,
+    /// Executable under `target/debug`.
+    pub binary: &'static str,
     /// Shipped config file relative to the workspace root, passed as `--config` when it exists.
     pub config: Option<&'static str>,
     /// Extra command-line arguments.
@@ -155,7 +165,7 @@ fn service_env(
     let mut env = vec![
         kv(
             &format!("{prefix}__MYSQL__URL"),
-            format!("mysql://root@127.0.0.1:3306/{database}"),
+            format!("mysql://root@127.0.0.1:{}/{database}", ports.mysql),
         ),
         kv(&format!("{prefix}__MYSQL__RUN_MIGRATIONS"), true),
         kv(&format!("{prefix}__ROCKETMQ__ENABLED"), true),
@@ -190,7 +200,10 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
             "ROOM__HTTP_LISTEN",
             format!("127.0.0.1:{}", ports.room_http),
         ),
-        kv("ROOM__REDIS__URL", "redis://127.0.0.1:6379"),
+        kv(
+            "ROOM__REDIS__URL",
+            format!("redis://127.0.0.1:{}", ports.redis),
+        ),
         kv(
             "ROOM__WALLET__ENDPOINT",
             format!("http://127.0.0.1:{}", ports.wallet_grpc),
@@ -212,7 +225,10 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         kv("RELAY__ROCKETMQ__TREASURE_OPEN__ENABLED", true),
         kv("RELAY__OUTBOX_WORKER__ENABLED", true),
         kv("RELAY__OUTBOX_WORKER__PUBLISH_MODE", "mq"),
-        kv("RELAY__OUTBOX_WORKER__REDIS_URL", "redis://127.0.0.1:6379"),
+        kv(
+            "RELAY__OUTBOX_WORKER__REDIS_URL",
+            format!("redis://127.0.0.1:{}", ports.redis),
+        ),
     ]);
     let mut im_bridge = service_env("IM_BRIDGE", ports, database, true);
     im_bridge.push(kv(
@@ -239,6 +255,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
     let mut specs = vec![
         Spec {
             name: "fake-tencent-im",
+            binary: "fake-tencent-im",
             config: None,
             args: vec![
                 format!("--listen=127.0.0.1:{}", ports.fake_im),
@@ -253,6 +270,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         },
         Spec {
             name: "fake-wallet",
+            binary: "fake-wallet",
             config: None,
             args: vec![
                 format!("--grpc-listen=127.0.0.1:{}", ports.wallet_grpc),
@@ -265,6 +283,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         },
         Spec {
             name: "room-service",
+            binary: "room-service",
             config: Some("services/room-service/configs/room-service.yaml"),
             args: Vec::new(),
             env: room,
@@ -274,6 +293,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         },
         Spec {
             name: "outbox-relay",
+            binary: "outbox-relay",
             config: Some("services/outbox-relay/configs/outbox-relay.yaml"),
             args: Vec::new(),
             env: relay,
@@ -283,6 +303,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         },
         Spec {
             name: "im-bridge",
+            binary: "im-bridge",
             config: Some("services/im-bridge/configs/im-bridge.yaml"),
             args: Vec::new(),
             env: im_bridge,
@@ -292,6 +313,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         },
         Spec {
             name: "activity-consumer",
+            binary: "activity-consumer",
             config: Some("services/activity-consumer/configs/activity-consumer.yaml"),
             args: Vec::new(),
             env: activity,
@@ -301,6 +323,7 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         },
         Spec {
             name: "notice-consumer",
+            binary: "notice-consumer",
             config: Some("services/notice-consumer/configs/notice-consumer.yaml"),
             args: Vec::new(),
             env: notice,
@@ -316,6 +339,21 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
         }
     }
     specs
+}
+
+/// A second relay instance next to `relay` (the reliability run kills one
+/// while the other keeps publishing): its own name, HTTP port and node id.
+pub fn second_relay(relay: &Spec, name: &'static str, http_port: u16) -> Spec {
+    let mut spec = relay.clone();
+    spec.name = name;
+    spec.probe = Probe::Readyz(http_port);
+    spec.env
+        .retain(|(key, _)| key != "RELAY__HTTP_LISTEN" && key != "RELAY__OUTBOX_WORKER__NODE_ID");
+    spec.env.extend([
+        kv("RELAY__HTTP_LISTEN", format!("127.0.0.1:{http_port}")),
+        kv("RELAY__OUTBOX_WORKER__NODE_ID", name),
+    ]);
+    spec
 }
 
 /// Topics (name, partitions) created before any consumer subscribes: the two

@@ -57,6 +57,9 @@ pub struct Running {
 #[derive(Debug)]
 pub struct Stack {
     broker: Option<Broker>,
+    /// What was started, kept to restart a service the same way.
+    specs: Vec<Spec>,
+    log_dir: PathBuf,
     /// Services that answered their probe.
     pub running: Vec<Running>,
     /// Optional services that did not start: `(name, reason with log tail)`.
@@ -122,32 +125,45 @@ fn executable_name(line: &str) -> Option<String> {
         .map(|name| name.to_string_lossy().into_owned())
 }
 
-/// Starts the broker, creates the topics and starts every service.
+/// Starts the broker (in memory), creates the topics and starts every service.
 pub fn start(plan: &Plan, built: &Built, tansu: &Path, stop: &StopFlag) -> Result<Stack, String> {
+    let specs = services::specs(&plan.ports, &plan.database, &plan.overrides as &Overrides);
+    start_specs(plan, specs, &BrokerStorage::Memory, built, tansu, stop)
+}
+
+/// Starts the broker on `storage`, creates the topics and starts `specs` in phases.
+pub fn start_specs(
+    plan: &Plan,
+    specs: Vec<Spec>,
+    storage: &BrokerStorage,
+    built: &Built,
+    tansu: &Path,
+    stop: &StopFlag,
+) -> Result<Stack, String> {
     std::fs::create_dir_all(&plan.log_dir)
         .map_err(|error| format!("create {}: {error}", plan.log_dir.display()))?;
     crate::step(&format!(
-        "starting Tansu on 127.0.0.1:{} (memory storage)",
-        plan.ports.broker
-    ));
-    let broker = infra::start_broker(
-        tansu,
+        "starting Tansu on 127.0.0.1:{} ({})",
         plan.ports.broker,
-        &BrokerStorage::Memory,
-        &plan.log_dir,
-    )?;
+        match storage {
+            BrokerStorage::Memory => "memory storage".to_string(),
+            BrokerStorage::Sqlite(path) => format!("sqlite storage {}", path.display()),
+        }
+    ));
+    let broker = infra::start_broker(tansu, plan.ports.broker, storage, &plan.log_dir)?;
     let mut stack = Stack {
         broker: Some(broker),
+        specs: specs.clone(),
+        log_dir: plan.log_dir.clone(),
         running: Vec::new(),
         unavailable: Vec::new(),
     };
     create_topics(tansu, plan.ports.broker)?;
-    let specs = services::specs(&plan.ports, &plan.database, &plan.overrides as &Overrides);
     for phase in [Phase::Fakes, Phase::Writer, Phase::Downstream] {
         let batch: Vec<&Spec> = specs.iter().filter(|spec| spec.phase == phase).collect();
         let mut launched = Vec::new();
         for spec in batch {
-            if !built.contains(spec.name) {
+            if !built.contains(spec.binary) {
                 let reason = "its package did not compile (see the cargo output above)".to_string();
                 if spec.required {
                     return Err(format!("{}: {reason}", spec.name));
@@ -205,10 +221,14 @@ fn create_topics(tansu: &Path, port: u16) -> Result<(), String> {
 
 fn launch(spec: &Spec, log_dir: &Path) -> Result<Running, String> {
     let root = infra::workspace_root();
-    let binary = target_dir().join("debug").join(spec.name);
+    let binary = target_dir().join("debug").join(spec.binary);
     let log = log_dir.join(format!("{}.log", spec.name));
-    let file = std::fs::File::create(&log)
-        .map_err(|error| format!("create {}: {error}", log.display()))?;
+    // Appended: a restarted service keeps the log of the instance before it.
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|error| format!("open {}: {error}", log.display()))?;
     let file_err = file.try_clone().map_err(|error| error.to_string())?;
     let mut command = Command::new(&binary);
     if let Some(config) = spec
@@ -268,12 +288,25 @@ fn wait_ready(spec: &Spec, running: &mut Running, stop: &StopFlag) -> Result<Dur
 
 /// Status code of `GET http://127.0.0.1:{port}{path}`, std-only.
 pub fn http_status(port: u16, path: &str) -> Option<u16> {
+    http_request(port, "GET", path, None)
+}
+
+/// Status code of `METHOD http://127.0.0.1:{port}{path}` with an optional JSON body, std-only.
+pub fn http_request(port: u16, method: &str, path: &str, json: Option<&str>) -> Option<u16> {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let body = json.unwrap_or("");
+    let content_type = if json.is_some() {
+        "Content-Type: application/json\r\n"
+    } else {
+        ""
+    };
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{content_type}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
     .ok()?;
     let mut head = [0u8; 32];
@@ -315,6 +348,58 @@ fn strip_ansi(line: &str) -> String {
 }
 
 impl Stack {
+    /// SIGKILLs service `name` (no drain, as a crash would) and reaps it.
+    pub fn kill(&mut self, name: &str) -> Result<(), String> {
+        let index = self
+            .running
+            .iter()
+            .position(|service| service.name == name)
+            .ok_or_else(|| format!("{name} is not running"))?;
+        let mut service = self.running.remove(index);
+        let _ = service.child.kill();
+        let _ = service.child.wait();
+        Ok(())
+    }
+
+    /// Starts service `name` again exactly as at start-up and waits for its probe.
+    pub fn restart(&mut self, name: &str, stop: &StopFlag) -> Result<Duration, String> {
+        let spec = self
+            .specs
+            .iter()
+            .find(|spec| spec.name == name)
+            .cloned()
+            .ok_or_else(|| format!("{name} is not part of this stack"))?;
+        let mut running = launch(&spec, &self.log_dir)?;
+        match wait_ready(&spec, &mut running, stop) {
+            Ok(elapsed) => {
+                self.running.push(running);
+                Ok(elapsed)
+            }
+            Err(reason) => {
+                interrupt::terminate(&mut running.child, Duration::from_secs(5));
+                Err(format!("{name} did not come back: {reason}"))
+            }
+        }
+    }
+
+    /// SIGKILLs the broker.
+    pub fn kill_broker(&mut self) {
+        if let Some(mut broker) = self.broker.take() {
+            broker.process.stop();
+        }
+    }
+
+    /// Starts the broker again on the same port and storage.
+    pub fn restart_broker(
+        &mut self,
+        tansu: &Path,
+        port: u16,
+        storage: &BrokerStorage,
+    ) -> Result<(), String> {
+        self.broker = Some(infra::start_broker(tansu, port, storage, &self.log_dir)?);
+        Ok(())
+    }
+
     /// The first service that exited since start-up, with its status.
     pub fn exited(&mut self) -> Option<(&'static str, ExitStatus, PathBuf)> {
         self.running

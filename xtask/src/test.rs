@@ -3,7 +3,10 @@
 //! From nothing to a full run: check MariaDB and Redis, install Tansu if
 //! missing, start a broker on a free port, drop databases left over by earlier
 //! runs, run every workspace test (cargo-nextest when installed, else
-//! `cargo test`), stop the broker.
+//! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
+//! subset of the reliability suite: `cargo xtask chaos` with a fixed seed,
+//! a short workload and every fault kind, including a crash of each process
+//! kind and a broker outage.
 
 use crate::infra::{self, BrokerStorage};
 use std::process::Command;
@@ -25,10 +28,10 @@ pub fn run(extra: &[String]) -> Result<(), String> {
         command.args(["test", "--no-fail-fast"]);
     }
     // Whole workspace unless the caller picked packages.
-    if !extra
+    let picked_packages = extra
         .iter()
-        .any(|arg| arg == "-p" || arg == "--package" || arg.starts_with("--package="))
-    {
+        .any(|arg| arg == "-p" || arg == "--package" || arg.starts_with("--package="));
+    if !picked_packages {
         command.arg("--workspace");
     }
     command
@@ -40,8 +43,21 @@ pub fn run(extra: &[String]) -> Result<(), String> {
         .env("HYAPP_TEST_TANSU", &tansu);
     let result = infra::run_checked(&mut command);
     drop(broker);
-    result
+    result?;
+    if picked_packages {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: reliability subset (cargo xtask chaos {})",
+        CHAOS_SUBSET.join(" ")
+    );
+    let args: Vec<String> = CHAOS_SUBSET.iter().map(|arg| arg.to_string()).collect();
+    crate::chaos::run(&args, &crate::interrupt::StopFlag::never())
 }
+
+/// The reliability subset of a full test run: fixed seed, one minute of
+/// workload; the schedule's coverage round adds every fault kind.
+const CHAOS_SUBSET: &[&str] = &["--seed", "20261130", "--duration", "60s", "--rooms", "16"];
 
 fn has_nextest() -> bool {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

@@ -1,0 +1,228 @@
+//! `chaos`: the two halves of `cargo xtask chaos` that need async clients
+//! (xtask itself stays std-only and owns the processes and the faults).
+//!
+//! - `chaos workload`: the seeded command mix against room-service; writes
+//!   every command and its outcome to `commands.jsonl`.
+//! - `chaos check`: waits for the system to settle, then verifies the
+//!   delivery ledger (see [`checks`]) and prints the table; exit code 1 when
+//!   any promise is broken.
+
+mod checks;
+mod ledger;
+mod observe;
+mod report;
+mod workload;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(about = "Reliability workload and ledger checker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Mode,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// Drive room-service with a seeded command mix.
+    Workload {
+        /// room-service gRPC URL.
+        #[arg(long)]
+        grpc: String,
+        /// Fake wallet admin URL (users are funded up front).
+        #[arg(long)]
+        wallet_admin: String,
+        /// Seed of every random choice.
+        #[arg(long)]
+        seed: u64,
+        /// Seconds of commands.
+        #[arg(long)]
+        duration_secs: u64,
+        /// Rooms.
+        #[arg(long, default_value_t = 40)]
+        rooms: u32,
+        /// Users per room.
+        #[arg(long, default_value_t = 6)]
+        users_per_room: u32,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 12)]
+        concurrency: u32,
+        /// Seconds one command is retried before its outcome is unknown.
+        #[arg(long, default_value_t = 60)]
+        retry_budget_secs: u64,
+        /// Where the ledger goes.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Verify the ledger once the system has settled.
+    Check {
+        /// The run's database.
+        #[arg(long)]
+        mysql_url: String,
+        /// Fake IM base URL.
+        #[arg(long)]
+        fake_im: String,
+        /// Fake wallet admin URL.
+        #[arg(long)]
+        wallet_admin: String,
+        /// Broker bootstrap (dead-letter topic sizes).
+        #[arg(long)]
+        bootstrap: String,
+        /// `commands.jsonl` from the workload.
+        #[arg(long)]
+        commands: PathBuf,
+        /// `faults.tsv` from the fault schedule.
+        #[arg(long)]
+        faults: PathBuf,
+        /// Longest wait for the system to settle.
+        #[arg(long, default_value_t = 180)]
+        settle_secs: u64,
+        /// Event types im-bridge does not send (comma separated).
+        #[arg(long, default_value = "RoomHeatChanged,RoomRankChanged")]
+        im_silent: String,
+        /// Big-gift threshold of activity-consumer.
+        #[arg(long)]
+        big_gift_threshold: u64,
+        /// Global broadcast IM group.
+        #[arg(long, default_value = "hyapp_global_broadcast")]
+        broadcast_group: String,
+        /// Dead-letter topics (comma separated).
+        #[arg(long)]
+        dead_letter_topics: String,
+        /// Consumer groups that write consumer_dedup (comma separated).
+        #[arg(long)]
+        dedup_groups: String,
+        /// `service=URL` of a consumer's /metrics (repeatable).
+        #[arg(long)]
+        metrics: Vec<String>,
+    },
+}
+
+fn list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("chaos: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Mode::Workload {
+            grpc,
+            wallet_admin,
+            seed,
+            duration_secs,
+            rooms,
+            users_per_room,
+            concurrency,
+            retry_budget_secs,
+            out,
+        } => {
+            anyhow::ensure!(
+                rooms > 0 && users_per_room >= 2 && concurrency > 0,
+                "rooms, users_per_room ≥ 2 and concurrency must be positive"
+            );
+            let shape = workload::Shape {
+                seed,
+                duration: Duration::from_secs(duration_secs),
+                rooms,
+                users_per_room,
+                concurrency,
+                retry_budget: Duration::from_secs(retry_budget_secs),
+            };
+            let records = workload::run(&grpc, &wallet_admin, &shape).await?;
+            ledger::write_commands(&out, &records)?;
+            println!("{}", report::workload_line(&records));
+            Ok(ExitCode::SUCCESS)
+        }
+        Mode::Check {
+            mysql_url,
+            fake_im,
+            wallet_admin,
+            bootstrap,
+            commands,
+            faults,
+            settle_secs,
+            im_silent,
+            big_gift_threshold,
+            broadcast_group,
+            dead_letter_topics,
+            dedup_groups,
+            metrics,
+        } => {
+            let commands = ledger::read_commands(&commands)?;
+            let faults = ledger::read_faults(&faults)?;
+            let expect = checks::Expectations {
+                im_silent: list(&im_silent),
+                room_group_prefix: "room_".into(),
+                broadcast_group,
+                big_gift_threshold,
+                dedup_groups: list(&dedup_groups),
+            };
+            let metrics = metrics
+                .iter()
+                .map(|pair| {
+                    pair.split_once('=')
+                        .map(|(name, url)| (name.to_string(), url.to_string()))
+                        .ok_or_else(|| anyhow::anyhow!("--metrics wants service=URL, got {pair:?}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let sources = observe::Sources {
+                pool: sqlx::mysql::MySqlPoolOptions::new()
+                    .max_connections(2)
+                    .connect(&mysql_url)
+                    .await?,
+                http: reqwest::Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .build()?,
+                fake_im,
+                wallet_admin,
+                bootstrap,
+                dead_letter_topics: list(&dead_letter_topics),
+                metrics,
+            };
+            let started = Instant::now();
+            let deadline = started + Duration::from_secs(settle_secs);
+            // The system converges after the faults stop; poll until every
+            // promise holds or the deadline passes, then report the last view.
+            let (seen, verdicts) = loop {
+                let attempt = sources.observe().await;
+                match attempt {
+                    Ok(seen) => {
+                        let verdicts = checks::run(&commands, &seen, &expect);
+                        if verdicts.iter().all(|check| check.passed) || Instant::now() >= deadline {
+                            break (seen, verdicts);
+                        }
+                    }
+                    Err(error) if Instant::now() >= deadline => return Err(error),
+                    Err(error) => eprintln!("chaos: observation failed, retrying: {error:#}"),
+                }
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            };
+            print!(
+                "{}",
+                report::render(&commands, &faults, &seen, &verdicts, started.elapsed())
+            );
+            Ok(if verdicts.iter().all(|check| check.passed) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! The checker's printed table: faults injected by kind, the counts, then
+//! one row per promise with PASS/FAIL and the offending ids of a failure.
+
+use crate::checks::Check;
+use crate::ledger::{CommandRecord, FaultRecord, Outcome};
+use crate::observe::Observation;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// One line summarising the workload.
+pub fn workload_line(records: &[CommandRecord]) -> String {
+    let count = |outcome| records.iter().filter(|r| r.outcome == outcome).count();
+    let retried = records.iter().filter(|r| r.attempts > 1).count();
+    format!(
+        "workload: {} commands issued, {} acknowledged, {} rejected, {} unknown, {retried} needed retries",
+        records.len(),
+        count(Outcome::Acked),
+        count(Outcome::Rejected),
+        count(Outcome::Unknown)
+    )
+}
+
+/// The whole report.
+pub fn render(
+    commands: &[CommandRecord],
+    faults: &[FaultRecord],
+    seen: &Observation,
+    checks: &[Check],
+    settled_in: Duration,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\nFaults injected");
+    let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for fault in faults {
+        by_kind
+            .entry(fault.kind.as_str())
+            .or_default()
+            .push(fault.target.as_str());
+    }
+    if by_kind.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    for (kind, targets) in &by_kind {
+        let mut per_target: BTreeMap<&str, usize> = BTreeMap::new();
+        for target in targets {
+            *per_target.entry(target).or_default() += 1;
+        }
+        let listed: Vec<String> = per_target.iter().map(|(t, n)| format!("{t}×{n}")).collect();
+        let _ = writeln!(
+            out,
+            "  {kind:<16} {:>3}  {}",
+            targets.len(),
+            listed.join(", ")
+        );
+    }
+
+    let count = |outcome| commands.iter().filter(|r| r.outcome == outcome).count();
+    let unknown_committed = commands
+        .iter()
+        .filter(|r| r.outcome == Outcome::Unknown && seen.log.contains_key(&r.command_id))
+        .count();
+    let _ = writeln!(out, "\nCounts");
+    let rows = [
+        ("commands issued", commands.len().to_string()),
+        ("acknowledged", count(Outcome::Acked).to_string()),
+        (
+            "rejected (business rules)",
+            count(Outcome::Rejected).to_string(),
+        ),
+        (
+            "unknown outcome (committed / not)",
+            format!(
+                "{} ({unknown_committed} / {})",
+                count(Outcome::Unknown),
+                count(Outcome::Unknown) - unknown_committed
+            ),
+        ),
+        (
+            "retried with the same command_id",
+            commands
+                .iter()
+                .filter(|r| r.attempts > 1)
+                .count()
+                .to_string(),
+        ),
+        (
+            "commands in the log (incl. system)",
+            seen.log.len().to_string(),
+        ),
+        ("outbox events", seen.outbox.len().to_string()),
+        (
+            "IM resends absorbed by Random",
+            seen.im_deduplicated.to_string(),
+        ),
+        (
+            "wallet debits answered from idempotency",
+            seen.wallet.debit_replays.to_string(),
+        ),
+    ];
+    for (label, value) in rows {
+        let _ = writeln!(out, "  {label:<40} {value}");
+    }
+    for (service, duplicates) in &seen.duplicates {
+        let _ = writeln!(
+            out,
+            "  {:<40} {duplicates}",
+            format!("duplicates suppressed, {service}*")
+        );
+    }
+    if !seen.duplicates.is_empty() {
+        let _ = writeln!(
+            out,
+            "  * since that process last started (counters restart with it)"
+        );
+    }
+
+    let violations: usize = checks.iter().filter(|c| !c.passed).count();
+    let _ = writeln!(
+        out,
+        "\nChecks (settled after {:.0}s)",
+        settled_in.as_secs_f64()
+    );
+    for check in checks {
+        let _ = writeln!(
+            out,
+            "  {} {:<70} {}",
+            if check.passed { "PASS" } else { "FAIL" },
+            check.name,
+            check.summary
+        );
+        for offender in &check.offenders {
+            let _ = writeln!(out, "         ✗ {offender}");
+        }
+    }
+    let _ = writeln!(out, "\nviolations: {violations}");
+    out
+}

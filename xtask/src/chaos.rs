@@ -1,0 +1,466 @@
+//! `cargo xtask chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]`:
+//! the reliability run. A private MariaDB, a private Redis and a Tansu broker
+//! with SQLite storage (all on free ports, data under `target/chaos/`) carry
+//! the whole stack with two relays; the `chaos` crate's workload drives
+//! room-service while the seeded fault schedule here (see [`crate::faults`])
+//! SIGKILLs and restarts processes, stops the broker, restarts Redis and
+//! MariaDB and makes the fakes fail. Then the `chaos` checker waits for the
+//! system to settle and verifies the delivery ledger; its exit code is ours.
+
+use crate::faults::{self, Fault, Schedule};
+use crate::infra::{self, BrokerStorage};
+use crate::interrupt::{self, StopFlag};
+use crate::localdb;
+use crate::services::{self, Overrides, Ports};
+use crate::stack::{self, Plan};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// The run's database.
+const DATABASE: &str = "hyapp_chaos";
+/// Gifts worth this much are announced (the workload's larger gifts cross it).
+const BIG_GIFT_THRESHOLD: u64 = 3_000;
+/// Events im-bridge sends no message for (its shipped default).
+const IM_SILENT: &str = "RoomHeatChanged,RoomRankChanged";
+/// Consumer groups that record `consumer_dedup` rows.
+const DEDUP_GROUPS: &str =
+    "hyapp-room-im-bridge,hyapp-activity-room-outbox,hyapp-notice-room-outbox";
+/// The second relay instance.
+const RELAY_2: &str = "outbox-relay-2";
+
+/// Parsed options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Seed of the workload and the fault schedule.
+    pub seed: u64,
+    /// How long the workload issues commands.
+    pub duration: Duration,
+    /// Fault kinds enabled.
+    pub faults: Vec<String>,
+    /// Rooms of the workload.
+    pub rooms: u32,
+}
+
+impl Options {
+    /// Parses `--seed`, `--duration`, `--faults`, `--rooms`.
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut options = Options {
+            seed: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|elapsed| elapsed.as_secs())
+                .unwrap_or(1),
+            duration: Duration::from_secs(120),
+            faults: faults::KINDS.iter().map(|kind| kind.to_string()).collect(),
+            rooms: 40,
+        };
+        let mut rest = args.iter();
+        while let Some(flag) = rest.next() {
+            let mut value = || rest.next().ok_or_else(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--seed" => options.seed = value()?.parse().map_err(|_| "--seed wants a number")?,
+                "--duration" => options.duration = parse_duration(value()?)?,
+                "--rooms" => {
+                    options.rooms = value()?.parse().map_err(|_| "--rooms wants a number")?
+                }
+                "--faults" => {
+                    let list: Vec<String> = value()?
+                        .split(',')
+                        .map(|kind| kind.trim().to_string())
+                        .collect();
+                    if let Some(unknown) = list
+                        .iter()
+                        .find(|kind| !faults::KINDS.contains(&kind.as_str()))
+                    {
+                        return Err(format!(
+                            "--faults: unknown kind `{unknown}`; known: {}",
+                            faults::KINDS.join(",")
+                        ));
+                    }
+                    options.faults = list;
+                }
+                other => {
+                    return Err(format!(
+                        "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
+                         [--duration 10m] [--faults {}] [--rooms N]",
+                        faults::KINDS.join(",")
+                    ));
+                }
+            }
+        }
+        if options.rooms == 0 {
+            return Err("--rooms must be positive".into());
+        }
+        Ok(options)
+    }
+}
+
+/// `90s`, `10m`, `1h` or plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, "s"), |at| text.split_at(at));
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("bad duration `{text}`"))?;
+    let seconds = match unit {
+        "s" => value,
+        "m" => value * 60,
+        "h" => value * 3600,
+        _ => return Err(format!("bad duration `{text}` (use 90s, 10m or 1h)")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+/// Private MariaDB and Redis the faults can stop and restart.
+pub struct Backends {
+    /// MariaDB port.
+    pub mysql_port: u16,
+    /// Redis port.
+    pub redis_port: u16,
+    mariadbd: PathBuf,
+    redis_server: PathBuf,
+    dir: PathBuf,
+    mysql: Option<Child>,
+    redis: Option<Child>,
+}
+
+impl Backends {
+    fn start(dir: &Path) -> Result<Self, String> {
+        let missing = |name: &str| {
+            format!(
+                "`{name}` is needed for private instances (apt-get install mariadb-server redis-server)"
+            )
+        };
+        let mariadbd = localdb::find_binary("mariadbd")
+            .or_else(|| localdb::find_binary("mysqld"))
+            .ok_or_else(|| missing("mariadbd"))?;
+        let redis_server =
+            localdb::find_binary("redis-server").ok_or_else(|| missing("redis-server"))?;
+        let mysql_port = infra::free_port()?;
+        let redis_port = infra::free_port()?;
+        crate::step(&format!(
+            "starting a private MariaDB on 127.0.0.1:{mysql_port} and Redis on {redis_port}"
+        ));
+        let mysql = localdb::start_mariadb(&mariadbd, &dir.join("mariadb"), mysql_port, true)?;
+        let redis = localdb::start_redis(&redis_server, &dir.join("redis"), redis_port)?;
+        Ok(Self {
+            mysql_port,
+            redis_port,
+            mariadbd,
+            redis_server,
+            dir: dir.to_path_buf(),
+            mysql: Some(mysql),
+            redis: Some(redis),
+        })
+    }
+
+    /// SIGKILLs MariaDB (a crash; InnoDB recovers on restart).
+    pub fn kill_mysql(&mut self) {
+        kill(self.mysql.take());
+    }
+
+    /// Starts MariaDB again on its data directory.
+    pub fn restart_mysql(&mut self) -> Result<(), String> {
+        self.mysql = Some(localdb::start_mariadb(
+            &self.mariadbd,
+            &self.dir.join("mariadb"),
+            self.mysql_port,
+            false,
+        )?);
+        Ok(())
+    }
+
+    /// SIGKILLs Redis and starts it again, empty (it runs without persistence).
+    pub fn restart_redis(&mut self) -> Result<(), String> {
+        kill(self.redis.take());
+        self.redis = Some(localdb::start_redis(
+            &self.redis_server,
+            &self.dir.join("redis"),
+            self.redis_port,
+        )?);
+        Ok(())
+    }
+}
+
+fn kill(child: Option<Child>) {
+    if let Some(mut child) = child {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        kill(self.mysql.take());
+        kill(self.redis.take());
+    }
+}
+
+/// Runs the reliability check; `Err` carries the reason for a non-zero exit.
+pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
+    let options = Options::parse(args)?;
+    let root = infra::workspace_root();
+    let dir = root.join(format!("target/chaos/seed-{}", options.seed));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
+    crate::step(&format!(
+        "chaos run: seed {}, {}s of workload over {} rooms, faults {}; files in {}",
+        options.seed,
+        options.duration.as_secs(),
+        options.rooms,
+        options.faults.join(","),
+        dir.display()
+    ));
+    let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
+    let built = stack::build_binaries(stop)?;
+    if !built.contains("chaos") {
+        return Err("the chaos crate did not compile (see the cargo output above)".into());
+    }
+    let mut backends = Backends::start(&dir)?;
+    localdb::mysql_exec_at(
+        backends.mysql_port,
+        &format!("CREATE DATABASE `{DATABASE}`"),
+    )?;
+
+    let mut ports = Ports::free()?;
+    ports.mysql = backends.mysql_port;
+    ports.redis = backends.redis_port;
+    let relay_2_port = infra::free_port()?;
+    let overrides = overrides();
+    let mut specs = services::specs(&ports, DATABASE, &overrides as &Overrides);
+    let relay = specs
+        .iter()
+        .find(|spec| spec.name == "outbox-relay")
+        .cloned()
+        .ok_or("no relay spec")?;
+    specs.push(services::second_relay(&relay, RELAY_2, relay_2_port));
+    let plan = Plan {
+        ports: ports.clone(),
+        database: DATABASE.into(),
+        log_dir: dir.join("logs"),
+        overrides,
+    };
+    let storage = BrokerStorage::Sqlite(dir.join("tansu.db"));
+    let mut stack = stack::start_specs(&plan, specs, &storage, &built, &tansu, stop)?;
+    if let Some((name, _)) = stack.unavailable.first() {
+        return Err(format!(
+            "{name} did not start; see {}",
+            plan.log_dir.display()
+        ));
+    }
+
+    crate::step("workload and fault schedule running");
+    let mut workload = Command::new(stack::target_dir().join("debug/chaos"))
+        .arg("workload")
+        .args(["--grpc", &format!("http://127.0.0.1:{}", ports.room_grpc)])
+        .args([
+            "--wallet-admin",
+            &format!("http://127.0.0.1:{}", ports.wallet_admin),
+        ])
+        .args(["--seed", &options.seed.to_string()])
+        .args(["--duration-secs", &options.duration.as_secs().to_string()])
+        .args(["--rooms", &options.rooms.to_string()])
+        .arg("--out")
+        .arg(dir.join("commands.jsonl"))
+        .spawn()
+        .map_err(|error| format!("cannot start the chaos workload: {error}"))?;
+    let mut world = faults::World {
+        stack: &mut stack,
+        backends: &mut backends,
+        tansu: &tansu,
+        ports: &ports,
+        storage: &storage,
+        stop,
+        log: faults::FaultLog::create(&dir.join("faults.tsv"))?,
+        problems: Vec::new(),
+    };
+    let mut schedule = Schedule::new(options.seed, &options.faults);
+    let workload_status = run_schedule(&mut world, &mut schedule, &mut workload)?;
+    faults::heal(&mut world);
+    let problems = std::mem::take(&mut world.problems);
+    if !workload_status.success() {
+        return Err(format!("the workload failed ({workload_status})"));
+    }
+
+    crate::step("faults over; checking the ledger once the system settles");
+    let mut check = Command::new(stack::target_dir().join("debug/chaos"));
+    check
+        .arg("check")
+        .args([
+            "--mysql-url",
+            &format!("mysql://root@127.0.0.1:{}/{DATABASE}", ports.mysql),
+        ])
+        .args(["--fake-im", &format!("http://127.0.0.1:{}", ports.fake_im)])
+        .args([
+            "--wallet-admin",
+            &format!("http://127.0.0.1:{}", ports.wallet_admin),
+        ])
+        .args(["--bootstrap", &format!("127.0.0.1:{}", ports.broker)])
+        .arg("--commands")
+        .arg(dir.join("commands.jsonl"))
+        .arg("--faults")
+        .arg(dir.join("faults.tsv"))
+        .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
+        .args(["--im-silent", IM_SILENT])
+        .args(["--dedup-groups", DEDUP_GROUPS])
+        .args(["--dead-letter-topics", &dead_letter_topics()]);
+    for (service, port) in [
+        ("im-bridge", ports.im_bridge_http),
+        ("activity-consumer", ports.activity_http),
+        ("notice-consumer", ports.notice_http),
+    ] {
+        check.args([
+            "--metrics",
+            &format!("{service}=http://127.0.0.1:{port}/metrics"),
+        ]);
+    }
+    let mut checker = check
+        .spawn()
+        .map_err(|error| format!("cannot start the checker: {error}"))?;
+    let verdict = interrupt::wait_child(&mut checker, stop)?;
+    stack.stop();
+    drop(backends);
+    for problem in &problems {
+        eprintln!("xtask: {problem}");
+    }
+    match verdict {
+        None => Err("interrupted".into()),
+        Some(status) if status.success() && problems.is_empty() => {
+            crate::detail(&format!("no violations; files in {}", dir.display()));
+            Ok(())
+        }
+        Some(status) => Err(format!(
+            "the reliability check failed ({status}, {} harness problems); logs in {}",
+            problems.len(),
+            dir.join("logs").display()
+        )),
+    }
+}
+
+/// Applies faults until the workload has finished and every enabled kind has
+/// fired at least once; returns the workload's exit status.
+fn run_schedule(
+    world: &mut faults::World<'_>,
+    schedule: &mut Schedule,
+    workload: &mut Child,
+) -> Result<std::process::ExitStatus, String> {
+    let started = Instant::now();
+    let mut finished = None;
+    loop {
+        if world.stop.requested() {
+            let _ = workload.kill();
+            return Err("interrupted".into());
+        }
+        if finished.is_none() {
+            finished = workload.try_wait().map_err(|error| error.to_string())?;
+        }
+        if let Some(status) = finished
+            && schedule.covered()
+        {
+            return Ok(status);
+        }
+        faults::restart_crashed(world);
+        let gap = schedule.gap();
+        if !faults::pause(gap, world.stop) {
+            continue;
+        }
+        let fault: Fault = schedule.next();
+        crate::detail(&format!(
+            "[{:>5.1}s] {}",
+            started.elapsed().as_secs_f64(),
+            fault.describe()
+        ));
+        faults::apply(world, &fault);
+    }
+}
+
+fn dead_letter_topics() -> String {
+    services::TOPICS
+        .iter()
+        .map(|(topic, _)| *topic)
+        .filter(|topic| topic.ends_with(".dlq"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Timers short enough that delayed work (treasure boxes, presence expiry,
+/// saga sweeps, relay retries) completes within a run, with retry budgets
+/// longer than any transient fault the schedule injects.
+fn overrides() -> Vec<(&'static str, String, String)> {
+    [
+        (
+            "room-service",
+            "ROOM__ROOM__RULES__TREASURE_COUNTDOWN",
+            "3s",
+        ),
+        (
+            "room-service",
+            "ROOM__ROOM__RULES__TREASURE_THRESHOLDS",
+            "5000,1000000000",
+        ),
+        ("room-service", "ROOM__ROOM__PRESENCE_TTL", "20s"),
+        ("room-service", "ROOM__ROOM__PRESENCE_SWEEP_INTERVAL", "1s"),
+        ("room-service", "ROOM__SAGA__SWEEP_INTERVAL", "2s"),
+        ("room-service", "ROOM__SAGA__STUCK_AFTER", "5s"),
+        ("room-service", "ROOM__SHUTDOWN_GRACE", "5s"),
+        (
+            "outbox-relay",
+            "RELAY__OUTBOX_WORKER__POLL_INTERVAL",
+            "200ms",
+        ),
+        (
+            "outbox-relay",
+            "RELAY__OUTBOX_WORKER__INITIAL_BACKOFF",
+            "500ms",
+        ),
+        ("outbox-relay", "RELAY__OUTBOX_WORKER__MAX_BACKOFF", "5s"),
+        (
+            "outbox-relay",
+            "RELAY__OUTBOX_WORKER__MAX_RETRY_COUNT",
+            "100",
+        ),
+        ("activity-consumer", "ACTIVITY__CONSUMER__MAX_BACKOFF", "5s"),
+        (
+            "activity-consumer",
+            "ACTIVITY__ACTIVITY__BROADCAST__MAX_BACKOFF",
+            "5s",
+        ),
+        ("im-bridge", "IM_BRIDGE__CONSUMER__MAX_BACKOFF", "5s"),
+        ("notice-consumer", "NOTICE__CONSUMER__MAX_BACKOFF", "5s"),
+    ]
+    .into_iter()
+    .map(|(service, key, value)| (service, key.to_string(), value.to_string()))
+    .chain([(
+        "activity-consumer",
+        "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD".to_string(),
+        BIG_GIFT_THRESHOLD.to_string(),
+    )])
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_options_parse() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+        let args: Vec<String> = ["--seed", "7", "--faults", "kill,broker", "--duration", "2m"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let options = Options::parse(&args).unwrap();
+        assert_eq!((options.seed, options.duration.as_secs()), (7, 120));
+        assert_eq!(options.faults, ["kill", "broker"]);
+        let bad: Vec<String> = ["--faults", "meteor"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(Options::parse(&bad).unwrap_err().contains("meteor"));
+    }
+}
