@@ -1,9 +1,9 @@
 //! `cargo xtask chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]`:
 //! the reliability run. A private MariaDB, a private Redis and a Tansu broker
-//! with SQLite storage (all on free ports, data under `target/chaos/`) carry
-//! the whole stack with two relays; the `chaos` crate's workload drives
+//! (all on free ports, files under `target/chaos/`) carry the whole stack
+//! with two relays; the `chaos` crate's workload drives
 //! room-service while the seeded fault schedule here (see [`crate::faults`])
-//! SIGKILLs and restarts processes, stops the broker, restarts Redis and
+//! SIGKILLs and restarts processes, freezes the broker, restarts Redis and
 //! MariaDB and makes the fakes fail. Then the `chaos` checker waits for the
 //! system to settle and verifies the delivery ledger; its exit code is ours.
 
@@ -241,8 +241,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         log_dir: dir.join("logs"),
         overrides,
     };
-    let storage = BrokerStorage::Sqlite(dir.join("tansu.db"));
-    let mut stack = stack::start_specs(&plan, specs, &storage, &built, &tansu, stop)?;
+    let mut stack = stack::start_specs(&plan, specs, &BrokerStorage::Memory, &built, &tansu, stop)?;
     if let Some((name, _)) = stack.unavailable.first() {
         return Err(format!(
             "{name} did not start; see {}",
@@ -268,9 +267,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let mut world = faults::World {
         stack: &mut stack,
         backends: &mut backends,
-        tansu: &tansu,
         ports: &ports,
-        storage: &storage,
         stop,
         log: faults::FaultLog::create(&dir.join("faults.tsv"))?,
         problems: Vec::new(),

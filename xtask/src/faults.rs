@@ -6,7 +6,6 @@
 //! `faults.tsv` for the checker's table.
 
 use crate::chaos::Backends;
-use crate::infra::BrokerStorage;
 use crate::interrupt::StopFlag;
 use crate::services::Ports;
 use crate::stack::{self, Stack};
@@ -27,6 +26,25 @@ const KILL_TARGETS: &[&str] = &[
     "notice-consumer",
 ];
 
+/// How long a killed consumer stays down at least: past its group session
+/// timeout (10 s). Tansu 0.6.0 only drops a dead member when a join finds it
+/// silent for longer than the session timeout; a replacement that joins
+/// sooner is handed an empty assignment while the dead member keeps its
+/// partitions, and nothing moves them again (observed: a restarted
+/// notice-consumer idle with `partitions=[]` for minutes). Kafka expires the
+/// member on its own; with Tansu the replacement must come back late.
+const CONSUMER_DOWN: Duration = Duration::from_secs(12);
+
+/// How long a killed process stays down: up to 1.5 s, a consumer longer (see [`CONSUMER_DOWN`]).
+fn down_time(target: &str, rng: &mut Rng) -> Duration {
+    let jitter = Duration::from_millis(rng.below(1500));
+    if target.ends_with("-consumer") || target == "im-bridge" {
+        CONSUMER_DOWN + jitter
+    } else {
+        jitter
+    }
+}
+
 /// How long the broker stays down.
 const BROKER_OUTAGE: Duration = Duration::from_secs(20);
 
@@ -38,7 +56,12 @@ pub enum Fault {
         target: &'static str,
         down: Duration,
     },
-    /// SIGKILL the broker, restart it on the same SQLite file after [`BROKER_OUTAGE`].
+    /// Freeze the broker (SIGSTOP) for [`BROKER_OUTAGE`], then thaw it: every
+    /// client sees an unreachable broker. (A kill and restart would need a
+    /// durable storage engine: Tansu 0.6.0's SQLite engine panics after a
+    /// restart when an idempotent producer bumps its epoch, in
+    /// `tansu-storage` `lite.rs` "more or less than one row", and its memory
+    /// engine loses the log.)
     BrokerOutage,
     /// SIGKILL Redis and start it again empty.
     RedisRestart,
@@ -57,7 +80,9 @@ impl Fault {
             Fault::Kill { target, down } => {
                 format!("kill -9 {target}, restart after {}ms", down.as_millis())
             }
-            Fault::BrokerOutage => format!("broker down for {}s", BROKER_OUTAGE.as_secs()),
+            Fault::BrokerOutage => {
+                format!("broker frozen (SIGSTOP) for {}s", BROKER_OUTAGE.as_secs())
+            }
             Fault::RedisRestart => "Redis killed and restarted empty".into(),
             Fault::MysqlRestart { down } => {
                 format!("MariaDB killed, down for {}ms", down.as_millis())
@@ -173,7 +198,7 @@ impl Schedule {
             match kind.as_str() {
                 "kill" => coverage.extend(KILL_TARGETS.iter().map(|target| Fault::Kill {
                     target,
-                    down: Duration::from_millis(rng.below(1500)),
+                    down: down_time(target, &mut rng),
                 })),
                 "broker" => coverage.push(Fault::BrokerOutage),
                 "redis" => coverage.push(Fault::RedisRestart),
@@ -218,10 +243,13 @@ impl Schedule {
         }
         let kind = self.enabled[self.rng.below(self.enabled.len() as u64) as usize].clone();
         match kind.as_str() {
-            "kill" => Fault::Kill {
-                target: KILL_TARGETS[self.rng.below(KILL_TARGETS.len() as u64) as usize],
-                down: Duration::from_millis(self.rng.below(1500)),
-            },
+            "kill" => {
+                let target = KILL_TARGETS[self.rng.below(KILL_TARGETS.len() as u64) as usize];
+                Fault::Kill {
+                    target,
+                    down: down_time(target, &mut self.rng),
+                }
+            }
             "broker" => Fault::BrokerOutage,
             "redis" => Fault::RedisRestart,
             "mysql" => Fault::MysqlRestart {
@@ -269,12 +297,8 @@ pub struct World<'a> {
     pub stack: &'a mut Stack,
     /// MariaDB and Redis.
     pub backends: &'a mut Backends,
-    /// The broker binary.
-    pub tansu: &'a Path,
     /// Every port.
     pub ports: &'a Ports,
-    /// The broker's storage.
-    pub storage: &'a BrokerStorage,
     /// Ctrl-C.
     pub stop: &'a StopFlag,
     /// Where applied faults are recorded.
@@ -305,13 +329,10 @@ pub fn apply(world: &mut World<'_>, fault: &Fault) {
             pause(*down, world.stop);
             world.stack.restart(target, world.stop).map(|_| ())
         }),
-        Fault::BrokerOutage => {
-            world.stack.kill_broker();
+        Fault::BrokerOutage => world.stack.signal_broker("STOP").and_then(|()| {
             pause(BROKER_OUTAGE, world.stop);
-            world
-                .stack
-                .restart_broker(world.tansu, world.ports.broker, world.storage)
-        }
+            world.stack.signal_broker("CONT")
+        }),
         Fault::RedisRestart => world.backends.restart_redis(),
         Fault::MysqlRestart { down } => {
             world.backends.kill_mysql();

@@ -148,6 +148,15 @@ impl Guarded {
         let _ = self.child.wait();
     }
 
+    /// Sends `signal` (e.g. `STOP`, `CONT`) with kill(1).
+    pub fn signal(&self, signal: &str) -> Result<(), String> {
+        run_checked(
+            Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(self.child.id().to_string()),
+        )
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -196,9 +205,23 @@ pub fn start_broker(
         .map_err(|error| format!("open broker log: {error}"))?;
     let log_err = log.try_clone().map_err(|error| error.to_string())?;
     let url = format!("tcp://127.0.0.1:{port}");
-    let storage_url = match storage {
-        BrokerStorage::Memory => "memory://tansu/".to_string(),
-        BrokerStorage::Sqlite(path) => format!("sqlite://{}", path.display()),
+    // Tansu reads the path of a `sqlite://` URL relative to its working
+    // directory, so it runs in the file's directory and is given the name.
+    let (storage_url, work_dir) = match storage {
+        BrokerStorage::Memory => ("memory://tansu/".to_string(), log_dir.to_path_buf()),
+        BrokerStorage::Sqlite(path) => {
+            let name = path
+                .file_name()
+                .ok_or_else(|| format!("{} is not a file path", path.display()))?;
+            let dir = path
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            (
+                format!("sqlite://{}", name.to_string_lossy()),
+                dir.to_path_buf(),
+            )
+        }
     };
     let child = Command::new(tansu)
         .args([
@@ -209,7 +232,7 @@ pub fn start_broker(
             &url,
         ])
         .args(["--storage-engine", &storage_url])
-        .current_dir(log_dir)
+        .current_dir(&work_dir)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)

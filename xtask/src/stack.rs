@@ -382,22 +382,13 @@ impl Stack {
         }
     }
 
-    /// SIGKILLs the broker.
-    pub fn kill_broker(&mut self) {
-        if let Some(mut broker) = self.broker.take() {
-            broker.process.stop();
-        }
-    }
-
-    /// Starts the broker again on the same port and storage.
-    pub fn restart_broker(
-        &mut self,
-        tansu: &Path,
-        port: u16,
-        storage: &BrokerStorage,
-    ) -> Result<(), String> {
-        self.broker = Some(infra::start_broker(tansu, port, storage, &self.log_dir)?);
-        Ok(())
+    /// Freezes (`STOP`) or thaws (`CONT`) the broker process.
+    pub fn signal_broker(&mut self, signal: &str) -> Result<(), String> {
+        self.broker
+            .as_ref()
+            .ok_or("the broker is not running")?
+            .process
+            .signal(signal)
     }
 
     /// The first service that exited since start-up, with its status.

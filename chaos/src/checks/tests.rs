@@ -46,6 +46,7 @@ fn group_message(id: &str, group: &str) -> ImRecord {
 fn consistent() -> (Vec<CommandRecord>, Observation) {
     let gift = Payload::RoomGiftSent(pb::RoomGiftSent {
         total_value: 1_500,
+        count: 3,
         ..Default::default()
     });
     let kick = Payload::RoomUserKicked(pb::RoomUserKicked {
@@ -79,7 +80,7 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         ("activity".into(), "e2".into()),
         ("activity".into(), "e3".into()),
     ];
-    seen.contributions.insert("r1".into(), (1_500, 1));
+    seen.contributions.insert("r1".into(), (1_500, 3));
     seen.broadcasts = vec![("e2".into(), "delivered".into())];
     seen.notices = vec![("e3".into(), "bob".into(), "r1".into(), "delivered".into())];
     seen.sagas = vec![
