@@ -4,10 +4,15 @@
 //! and off. Per hop p50/p99: commit → published
 //! (`room_outbox.delivered_at_ms - created_at_ms`), published → consumed
 //! (`consumer_dedup.processed_at_ms - delivered_at_ms`), and commit → consumed.
+//! "Commit" is the row's `created_at_ms`, stamped when room-service starts the
+//! command batch, so it also counts the wallet debit and the transaction
+//! itself; the client-side command latency is reported beside it for that.
+//! Plots: latency histograms and per-second throughput / p99 over time.
 
 use crate::{
     consumers::{self, Kind},
     fixtures::{self, BenchEnv},
+    plots::{self, Series},
     relay_scenarios::{create_topic, mq_config, worker},
     report::{Report, Row},
 };
@@ -67,10 +72,12 @@ pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<
                     .flatten(),
                 pass: headline.then_some(p99 <= 50.0),
                 note: format!(
-                    "p50 {} ms, {} events, sent {:.0}/s{}",
+                    "p50 {} ms, {} events, sent {:.0}/s; command p50 {} ms, p99 {} ms{}",
                     histogram.value_at_quantile(0.5),
                     histogram.len(),
                     hops.achieved_rate,
+                    hops.command.value_at_quantile(0.5),
+                    hops.command.value_at_quantile(0.99),
                     if headline {
                         "; baseline = nudge off"
                     } else {
@@ -80,7 +87,98 @@ pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<
             });
         }
     }
-    Ok(())
+    plot(env, &results)
+}
+
+/// Latency histograms per hop (nudge on vs off), and over time: events per
+/// second at each stage and the p99 of commit → consumed per second.
+fn plot(env: &BenchEnv, results: &[(bool, Hops)]) -> anyhow::Result<()> {
+    let variant = |nudge: bool| if nudge { "nudge on" } else { "nudge off" };
+    for (name, title, pick) in [
+        (
+            "e2e-latency-commit-to-published",
+            "commit -> published",
+            (|hops: &Hops| &hops.publish) as fn(&Hops) -> &Histogram<u64>,
+        ),
+        (
+            "e2e-latency-commit-to-consumed",
+            "commit -> consumed",
+            |hops| &hops.total,
+        ),
+    ] {
+        let series: Vec<(String, &Histogram<u64>)> = results
+            .iter()
+            .map(|(nudge, hops)| (variant(*nudge).to_string(), pick(hops)))
+            .collect();
+        plots::latency_histogram(&env.plot_path(name), &format!("e2e {title}"), &series)?;
+    }
+    let mut p99 = Vec::new();
+    for (nudge, hops) in results {
+        let mut per_second: Vec<Vec<i64>> = Vec::new();
+        let mut counts: [Vec<f64>; 3] = Default::default();
+        for event in &hops.events {
+            let times = [event.created, event.delivered, event.processed];
+            for (stage, at) in times.iter().enumerate() {
+                let second = (*at / 1_000).max(0) as usize;
+                if counts[stage].len() <= second {
+                    counts[stage].resize(second + 1, 0.0);
+                }
+                counts[stage][second] += 1.0;
+            }
+            let second = (event.created / 1_000).max(0) as usize;
+            if per_second.len() <= second {
+                per_second.resize(second + 1, Vec::new());
+            }
+            per_second[second].push(event.processed - event.created);
+        }
+        if *nudge {
+            let labels = ["committed/s", "published/s", "consumed/s"];
+            let series: Vec<Series> = labels
+                .iter()
+                .zip(&counts)
+                .map(|(label, counts)| Series {
+                    label: (*label).into(),
+                    points: step_points(counts),
+                })
+                .collect();
+            plots::line_chart(
+                &env.plot_path("e2e-throughput"),
+                "e2e throughput over time (nudge on)",
+                "seconds since start",
+                "events/s",
+                &series,
+            )?;
+        }
+        let points = per_second
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, lags)| !lags.is_empty())
+            .map(|(second, lags)| {
+                lags.sort_unstable();
+                let index = (lags.len() * 99 / 100).min(lags.len() - 1);
+                (second as f64, lags[index] as f64)
+            })
+            .collect();
+        p99.push(Series {
+            label: variant(*nudge).into(),
+            points,
+        });
+    }
+    plots::line_chart(
+        &env.plot_path("e2e-p99-over-time"),
+        "e2e commit -> consumed p99 per second of commit",
+        "seconds since start",
+        "p99 ms",
+        &p99,
+    )
+}
+
+fn step_points(counts: &[f64]) -> Vec<(f64, f64)> {
+    counts
+        .iter()
+        .enumerate()
+        .flat_map(|(second, &count)| [(second as f64, count), (second as f64 + 1.0, count)])
+        .collect()
 }
 
 #[derive(Debug)]
@@ -88,7 +186,18 @@ struct Hops {
     publish: Histogram<u64>,
     consume: Histogram<u64>,
     total: Histogram<u64>,
+    /// gRPC SendGift round trips seen by the load generator.
+    command: Histogram<u64>,
+    /// Per event, ms since the load started.
+    events: Vec<Event>,
     achieved_rate: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    created: i64,
+    delivered: i64,
+    processed: i64,
 }
 
 async fn run(
@@ -182,18 +291,23 @@ async fn run(
         let mut client = client.clone();
         let room_id = format!("e2e-{run_id}-{}", index as usize % rooms);
         inflight.push(tokio::spawn(async move {
-            send_gift(&mut client, &room_id, index).await
+            let sent = Instant::now();
+            send_gift(&mut client, &room_id, index).await?;
+            anyhow::Ok(sent.elapsed())
         }));
     }
     let mut failed = 0;
+    let mut command = Histogram::<u64>::new(3)?;
     for task in inflight {
-        if !matches!(task.await, Ok(Ok(()))) {
-            failed += 1;
+        match task.await {
+            Ok(Ok(took)) => command.record(took.as_millis() as u64)?,
+            _ => failed += 1,
         }
     }
     let achieved_rate = total as f64 / started.elapsed().as_secs_f64();
     wait_consumed(&pool, &group, started_ms, Duration::from_secs(120)).await?;
-    let hops = collect(&pool, &group, started_ms, achieved_rate).await?;
+    let mut hops = collect(&pool, &group, started_ms, achieved_rate).await?;
+    hops.command = command;
     if failed > 0 {
         println!("  e2e-latency: {failed} commands failed");
     }
@@ -265,9 +379,7 @@ async fn collect(
     achieved_rate: f64,
 ) -> anyhow::Result<Hops> {
     let rows = sqlx::query(
-        "SELECT o.delivered_at_ms - o.created_at_ms AS publish, \
-         d.processed_at_ms - o.delivered_at_ms AS consume, \
-         d.processed_at_ms - o.created_at_ms AS total \
+        "SELECT o.created_at_ms, o.delivered_at_ms, d.processed_at_ms \
          FROM room_outbox o JOIN consumer_dedup d ON d.consumer_group = ? AND d.event_id = o.event_id \
          WHERE o.event_type = 'RoomGiftSent' AND o.created_at_ms >= ?",
     )
@@ -279,15 +391,23 @@ async fn collect(
         publish: Histogram::new(3)?,
         consume: Histogram::new(3)?,
         total: Histogram::new(3)?,
+        command: Histogram::new(3)?,
+        events: Vec::with_capacity(rows.len()),
         achieved_rate,
     };
     for row in rows {
-        let publish: i64 = row.try_get("publish")?;
-        let consume: i64 = row.try_get("consume")?;
-        let total: i64 = row.try_get("total")?;
-        hops.publish.record(publish.max(0) as u64)?;
-        hops.consume.record(consume.max(0) as u64)?;
-        hops.total.record(total.max(0) as u64)?;
+        let event = Event {
+            created: row.try_get::<i64, _>("created_at_ms")? - since_ms,
+            delivered: row.try_get::<i64, _>("delivered_at_ms")? - since_ms,
+            processed: row.try_get::<i64, _>("processed_at_ms")? - since_ms,
+        };
+        hops.publish
+            .record((event.delivered - event.created).max(0) as u64)?;
+        hops.consume
+            .record((event.processed - event.delivered).max(0) as u64)?;
+        hops.total
+            .record((event.processed - event.created).max(0) as u64)?;
+        hops.events.push(event);
     }
     Ok(hops)
 }

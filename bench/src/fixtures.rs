@@ -18,6 +18,17 @@ pub struct BenchEnv {
     pub redis: String,
     /// Tiny sizes.
     pub smoke: bool,
+    /// Where results and plots go.
+    pub out_dir: std::path::PathBuf,
+}
+
+impl BenchEnv {
+    /// Path of a plot file; smoke runs get their own names so they never
+    /// overwrite a real run's charts.
+    pub fn plot_path(&self, name: &str) -> std::path::PathBuf {
+        let prefix = if self.smoke { "smoke-" } else { "" };
+        self.out_dir.join(format!("{prefix}{name}.svg"))
+    }
 }
 
 /// A fresh migrated database for one scenario.

@@ -9,6 +9,7 @@ mod consumers;
 mod e2e_scenarios;
 mod fixtures;
 mod memory_scenarios;
+mod plots;
 mod relay_scenarios;
 mod report;
 mod room_scenarios;
@@ -42,11 +43,20 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Off unless asked for: `RUST_LOG=outbox_relay::worker=debug` shows where
+    // each relay batch spends its time.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let env = fixtures::BenchEnv {
         bootstrap: cli.bootstrap.clone(),
         mysql: cli.mysql.clone(),
         redis: cli.redis.clone(),
         smoke: cli.smoke,
+        out_dir: cli.out_dir.clone(),
     };
     let selected = |name: &str| {
         cli.only.is_empty() || cli.only.iter().any(|only| name.contains(only.as_str()))

@@ -1,10 +1,12 @@
 //! Relay scenarios: backlog drain with 1 and 2 relays against two same-run
 //! baselines (raw rdkafka produce of the same payloads; raw SQL claim+mark of
 //! the same rows), per-room order verified on the topic afterwards; and
-//! idle-to-publish latency with and without the commit nudge.
+//! idle-to-publish latency with and without the commit nudge. Plots: drain
+//! throughput over time, idle-to-publish latency histograms.
 
 use crate::{
     fixtures::{self, BenchEnv},
+    plots::{self, Series},
     report::{Report, Row},
 };
 use fred::prelude::*;
@@ -98,8 +100,13 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         pass: None,
         note: "claim+mark UPDATEs of the same rows, no broker".into(),
     });
+    let mut curves = Vec::new();
     for relays in [1usize, 2] {
-        let (rate, order_ok) = drain_with(env, rows, rooms, relays).await?;
+        let (rate, order_ok, curve) = drain_with(env, rows, rooms, relays).await?;
+        curves.push(Series {
+            label: format!("{relays} relay{}", if relays > 1 { "s" } else { "" }),
+            points: curve,
+        });
         let ratio = rate / lower;
         report.add(Row {
             scenario: format!(
@@ -118,15 +125,31 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
             ),
         });
     }
-    Ok(())
+    curves.push(Series {
+        label: "raw SQL claim+mark baseline (mean)".into(),
+        points: vec![
+            (0.0, sql_baseline),
+            (rows as f64 / sql_baseline, sql_baseline),
+        ],
+    });
+    plots::line_chart(
+        &env.plot_path("relay-drain-throughput"),
+        &format!("relay backlog drain, {rows} rows / {rooms} rooms"),
+        "seconds since start",
+        "events/s (per 0.5 s)",
+        &curves,
+    )
 }
+
+/// Window of the drain throughput curve.
+const CURVE_WINDOW: Duration = Duration::from_millis(500);
 
 async fn drain_with(
     env: &BenchEnv,
     rows: usize,
     rooms: usize,
     relays: usize,
-) -> anyhow::Result<(f64, bool)> {
+) -> anyhow::Result<(f64, bool, Vec<(f64, f64)>)> {
     let (pool, db) = fixtures::fresh_database(env).await?;
     fixtures::prefill(&pool, rooms, rows).await?;
     let namespace = format!("bench{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
@@ -152,7 +175,21 @@ async fn drain_with(
         )?;
         handles.push(tokio::spawn(relay.run(shutdown.clone())));
     }
-    while fixtures::open_rows(&pool).await? > 0 {
+    // Events/s per window, from the open-row count (one cheap index count).
+    let mut curve = Vec::new();
+    let (mut window_start, mut window_open) = (Duration::ZERO, rows as i64);
+    loop {
+        let open = fixtures::open_rows(&pool).await?;
+        let at = started.elapsed();
+        if at - window_start >= CURVE_WINDOW || open == 0 {
+            let rate = (window_open - open) as f64 / (at - window_start).as_secs_f64();
+            curve.push((window_start.as_secs_f64(), rate));
+            curve.push((at.as_secs_f64(), rate));
+            (window_start, window_open) = (at, open);
+        }
+        if open == 0 {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -163,11 +200,12 @@ async fn drain_with(
     let order_ok = verify_room_order(env, &topic, rows).await?;
     pool.close().await;
     fixtures::drop_database(env, &db).await?;
-    Ok((rows as f64 / elapsed, order_ok))
+    Ok((rows as f64 / elapsed, order_ok, curve))
 }
 
 /// Reads the whole topic and checks each room's sequence never goes backwards
-/// and ends complete (at-least-once duplicates allowed).
+/// and ends complete (at-least-once duplicates allowed). A topic that stops
+/// short is reported (as a violation, with the count), not a crash.
 async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::Result<bool> {
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", &env.bootstrap)
@@ -181,9 +219,18 @@ async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::
     consumer.subscribe(&[topic])?;
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut distinct = std::collections::HashSet::new();
-    let mut ok = true;
+    let (mut ok, mut messages) = (true, 0usize);
     while distinct.len() < rows {
-        let message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await??;
+        let Ok(message) = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await
+        else {
+            println!(
+                "  verify: only {} of {rows} events on {topic} ({messages} messages) after 30 s of silence",
+                distinct.len()
+            );
+            return Ok(false);
+        };
+        let message = message?;
+        messages += 1;
         let envelope = outbox_schema::decode_envelope(message.payload().unwrap_or_default())?;
         let previous = last
             .insert(envelope.room_id.clone(), envelope.room_event_seq)
@@ -270,6 +317,7 @@ async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow
 /// Idle-to-publish latency (commit → delivered) of single events, with and without the nudge.
 pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let samples = if env.smoke { 5 } else { 200 };
+    let mut histograms = Vec::new();
     for nudge in [true, false] {
         let histogram =
             latency_samples(env, nudge, if nudge { samples } else { samples / 2 }).await?;
@@ -288,8 +336,20 @@ pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result
                 note: "poll_interval 1s; commit to broker ack".into(),
             });
         }
+        histograms.push((
+            format!("nudge {}", if nudge { "on" } else { "off" }),
+            histogram,
+        ));
     }
-    Ok(())
+    let series: Vec<_> = histograms
+        .iter()
+        .map(|(label, histogram)| (label.clone(), histogram))
+        .collect();
+    plots::latency_histogram(
+        &env.plot_path("relay-idle-to-publish"),
+        "relay idle-to-publish latency (poll 1 s)",
+        &series,
+    )
 }
 
 async fn latency_samples(

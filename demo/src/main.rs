@@ -10,6 +10,7 @@ mod checks;
 mod observe;
 mod report;
 mod script;
+mod security;
 
 use anyhow::Context;
 use clap::Parser;
@@ -72,6 +73,16 @@ struct Args {
     /// Where the service logs are, for the report.
     #[arg(long)]
     logs: Option<String>,
+    /// A secret in use by the stack, as `NAME=VALUE` (repeatable): the report
+    /// fails if a value appears in any log under `--logs` or in this output.
+    #[arg(long)]
+    secret: Vec<String>,
+    /// outbox-relay's admin base URL, checked with the `admin_token` secret.
+    #[arg(long)]
+    relay_admin: Option<String>,
+    /// xtask's listener check of the live processes: `ok:<summary>` or `fail:<problems>`.
+    #[arg(long)]
+    listeners: Option<String>,
     /// A service's Prometheus endpoint to scrape after the session, as
     /// `name=URL=metric` (the metric that must be present), repeatable.
     #[arg(long)]
@@ -201,11 +212,27 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         checks.push(metrics_check(&http, &args.metrics).await);
     }
 
+    if let Some(base) = &args.relay_admin {
+        let token = args
+            .secret
+            .iter()
+            .find_map(|pair| pair.strip_prefix("outbox-relay admin_token="));
+        checks.push(security::admin_check(&http, base, token).await);
+    }
+    checks.push(security::listeners_check(args.listeners.as_deref()));
+
     report::commands(&mut out, &driver.steps);
     out.push_str(&timed);
     let _ = write_treasure_rows(&mut out, &observed);
     report::consumers(&mut out, &observed, &args.sender_board);
     report::lags(&mut out, &observed);
+    // Last, so it sees every log line the session caused and the whole
+    // report but the verdict (whose details are fixed text and check results).
+    checks.push(security::secrets_check(
+        &args.secret,
+        args.logs.as_deref(),
+        &out,
+    ));
     report::verdict(&mut out, &checks, &args.unavailable, &observed.notes);
     if let Some(logs) = &args.logs {
         let _ = writeln!(out, "Service logs: {logs}");

@@ -425,6 +425,20 @@ fn overrides() -> Vec<(&'static str, String, String)> {
         ),
         ("im-bridge", "IM_BRIDGE__CONSUMER__MAX_BACKOFF", "5s"),
         ("notice-consumer", "NOTICE__CONSUMER__MAX_BACKOFF", "5s"),
+        // Longer than the broker outage, so members survive it without a
+        // rebalance (Tansu 0.6.0 sometimes never completes the rebalance
+        // that follows an outage longer than the session timeout).
+        (
+            "activity-consumer",
+            "ACTIVITY__CONSUMER__SESSION_TIMEOUT",
+            "25s",
+        ),
+        ("im-bridge", "IM_BRIDGE__CONSUMER__SESSION_TIMEOUT", "25s"),
+        (
+            "notice-consumer",
+            "NOTICE__CONSUMER__SESSION_TIMEOUT",
+            "25s",
+        ),
     ]
     .into_iter()
     .map(|(service, key, value)| (service, key.to_string(), value.to_string()))

@@ -6,6 +6,16 @@
 //! std-only) and uses its exit code: 0 only when every expected effect was
 //! observed. The stack is stopped and the database dropped afterwards
 //! (`--keep` keeps the database and prints its name).
+//!
+//! Two security checks join the demo's report: the secrets in use (the IM
+//! key, a per-run relay admin token) are passed to the driver, which greps
+//! every log in the log directory and its own output for them; and before the
+//! session every service process is checked to listen only on its configured
+//! addresses ([`listeners`]).
+
+// Declared here rather than in main.rs: only the demo uses it.
+#[path = "listeners.rs"]
+mod listeners;
 
 use crate::interrupt::{self, StopFlag};
 use crate::services::Ports;
@@ -47,13 +57,15 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     crate::step(&format!("creating database `{database}`"));
     localdb::mysql_exec(&format!("CREATE DATABASE `{database}`"))?;
 
+    // Per run, so a leak found in the logs is this run's and not an old one's.
+    let admin_token = format!("demo-admin-token-{secs}-{}", std::process::id());
     let plan = Plan {
         ports: Ports::free()?,
         database: database.clone(),
         log_dir: log_dir.clone(),
-        overrides: overrides(),
+        overrides: overrides(&admin_token),
     };
-    let result = run_with_database(&plan, &built, &tansu, stop);
+    let result = run_with_database(&plan, &built, &tansu, &admin_token, stop);
     // The stack (dropped inside) is stopped before the database goes away.
     if keep {
         println!("kept database `{database}`; logs in {}", log_dir.display());
@@ -74,10 +86,17 @@ fn run_with_database(
     plan: &Plan,
     built: &stack::Built,
     tansu: &std::path::Path,
+    admin_token: &str,
     stop: &StopFlag,
 ) -> Result<(), String> {
     let mut stack = stack::start(plan, built, tansu, stop)?;
     let p = &plan.ports;
+    let running: Vec<&str> = stack.running.iter().map(|service| service.name).collect();
+    let listening = listeners::check(&configured_listeners(p, &running));
+    match &listening {
+        Ok(summary) => crate::detail(&format!("listeners as configured: {summary}")),
+        Err(problems) => crate::detail(&format!("UNEXPECTED LISTENERS: {problems}")),
+    }
     crate::step("running the scripted session (demo crate)");
     let mut command = Command::new(stack::target_dir().join("debug/demo"));
     command
@@ -100,6 +119,25 @@ fn run_with_database(
         .args(["--treasure-threshold", first_threshold()])
         .args(["--im-silent", IM_SILENT])
         .args(["--logs", &plan.log_dir.display().to_string()])
+        .args([
+            "--secret",
+            &format!("tencent_im.secret_key={}", crate::services::IM_SECRET_KEY),
+        ])
+        .args([
+            "--secret",
+            &format!("outbox-relay admin_token={admin_token}"),
+        ])
+        .args([
+            "--relay-admin",
+            &format!("http://127.0.0.1:{}", p.relay_http),
+        ])
+        .args([
+            "--listeners",
+            &match &listening {
+                Ok(summary) => format!("ok:{summary}"),
+                Err(problems) => format!("fail:{problems}"),
+            },
+        ])
         .current_dir(infra::workspace_root());
     // Each service's /metrics, with a metric it must export after the session.
     for (name, port, metric) in [
@@ -163,12 +201,37 @@ fn run_with_database(
     }
 }
 
+/// Each running service's configured listen addresses (all on 127.0.0.1).
+fn configured_listeners<'a>(
+    p: &Ports,
+    running: &[&'a str],
+) -> std::collections::BTreeMap<&'a str, Vec<std::net::SocketAddr>> {
+    let local = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    running
+        .iter()
+        .filter_map(|name| {
+            let ports = match *name {
+                "room-service" => vec![p.room_grpc, p.room_http],
+                "outbox-relay" => vec![p.relay_http],
+                "im-bridge" => vec![p.im_bridge_http],
+                "activity-consumer" => vec![p.activity_grpc, p.activity_http],
+                "notice-consumer" => vec![p.notice_http],
+                "fake-tencent-im" => vec![p.fake_im],
+                "fake-wallet" => vec![p.wallet_grpc, p.wallet_admin],
+                _ => return None,
+            };
+            Some((*name, ports.into_iter().map(local).collect()))
+        })
+        .collect()
+}
+
 fn first_threshold() -> &'static str {
     TREASURE_THRESHOLDS.split(',').next().unwrap_or("3000")
 }
 
-/// The demo's shortened timers and thresholds, as environment overrides.
-fn overrides() -> Vec<(&'static str, String, String)> {
+/// The demo's shortened timers and thresholds, and the relay's admin token,
+/// as environment overrides.
+fn overrides(admin_token: &str) -> Vec<(&'static str, String, String)> {
     let ms = |value: u64| format!("{value}ms");
     [
         (
@@ -212,6 +275,7 @@ fn overrides() -> Vec<(&'static str, String, String)> {
             "IM_BRIDGE__IM_BRIDGE__SILENT_EVENT_TYPES",
             IM_SILENT.into(),
         ),
+        ("outbox-relay", "RELAY__ADMIN_TOKEN", admin_token.into()),
     ]
     .into_iter()
     .map(|(service, key, value)| (service, key.to_string(), value))

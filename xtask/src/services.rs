@@ -143,7 +143,7 @@ pub struct Spec {
     /// Start phase.
     pub phase: Phase,
     /// When false, a failed start is reported and the stack runs without it
-    /// (consumers other engineers are still finishing).
+    /// (a consumer that failed to build or start).
     pub required: bool,
 }
 

@@ -41,6 +41,11 @@ pub struct ConsumerConfig {
     pub dedup_purge_interval: ConfigDuration,
     /// Rows deleted per purge statement, so a purge never holds long locks.
     pub dedup_purge_batch: u32,
+    /// Largest payload handed to the decoder, in bytes; a bigger message goes
+    /// to the dead-letter topic at once (reason `oversized: …`) and the
+    /// partition moves on. 0 = the default (256 KiB, the envelope limit: a
+    /// room event is a few hundred bytes).
+    pub max_message_bytes: usize,
     /// Extra librdkafka properties, applied last.
     pub client_properties: BTreeMap<String, String>,
 }
@@ -61,10 +66,14 @@ impl Default for ConsumerConfig {
             dedup_retention: ConfigDuration::from_secs(7 * 86_400),
             dedup_purge_interval: ConfigDuration::from_secs(600),
             dedup_purge_batch: 1000,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             client_properties: BTreeMap::new(),
         }
     }
 }
+
+/// Default of `consumer.max_message_bytes`: the envelope decoder's own limit.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = outbox_schema::envelope::MAX_ENVELOPE_BYTES;
 
 /// Exponential backoff between attempts of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +126,8 @@ pub struct ConsumerSettings {
     pub fetch_queue_kbytes: u32,
     /// `fetch.wait.max.ms`.
     pub fetch_wait_max: Duration,
+    /// Largest payload decoded; bigger ones are dead-lettered.
+    pub max_message_bytes: usize,
     /// Dead-letter publish timeout.
     pub send_timeout: Duration,
     /// Grace period for in-flight work at shutdown.
@@ -211,6 +222,11 @@ impl ConsumerSettings {
                 .positive_or(defaults.session_timeout)
                 .as_std(),
             fetch_queue_kbytes: section.fetch_queue_kbytes.max(1024),
+            max_message_bytes: if section.max_message_bytes == 0 {
+                DEFAULT_MAX_MESSAGE_BYTES
+            } else {
+                section.max_message_bytes
+            },
             fetch_wait_max: section
                 .fetch_wait_max
                 .positive_or(defaults.fetch_wait_max)
@@ -324,6 +340,7 @@ mod tests {
         assert_eq!(settings.dead_letter_topic, "prod.g1.dlq");
         assert_eq!(settings.retry.initial_backoff, Duration::from_millis(200));
         assert_eq!(settings.max_batch, 1);
+        assert_eq!(settings.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
         let properties = settings.consumer_properties();
         assert!(properties.contains(&("enable.auto.offset.store".into(), "false".into())));
         assert!(properties.contains(&("bootstrap.servers".into(), "b:9092".into())));

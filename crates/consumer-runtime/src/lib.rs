@@ -13,7 +13,8 @@
 //! - **Bounded retries, then a dead letter.** A failing message is retried in
 //!   place with exponential backoff up to `consumer_max_reconsume_times`, then
 //!   produced to the group's dead-letter topic with the reason in headers. An
-//!   undecodable message goes there at once. No message crashes the consumer
+//!   undecodable message, or one larger than `consumer.max_message_bytes`,
+//!   goes there at once. No message crashes the consumer
 //!   or stalls its partition forever.
 //! - **Dedup by `event_id`** helpers ([`dedup`]) for handlers: claim in the
 //!   effect's transaction, or check-and-record around an external effect, plus

@@ -131,7 +131,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         let mut raws: Vec<OwnedMessage> = Vec::new();
         while batch.len() < self.shared.settings.max_batch {
             let Some(raw) = queue.front() else { break };
-            match M::decode(raw.payload().unwrap_or_default()) {
+            match self.decode(raw) {
                 Ok(message) => {
                     batch.push(Delivery {
                         message: Arc::new(message),
@@ -142,12 +142,12 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                     });
                     raws.extend(queue.pop_front());
                 }
-                Err(error) if batch.is_empty() => {
+                Err(reason) if batch.is_empty() => {
                     let Some(raw) = queue.pop_front() else {
                         return Step::Continue;
                     };
                     return self
-                        .dead_letter_undecodable(&raw, &error, next_offset)
+                        .dead_letter_undecodable(&raw, &reason, next_offset)
                         .await;
                 }
                 // Handle the run before it; the bad one is next.
@@ -383,10 +383,27 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         result
     }
 
+    /// Decodes a payload, or says why it is dead-lettered at once. The size
+    /// check comes first so an oversized payload is never parsed (bounded
+    /// work and memory per message whatever a producer sends).
+    fn decode(&self, raw: &OwnedMessage) -> Result<M, String> {
+        let payload = raw.payload().unwrap_or_default();
+        let limit = self.shared.settings.max_message_bytes;
+        if payload.len() > limit {
+            return Err(format!(
+                "oversized: {} bytes exceeds consumer.max_message_bytes ({limit})",
+                payload.len()
+            ));
+        }
+        M::decode(payload).map_err(|error| format!("undecodable: {error}"))
+    }
+
+    /// Dead-letters a message that never reached the handler (undecodable or
+    /// oversized; both count as `undecodable` in the metric).
     async fn dead_letter_undecodable(
         &self,
         raw: &OwnedMessage,
-        error: &outbox_schema::Error,
+        reason: &str,
         next_offset: &mut i64,
     ) -> Step {
         let event_id = dead_letter::header_text(raw, outbox_schema::names::HEADER_EVENT_ID);
@@ -396,12 +413,11 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
             partition = self.partition,
             offset = raw.offset(),
             dead_letter_topic = self.shared.dead_letters.topic(),
-            %error,
-            "undecodable {} message, dead-lettering",
+            reason,
+            "{} message not decoded, dead-lettering",
             M::KIND
         );
-        let reason = format!("undecodable: {error}");
-        if let Step::Stop = self.publish_dead_letter(raw, &reason, 1).await {
+        if let Step::Stop = self.publish_dead_letter(raw, reason, 1).await {
             return Step::Stop;
         }
         self.shared.metrics.dead_lettered_undecodable.inc();

@@ -297,6 +297,77 @@ async fn undecodable_message_goes_to_the_dead_letter_topic_and_the_partition_mov
     assert_eq!(header(&dead[0], HEADER_DLQ_ATTEMPTS).as_deref(), Some("1"));
 }
 
+/// An envelope bigger than `consumer.max_message_bytes` is dead-lettered with
+/// a reason naming the setting, before the handler sees it, and the messages
+/// after it (garbage too) are handled as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_and_malformed_messages_are_dead_lettered_and_the_consumer_keeps_going() {
+    let (topic, group) = fixture(1).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    let producer = TestProducer::new(&bootstrap).unwrap();
+    // Valid in every respect except its size: a 64 KiB user id.
+    let oversized = envelope(
+        &new_event_id(),
+        "room-big",
+        1,
+        joined(&"u".repeat(64 * 1024)),
+    );
+    producer.send_event(&topic, &oversized).await.unwrap();
+    let before = envelope(&new_event_id(), "room-big", 2, joined("a"));
+    producer.send_event(&topic, &before).await.unwrap();
+    // Truncated protobuf: a length prefix promising more than follows.
+    producer
+        .send_raw(&topic, "room-big", b"\x0a\xff\x01abc", None)
+        .await
+        .unwrap();
+    let after = envelope(&new_event_id(), "room-big", 3, joined("b"));
+    producer.send_event(&topic, &after).await.unwrap();
+
+    let mut settings = test_settings(&bootstrap, &topic, &group, 16).unwrap();
+    settings.max_message_bytes = 16 * 1024;
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let consumer = Consumer::new(settings, recorder.clone(), &metrics).unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { consumer.run(shutdown).await.expect("consumer run") }
+    });
+    assert!(wait_until(WAIT, || async { recorder.has(&after.event_id) }).await);
+    stop((shutdown, task)).await;
+
+    assert!(recorder.has(&before.event_id));
+    assert!(
+        !recorder.has(&oversized.event_id),
+        "the handler never sees it"
+    );
+    assert_eq!(metrics.for_group(&group).dead_lettered_undecodable.get(), 2);
+    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 2, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 2);
+    let reasons: Vec<String> = dead
+        .iter()
+        .map(|letter| header(letter, HEADER_DLQ_REASON).unwrap())
+        .collect();
+    assert!(
+        reasons[0].starts_with("oversized:")
+            && reasons[0].contains("consumer.max_message_bytes (16384)"),
+        "{reasons:?}"
+    );
+    assert!(reasons[1].starts_with("undecodable"), "{reasons:?}");
+    assert_eq!(
+        header(&dead[0], HEADER_EVENT_ID).as_deref(),
+        Some(oversized.event_id.as_str()),
+        "the dead letter keeps the original headers for replay"
+    );
+    assert_eq!(
+        rdkafka::Message::payload(&dead[0]).map(<[u8]>::len),
+        Some(prost::Message::encoded_len(&oversized)),
+        "the payload is kept unchanged"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_commits_what_is_done() {
     let (topic, group) = fixture(1).await;

@@ -40,7 +40,7 @@ pub enum Rejection {
     PermissionDenied { actor_id: String },
     #[error("the room owner cannot be kicked")]
     CannotKickOwner,
-    #[error("seat {seat_index} does not exist (the room has {seats} seats)")]
+    #[error("seat_index {seat_index} does not exist (the room has {seats} seats)")]
     SeatOutOfRange { seat_index: u32, seats: u32 },
     #[error("seat is taken")]
     SeatTaken,
@@ -229,7 +229,7 @@ mod tests {
                 seats: 8
             }
             .to_string(),
-            "seat 9 does not exist (the room has 8 seats)"
+            "seat_index 9 does not exist (the room has 8 seats)"
         );
     }
 

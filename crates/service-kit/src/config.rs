@@ -69,6 +69,15 @@ fn file_source(path: &Path) -> config::File<config::FileSourceFile, config::File
     config::File::from(path).format(config::FileFormat::Yaml)
 }
 
+/// Checks a listen address (`host:port`) before anything is started, so a
+/// typo is refused naming its key instead of failing later at bind time.
+pub fn check_listen(key: &str, value: &str) -> Result<(), Error> {
+    value
+        .parse::<std::net::SocketAddr>()
+        .map(drop)
+        .map_err(|_| Error::Config(format!("{key} `{value}` is not a host:port socket address")))
+}
+
 /// Renders a config for `--dump-config`. Secrets are [`crate::Secret`]s, which
 /// serialize as `***`, so the dump is safe to paste into a ticket.
 pub fn dump<T: serde::Serialize>(config: &T) -> String {

@@ -10,10 +10,12 @@ use std::str::FromStr;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
 /// The `mysql` section of a service config.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MysqlConfig {
-    /// `mysql://user@host:port/database` (no password here; see `password`).
+    /// `mysql://user@host:port/database` (no password here; see `password`;
+    /// one given here anyway is shown as `***` by Debug and `--dump-config`).
+    #[serde(serialize_with = "crate::secret::serialize_redacted_url")]
     pub url: String,
     /// Password, kept out of the URL so it never reaches a log line.
     pub password: crate::Secret,
@@ -23,6 +25,18 @@ pub struct MysqlConfig {
     pub acquire_timeout: ConfigDuration,
     /// Run migrations at start-up (local and test stacks; production runs them as a job).
     pub run_migrations: bool,
+}
+
+impl std::fmt::Debug for MysqlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlConfig")
+            .field("url", &crate::secret::redact_url(&self.url))
+            .field("password", &self.password)
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("run_migrations", &self.run_migrations)
+            .finish()
+    }
 }
 
 impl Default for MysqlConfig {

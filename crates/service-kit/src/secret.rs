@@ -49,9 +49,49 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
+/// `url` with the password of its userinfo (`scheme://user:password@host`)
+/// replaced by `***`. The services take passwords as [`Secret`]s, but an
+/// operator may still paste one into a URL; this keeps it out of dumps and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, password)) if !password.is_empty() => {
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// `serialize_with` for URL fields that may carry a password.
+pub fn serialize_redacted_url<S: Serializer>(url: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&redact_url(url))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_passwords_are_redacted() {
+        assert_eq!(
+            redact_url("mysql://root:hunter2@db:3306/hyapp?ssl=1"),
+            "mysql://root:***@db:3306/hyapp?ssl=1"
+        );
+        assert_eq!(
+            redact_url("redis://:p@ss@cache:6379"),
+            "redis://:***@cache:6379"
+        );
+        for unchanged in ["mysql://root@db/hyapp", "redis://cache:6379", "not a url"] {
+            assert_eq!(redact_url(unchanged), unchanged);
+        }
+    }
 
     #[test]
     fn never_prints_the_value() {

@@ -7,6 +7,8 @@
 //! `HYAPP_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`),
 //! `HYAPP_TEST_KAFKA_BOOTSTRAP` (no default: the broker only exists inside a test run).
 
+pub mod binary;
+
 use rdkafka::{
     ClientConfig,
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},

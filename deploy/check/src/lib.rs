@@ -10,6 +10,7 @@
 //! test can feed a deliberately wrong reference and see it reported.
 
 pub mod promql;
+pub mod readme;
 pub mod source;
 pub mod yaml;
 

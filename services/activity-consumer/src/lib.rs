@@ -9,6 +9,7 @@ pub mod broadcast;
 pub mod config;
 pub mod grpc;
 pub mod processor;
+pub mod validate;
 
 use broadcast::Broadcaster;
 use config::Config;

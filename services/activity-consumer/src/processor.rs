@@ -57,6 +57,12 @@ impl ActivityProcessor {
         &self,
         events: &[&pb::RoomOutboxEvent],
     ) -> Result<Vec<Outcome>, HandlerError> {
+        // Before any I/O: a malformed event can never be applied, so it is a
+        // permanent failure (a batch falls back to one by one and only the
+        // bad message is dead-lettered).
+        for event in events {
+            crate::validate::check_event(event).map_err(HandlerError::Permanent)?;
+        }
         let mut outcomes = vec![Outcome::Ignored; events.len()];
         let gifts: Vec<(usize, &pb::RoomOutboxEvent, &pb::RoomGiftSent)> = events
             .iter()

@@ -93,11 +93,11 @@ impl Config {
     /// Refuses configurations that cannot work, naming the key.
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
-        if !self.tencent_im.group_id_template.contains("{room_id}") {
-            return Err(Error::Config(
-                "tencent_im.group_id_template must contain {room_id}".into(),
-            ));
-        }
+        // Checked here, before MySQL is connected, so the refusal names the key.
+        self.tencent_im
+            .validate()
+            .map_err(consumer_runtime::Error::from)?;
+        service_kit::config::check_listen("http_listen", &self.http_listen)?;
         Ok(())
     }
 

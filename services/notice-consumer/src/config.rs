@@ -73,8 +73,19 @@ impl Config {
             list_keys: LIST_KEYS,
         }
         .load_with_env(env)?;
-        config.consumer_settings()?;
+        config.validate()?;
         Ok(config)
+    }
+
+    /// Refuses configurations that cannot work, naming the key, before
+    /// anything is connected.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.consumer_settings()?;
+        self.tencent_im
+            .validate()
+            .map_err(consumer_runtime::Error::from)?;
+        service_kit::config::check_listen("http_listen", &self.http_listen)?;
+        Ok(())
     }
 
     /// The consumer of `rocketmq.room_outbox.topic` in the notice group.

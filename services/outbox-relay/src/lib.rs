@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod app;
 pub mod backoff;
+mod chain;
 pub mod config;
 pub mod direct;
 pub mod leases;

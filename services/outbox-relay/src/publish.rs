@@ -3,16 +3,31 @@
 //! an idempotent, `acks=all` producer; `direct` hands the decoded envelope to
 //! the direct sinks; `dual` does both. A row is delivered only when every
 //! publisher of the mode succeeded.
+//!
+//! In `mq` mode a batch is pipelined: every row is enqueued on the producer
+//! first ([`Pipeline::start`]) and the acknowledgements are awaited after
+//! ([`InFlight::finish`]). Order within a room holds because a room's rows
+//! share a key, hence a partition, and the idempotent producer keeps a
+//! partition's messages in enqueue order across retries (at most 5 requests
+//! in flight, sequence-numbered, out-of-order batches refused by the broker).
 
 use crate::{direct::DirectSinks, store::OutboxRow};
 use outbox_schema::names::{HEADER_EVENT_ID, HEADER_EVENT_TYPE, HEADER_TRACEPARENT};
 use rdkafka::{
     ClientConfig,
+    error::{KafkaError, RDKafkaErrorCode},
     message::{Header, OwnedHeaders},
-    producer::{FutureProducer, FutureRecord, Producer},
+    producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer},
 };
-use service_kit::mq::MqConfig;
-use std::time::Duration;
+use service_kit::{mq::MqConfig, trace::TracedSpan};
+use std::sync::{
+    Arc, RwLock,
+    atomic::{AtomicBool, Ordering},
+};
+use std::time::{Duration, Instant};
+
+/// How long an enqueue waits between attempts while the producer queue is full.
+const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
 
 /// Why one publish attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,10 +56,14 @@ impl PublishFailure {
     }
 }
 
-/// Kafka-protocol publisher.
+/// Kafka-protocol publisher. Clones share one producer.
 #[derive(Clone)]
 pub struct MqPublisher {
-    producer: FutureProducer,
+    /// Replaced when librdkafka reports a fatal error (see [`Self::producer`]).
+    producer: Arc<RwLock<Arc<FutureProducer>>>,
+    /// Set when the broker refused a send in a way only a new producer id fixes.
+    needs_new_producer: Arc<AtomicBool>,
+    config: ClientConfig,
     namespace: String,
 }
 
@@ -77,6 +96,13 @@ impl MqPublisher {
             // Exactly-once into the log per producer session, and in order per partition.
             .set("enable.idempotence", "true")
             .set("acks", "all")
+            // Pipelined batches rely on the idempotent producer's ordering,
+            // which holds for at most 5 in-flight requests per connection.
+            .set("max.in.flight.requests.per.connection", "5")
+            // A failure that could leave a gap in a partition (a later message
+            // acked after an earlier one failed) becomes a fatal error instead;
+            // the producer is then replaced and the room's rows retried in order.
+            .set("enable.gapless.guarantee", "true")
             .set("message.timeout.ms", send_timeout.as_millis().to_string())
             .set("message.send.max.retries", mq.retry.max(1).to_string())
             // A few ms of batching buys a lot of throughput for a backlog drain.
@@ -86,9 +112,50 @@ impl MqPublisher {
             .create()
             .map_err(|error| crate::Error::Mq(error.to_string()))?;
         Ok(Self {
-            producer,
+            producer: Arc::new(RwLock::new(Arc::new(producer))),
+            needs_new_producer: Arc::new(AtomicBool::new(false)),
+            config,
             namespace: mq.namespace.clone(),
         })
+    }
+
+    /// The current producer. An idempotent producer that hit a fatal error,
+    /// or that the broker fences (seen after its epoch was bumped while the
+    /// broker was unreachable: every later send then fails with
+    /// `ProducerFenced`), is replaced by a fresh one with a new producer id;
+    /// the rows it failed are retried like any failed publish, in room order.
+    fn producer(&self) -> Arc<FutureProducer> {
+        let current = self
+            .producer
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let fenced = self.needs_new_producer.swap(false, Ordering::AcqRel);
+        let (code, reason) = match current.client().fatal_error() {
+            Some(fatal) => fatal,
+            None if fenced => (
+                RDKafkaErrorCode::ProducerFenced,
+                "fenced by the broker".to_string(),
+            ),
+            None => return current,
+        };
+        let mut slot = self
+            .producer
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Another task may have replaced it already.
+        if Arc::ptr_eq(&slot, &current) {
+            match self.config.create::<FutureProducer>() {
+                Ok(fresh) => {
+                    tracing::warn!(?code, %reason, "kafka producer hit a fatal error; replaced it");
+                    *slot = Arc::new(fresh);
+                }
+                Err(error) => {
+                    tracing::warn!(?code, %reason, %error, "kafka producer hit a fatal error and could not be recreated");
+                }
+            }
+        }
+        slot.clone()
     }
 
     /// Sends one row (with `traceparent` as its trace header) and waits for
@@ -100,6 +167,33 @@ impl MqPublisher {
         traceparent: &str,
         timeout: Duration,
     ) -> Result<(), PublishFailure> {
+        self.enqueue(row, traceparent, timeout).await?.wait().await
+    }
+
+    /// Enqueues one row on the producer and returns the future of its broker
+    /// acknowledgement. Rows enqueued one after another for the same room
+    /// reach the topic in that order. Waits (up to `timeout`) only while the
+    /// producer's queue is full.
+    pub async fn enqueue(
+        &self,
+        row: &OutboxRow,
+        traceparent: &str,
+        timeout: Duration,
+    ) -> Result<Acknowledgement, PublishFailure> {
+        self.enqueue_on(&self.producer(), row, traceparent, timeout)
+            .await
+    }
+
+    /// [`MqPublisher::enqueue`] on a given producer: a pipelined batch takes
+    /// one producer for all its rows, so a room's rows never straddle a
+    /// producer replacement (two producers keep no order between them).
+    async fn enqueue_on(
+        &self,
+        producer: &FutureProducer,
+        row: &OutboxRow,
+        traceparent: &str,
+        timeout: Duration,
+    ) -> Result<Acknowledgement, PublishFailure> {
         let topic = if self.namespace.is_empty() {
             row.topic.clone()
         } else {
@@ -120,19 +214,136 @@ impl MqPublisher {
                 value: Some(traceparent),
             });
         }
-        let record = FutureRecord::to(&topic)
+        let mut record = FutureRecord::to(&topic)
             .key(&row.room_id)
             .payload(&row.payload)
             .headers(headers);
-        match self.producer.send(record, timeout).await {
-            Ok(_) => Ok(()),
-            Err((error, _)) => Err(PublishFailure::transient(format!("broker: {error}"))),
+        let deadline = Instant::now() + timeout;
+        loop {
+            match producer.send_result(record) {
+                Ok(delivery) => {
+                    return Ok(Acknowledgement {
+                        delivery,
+                        needs_new_producer: self.needs_new_producer.clone(),
+                    });
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
+                    if Instant::now() < deadline =>
+                {
+                    record = back;
+                    tokio::time::sleep(QUEUE_FULL_BACKOFF).await;
+                }
+                Err((error, _)) => {
+                    return Err(PublishFailure::transient(format!("broker: {error}")));
+                }
+            }
         }
     }
 
     /// Waits for queued messages on shutdown.
     pub fn flush(&self, timeout: Duration) {
-        let _ = self.producer.flush(timeout);
+        let _ = self.producer().flush(timeout);
+    }
+}
+
+/// The broker's verdict on an enqueued row, still to come.
+pub struct Acknowledgement {
+    delivery: DeliveryFuture,
+    needs_new_producer: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Acknowledgement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acknowledgement").finish_non_exhaustive()
+    }
+}
+
+impl Acknowledgement {
+    /// Waits for the verdict; a fencing error asks for a new producer.
+    pub async fn wait(self) -> Result<(), PublishFailure> {
+        match self.delivery.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err((error, _))) => {
+                if matches!(
+                    error,
+                    KafkaError::MessageProduction(
+                        RDKafkaErrorCode::ProducerFenced
+                            | RDKafkaErrorCode::InvalidProducerEpoch
+                            | RDKafkaErrorCode::UnknownProducerId
+                            | RDKafkaErrorCode::OutOfOrderSequenceNumber
+                    )
+                ) {
+                    self.needs_new_producer.store(true, Ordering::Release);
+                }
+                Err(PublishFailure::transient(format!("broker: {error}")))
+            }
+            Err(_) => Err(PublishFailure::transient(
+                "broker: producer dropped the message",
+            )),
+        }
+    }
+}
+
+/// A row handed to the producer whose acknowledgement is still to come.
+pub struct InFlight {
+    span: TracedSpan,
+    delivery: Result<Acknowledgement, PublishFailure>,
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight")
+            .field("enqueued", &self.enqueued())
+            .finish_non_exhaustive()
+    }
+}
+
+impl InFlight {
+    /// False when the row never reached the producer's queue (nothing after
+    /// it in the room's chain may be enqueued then).
+    pub fn enqueued(&self) -> bool {
+        self.delivery.is_ok()
+    }
+
+    /// Waits for the acknowledgement and closes the publish span.
+    pub async fn finish(self) -> Result<(), PublishFailure> {
+        let result = match self.delivery {
+            Ok(delivery) => delivery.wait().await,
+            Err(failure) => Err(failure),
+        };
+        self.span.finish(
+            result
+                .as_ref()
+                .err()
+                .map(|failure| failure.message.as_str()),
+        );
+        result
+    }
+}
+
+/// One batch's view of the broker: a fixed producer rows are enqueued on
+/// without waiting for their acknowledgements.
+pub struct Pipeline<'a> {
+    mq: &'a MqPublisher,
+    producer: Arc<FutureProducer>,
+}
+
+impl std::fmt::Debug for Pipeline<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").finish_non_exhaustive()
+    }
+}
+
+impl Pipeline<'_> {
+    /// Enqueues `row`; rows started one after another reach the topic in
+    /// that order within their partition.
+    pub async fn start(&self, row: &OutboxRow, timeout: Duration) -> InFlight {
+        let span = crate::trace::publish_span(row);
+        let delivery = self
+            .mq
+            .enqueue_on(&self.producer, row, &span.traceparent(), timeout)
+            .await;
+        InFlight { span, delivery }
     }
 }
 
@@ -158,6 +369,23 @@ impl Publishers {
                 .map(|failure| failure.message.as_str()),
         );
         result
+    }
+
+    /// True when publishes can be pipelined: `mq` mode alone. Direct sinks
+    /// are request/response calls, so `direct` and `dual` publish a room's
+    /// rows one after another.
+    pub fn pipelines(&self) -> bool {
+        self.mq.is_some() && self.direct.is_none()
+    }
+
+    /// A pipeline for one batch: every row started on it goes to the same
+    /// producer. `None` unless [`Publishers::pipelines`].
+    pub fn pipeline(&self) -> Option<Pipeline<'_>> {
+        let mq = self.mq.as_ref().filter(|_| self.pipelines())?;
+        Some(Pipeline {
+            mq,
+            producer: mq.producer(),
+        })
     }
 
     async fn publish_in(

@@ -8,11 +8,11 @@ use crate::{
     metrics::RelayMetrics,
     publish::Publishers,
     settings::RelaySettings,
-    worker::{BatchProcessor, BatchReport},
+    worker::{BatchProcessor, BatchReport, PublishedBatch},
 };
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 use tokio::sync::{Notify, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -104,16 +104,40 @@ impl Relay {
         tasks.close();
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, mode = ?settings.publish_mode, "relay started");
 
+        // The previous chain batch's marks, written while the next batch is
+        // scanned, claimed and published (see `Recording`).
+        let mut recording: Option<Recording> = None;
+        let nothing_acknowledged = HashSet::new();
         while !shutdown.is_cancelled() {
             let shards = owned_rx.borrow().clone();
-            let full = match self.processor.run_batch(&shards).await {
-                Ok(report) => report.claimed >= settings.batch_size,
+            let acknowledged = recording
+                .as_ref()
+                .map_or(&nothing_acknowledged, |previous| &previous.acknowledged);
+            // The two lanes hold different rows: publish both at once.
+            let (chain, delayed) = tokio::join!(
+                self.processor.publish_chain_batch(&shards, acknowledged),
+                self.processor.run_delayed_batch(&shards),
+            );
+            // At most one batch is being recorded at a time.
+            if let Some(previous) = recording.take() {
+                previous.finish(&settings.node_id).await;
+            }
+            let full = match chain {
+                Ok(Some(published)) => {
+                    let full = published.claimed() >= settings.batch_size;
+                    recording = Some(Recording::start(&self.processor, published));
+                    full
+                }
+                Ok(None) => false,
                 Err(error) => {
                     // MySQL trouble: the rows stay where they are; try again after a poll interval.
                     tracing::warn!(worker = "room_outbox", node_id = %settings.node_id, %error, "relay batch failed");
                     false
                 }
             };
+            if let Err(error) = delayed {
+                tracing::warn!(worker = "room_outbox", node_id = %settings.node_id, %error, "relay wake-up batch failed");
+            }
             if full {
                 continue;
             }
@@ -136,6 +160,9 @@ impl Relay {
                 _ = tokio::time::sleep(wait) => {}
             }
         }
+        if let Some(previous) = recording.take() {
+            previous.finish(&settings.node_id).await;
+        }
         background.cancel();
         tasks.wait().await;
         if let Some(mq) = &self.processor.publishers.mq {
@@ -146,6 +173,44 @@ impl Relay {
         }
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, "relay stopped");
         Ok(())
+    }
+}
+
+/// A published chain batch whose outcomes are being marked in the
+/// background, so the relay's critical path is scan → claim → publish and the
+/// marks' commit (an fsync) overlaps the next batch.
+///
+/// Order: the next batch may treat this batch's acknowledged rows as done
+/// (they are on the broker, ahead of anything published later); every other
+/// row of this batch is still `delivering` under an unexpired claim and keeps
+/// blocking its room until marked. If the marks fail, those rows are claimed
+/// again once their claim expires and published once more: a late duplicate
+/// (at least once, deduplicated by `event_id`), never an event overtaking
+/// its room's head.
+struct Recording {
+    acknowledged: HashSet<u64>,
+    task: tokio::task::JoinHandle<Result<BatchReport, Error>>,
+}
+
+impl Recording {
+    fn start(processor: &BatchProcessor, published: PublishedBatch) -> Self {
+        let processor = processor.clone();
+        Self {
+            acknowledged: published.acknowledged(),
+            task: tokio::spawn(async move { processor.record_chain_batch(published).await }),
+        }
+    }
+
+    async fn finish(self, node_id: &str) {
+        match self.task.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(worker = "room_outbox", %node_id, %error, "marking a published batch failed; its rows are redelivered after their claim expires")
+            }
+            Err(error) => {
+                tracing::warn!(worker = "room_outbox", %node_id, %error, "marking task died")
+            }
+        }
     }
 }
 

@@ -5,14 +5,16 @@
 //! Per-room order: rows are scanned in commit (`id`) order; a room whose
 //! earliest open row is not due (retry pending, or claimed elsewhere) is
 //! skipped entirely, so nothing overtakes its head. Within a batch a room's
-//! rows form a chain published one after another; different rooms' chains run
-//! concurrently. When a chain link fails, the rest of that chain is released
-//! unpublished, to follow the head once it succeeds or is dead-lettered.
+//! rows form a chain published in order (see `chain`: pipelined on the broker
+//! in `mq` mode); different rooms' chains go out together. When a chain link
+//! fails, the rest of that chain is released, to follow the head once it
+//! succeeds or is dead-lettered.
 
 use crate::{
     backoff::retry_delay,
+    chain::Outcome,
     metrics::RelayMetrics,
-    publish::{PublishFailure, Publishers},
+    publish::Publishers,
     settings::RelaySettings,
     store::{self, OutboxRow},
 };
@@ -24,9 +26,6 @@ use std::time::Instant;
 /// Scan pages per batch: rows of blocked rooms do not count towards the batch,
 /// so a few blocked rooms with long backlogs cannot starve the rest of a shard.
 const MAX_SCAN_PAGES: usize = 4;
-
-/// Grace beyond `publish_timeout` before the relay stops waiting for a publisher.
-const PUBLISH_GUARD: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What one batch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +55,32 @@ impl BatchReport {
     }
 }
 
+/// A chain batch published but not yet recorded in `room_outbox`.
+pub(crate) struct PublishedBatch {
+    token: u64,
+    claimed: usize,
+    outcomes: Vec<Outcome>,
+    orphans: Vec<u64>,
+}
+
+impl PublishedBatch {
+    /// Rows claimed.
+    pub(crate) fn claimed(&self) -> usize {
+        self.claimed
+    }
+
+    /// Rows the publishers acknowledged.
+    pub(crate) fn acknowledged(&self) -> HashSet<u64> {
+        self.outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                Outcome::Delivered(id) => Some(*id),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// One relay's batch processor.
 #[derive(Debug, Clone)]
 pub struct BatchProcessor {
@@ -63,12 +88,6 @@ pub struct BatchProcessor {
     pub(crate) settings: RelaySettings,
     pub(crate) publishers: Publishers,
     pub(crate) metrics: RelayMetrics,
-}
-
-enum Outcome {
-    Delivered(u64),
-    Failed(Box<OutboxRow>, PublishFailure),
-    Released(u64),
 }
 
 impl BatchProcessor {
@@ -80,11 +99,28 @@ impl BatchProcessor {
     }
 
     async fn run_chain_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
-        let now = now_ms();
-        let chosen = self.choose_chain_rows(shards, now).await?;
-        if chosen.is_empty() {
-            return Ok(BatchReport::default());
+        match self.publish_chain_batch(shards, &HashSet::new()).await? {
+            Some(published) => self.record_chain_batch(published).await,
+            None => Ok(BatchReport::default()),
         }
+    }
+
+    /// Scans, claims and publishes one chain batch; the outcomes are not yet
+    /// recorded. Rows in `acknowledged` (published by the previous batch,
+    /// whose marks are still being written) count as done: they neither block
+    /// their room nor get claimed again.
+    pub(crate) async fn publish_chain_batch(
+        &self,
+        shards: &[u16],
+        acknowledged: &HashSet<u64>,
+    ) -> Result<Option<PublishedBatch>, crate::Error> {
+        let started = Instant::now();
+        let now = now_ms();
+        let chosen = self.choose_chain_rows(shards, now, acknowledged).await?;
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        let scanned = started.elapsed();
         let token = claim_token();
         let ids: Vec<u64> = chosen.iter().map(|row| row.id).collect();
         let claimed: HashSet<u64> = store::claim(
@@ -120,16 +156,47 @@ impl BatchProcessor {
             });
             chains[index].push(row);
         }
-        let mut report = BatchReport {
+        let claimed_at = started.elapsed();
+        let rooms = chains.len();
+        let deepest = chains.iter().map(Vec::len).max().unwrap_or(0);
+        let outcomes = self.publish_chains(chains).await;
+        // Where a batch's time goes: the evidence for tuning;
+        // `RUST_LOG=outbox_relay::worker=debug` shows it.
+        tracing::debug!(
+            rows = claimed.len(),
+            rooms,
+            deepest,
+            scan_ms = scanned.as_secs_f64() * 1e3,
+            claim_ms = (claimed_at - scanned).as_secs_f64() * 1e3,
+            publish_ms = (started.elapsed() - claimed_at).as_secs_f64() * 1e3,
+            "chain batch published"
+        );
+        Ok(Some(PublishedBatch {
+            token,
             claimed: claimed.len(),
+            outcomes,
+            orphans,
+        }))
+    }
+
+    /// Marks a published batch's outcomes (fenced by its claim token).
+    pub(crate) async fn record_chain_batch(
+        &self,
+        published: PublishedBatch,
+    ) -> Result<BatchReport, crate::Error> {
+        let started = Instant::now();
+        let mut report = BatchReport {
+            claimed: published.claimed,
             ..BatchReport::default()
         };
-        let outcomes =
-            futures::future::join_all(chains.into_iter().map(|chain| self.publish_chain(chain)))
-                .await;
-        let outcomes = outcomes.into_iter().flatten().collect();
-        report.add(self.record(outcomes, token).await?);
-        report.released += store::release(&self.pool, &orphans, token).await? as usize;
+        report.add(self.record(published.outcomes, published.token).await?);
+        report.released +=
+            store::release(&self.pool, &published.orphans, published.token).await? as usize;
+        tracing::debug!(
+            rows = published.claimed,
+            mark_ms = started.elapsed().as_secs_f64() * 1e3,
+            "chain batch recorded"
+        );
         Ok(report)
     }
 
@@ -139,9 +206,12 @@ impl BatchProcessor {
         &self,
         shards: &[u16],
         now: i64,
+        acknowledged: &HashSet<u64>,
     ) -> Result<Vec<OutboxRow>, crate::Error> {
         let batch = self.settings.batch_size;
-        let page = batch.saturating_mul(2);
+        // One batch's worth per page: the common case (nothing blocked) reads
+        // no row it does not claim; blocked rooms cost further pages.
+        let page = batch;
         let mut blocked: HashSet<String> = HashSet::new();
         let mut chosen = Vec::with_capacity(batch);
         let mut after_id = 0;
@@ -150,6 +220,9 @@ impl BatchProcessor {
             let full_page = rows.len() == page;
             for row in rows {
                 after_id = row.id;
+                if acknowledged.contains(&row.id) {
+                    continue;
+                }
                 if blocked.contains(&row.room_id) {
                     continue;
                 }
@@ -167,64 +240,6 @@ impl BatchProcessor {
             }
         }
         Ok(chosen)
-    }
-
-    async fn publish_chain(&self, chain: Vec<OutboxRow>) -> Vec<Outcome> {
-        let mut outcomes = Vec::with_capacity(chain.len());
-        let mut rows = chain.into_iter();
-        while let Some(row) = rows.next() {
-            match self.publish_one(&row).await {
-                Ok(()) => outcomes.push(Outcome::Delivered(row.id)),
-                Err(failure) => {
-                    outcomes.push(Outcome::Failed(Box::new(row), failure));
-                    outcomes.extend(rows.by_ref().map(|rest| Outcome::Released(rest.id)));
-                }
-            }
-        }
-        outcomes
-    }
-
-    async fn publish_one(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
-        let started = Instant::now();
-        let timeout = self.settings.publish_timeout;
-        // The publishers enforce `publish_timeout` themselves (the producer's
-        // message timeout, the sinks' request deadlines), which is what keeps a
-        // given-up message from landing later; this outer guard only catches a hang.
-        let guard = timeout + PUBLISH_GUARD;
-        let result = match tokio::time::timeout(guard, self.publishers.publish(row, timeout)).await
-        {
-            Ok(result) => result,
-            Err(_) => Err(PublishFailure::transient(format!(
-                "publish timed out after {guard:?}"
-            ))),
-        };
-        self.metrics
-            .publish_latency_ms
-            .observe(started.elapsed().as_secs_f64() * 1_000.0);
-        match &result {
-            Ok(()) => {
-                self.metrics.publish_success.inc();
-                // Commit → publish lag of room events; wake-ups are late on purpose.
-                if row.lane == outbox_schema::row::LANE_CHAIN {
-                    let lag = (now_ms() - row.created_at_ms).max(0);
-                    self.metrics.commit_to_publish_lag_ms.observe(lag as f64);
-                }
-            }
-            Err(failure) => {
-                self.metrics.publish_failure.inc();
-                tracing::warn!(
-                    worker = "room_outbox",
-                    node_id = %self.settings.node_id,
-                    event_id = %row.event_id,
-                    event_type = %row.event_type,
-                    room_id = %row.room_id,
-                    retry_count = row.retry_count,
-                    error = %failure.message,
-                    "outbox publish failed"
-                );
-            }
-        }
-        result
     }
 
     async fn record(
@@ -295,7 +310,10 @@ impl BatchProcessor {
     }
 
     /// Delayed wake-ups: independent of each other and of the room chain.
-    async fn run_delayed_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
+    pub(crate) async fn run_delayed_batch(
+        &self,
+        shards: &[u16],
+    ) -> Result<BatchReport, crate::Error> {
         let now = now_ms();
         let due = store::scan_delayed(&self.pool, shards, now, self.settings.batch_size).await?;
         if due.is_empty() {

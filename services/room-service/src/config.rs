@@ -84,7 +84,8 @@ impl Default for Config {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db` (a password in it is shown as `***` by `--dump-config`).
+    #[serde(serialize_with = "service_kit::secret::serialize_redacted_url")]
     pub url: String,
     /// Room lease validity; renewed at a third of it while the cell is loaded.
     pub lease_ttl: ConfigDuration,
@@ -241,7 +242,12 @@ impl Default for SagaConfig {
 }
 
 /// Keys whose `ROOM__…` environment value is a comma-separated list.
-const LIST_KEYS: &[&str] = &["room.rules.treasure_thresholds", "rocketmq.name_servers"];
+const LIST_KEYS: &[&str] = &[
+    "room.rules.treasure_thresholds",
+    "rocketmq.name_servers",
+    // The hosted bridge's list, as im-bridge itself reads it.
+    "im_bridge.silent_event_types",
+];
 
 impl Config {
     /// Loads the layered configuration and validates it.
@@ -298,7 +304,7 @@ impl Config {
         if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
             return invalid(format!(
                 "redis.url `{}` must start with redis:// or rediss://",
-                self.redis.url
+                service_kit::secret::redact_url(&self.redis.url)
             ));
         }
         if self.redis.lease_ttl.as_millis() < 1_000 {

@@ -158,6 +158,12 @@ pub(crate) fn build<M: Message + Clone>(
             "meta.request_id must be at most {MAX_REQUEST_ID_LEN} characters"
         )));
     }
+    // Tracing only, but it is logged and stored: a control character could forge log lines.
+    if let Some(position) = meta.request_id.chars().position(char::is_control) {
+        return Err(Error::InvalidArgument(format!(
+            "meta.request_id contains a control character at position {position}"
+        )));
+    }
     let mut canonical = message.clone();
     clear_request_id(&mut canonical);
     Ok(CommandRequest {

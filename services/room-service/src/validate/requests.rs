@@ -33,6 +33,12 @@ pub fn create_room(
             "title must be at most {MAX_TITLE_CHARS} characters, got {title_chars}"
         )));
     }
+    // Titles are shown to users and sent through IM: no control characters.
+    if let Some(position) = request.title.chars().position(char::is_control) {
+        return Err(Error::InvalidArgument(format!(
+            "title contains a control character at position {position}"
+        )));
+    }
     if request.mic_seat_count == 0 {
         return Err(Error::InvalidArgument(
             "mic_seat_count must be at least 1".into(),

@@ -1,0 +1,457 @@
+//! README's "Configuration reference" against the services' real key trees.
+//!
+//! The reference is a `## Configuration reference` section of `###`
+//! subsections. A subsection with key tables names the services it applies to
+//! on a line `Used by: room-service, outbox-relay (as `direct.tencent_im.*`)`;
+//! "as `P.*`" mounts the table's keys under `P` for that service (the first
+//! path segment is replaced). A key table's header starts with `Key`; each row
+//! is `` | `full.key.path` | default | meaning | ``. A default cell that starts
+//! with a code span is checked against the serialized built-in default
+//! ([`render_default`]); prose defaults (`required`, `one rule, …`) are not.
+//! The environment table (header `Service | Prefix | … | Comma-separated lists
+//! …`) gives each service's variable prefix and the keys that take a
+//! comma-separated list from the environment.
+//!
+//! Key trees come from [`config_paths`]: the dotted leaf paths of a config
+//! value, arrays of scalars and empty (open) maps being leaves, arrays of maps
+//! both a key and `key[].field` keys.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The heading the reference lives under.
+pub const HEADING: &str = "## Configuration reference";
+
+/// One documented key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    /// Full key path as the service sees it (after any `as` mount).
+    pub path: String,
+    /// The default cell's leading code span, when it has one.
+    pub default: Option<String>,
+    /// The `###` subsection it is documented in.
+    pub section: String,
+}
+
+/// One row of the environment table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvRow {
+    /// Prefix without the trailing `__` (`ROOM`).
+    pub prefix: String,
+    /// Keys documented as taking a comma-separated list from the environment.
+    pub list_keys: BTreeSet<String>,
+}
+
+/// The parsed reference.
+#[derive(Debug, Clone, Default)]
+pub struct Reference {
+    /// Documented keys by service.
+    pub keys: BTreeMap<String, Vec<KeyRow>>,
+    /// The environment table by service.
+    pub env: BTreeMap<String, EnvRow>,
+}
+
+impl Reference {
+    /// The documented key paths of `service`.
+    pub fn paths(&self, service: &str) -> BTreeSet<String> {
+        self.keys
+            .get(service)
+            .map(|rows| rows.iter().map(|row| row.path.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The text of every code span (`` `x` ``) in `text`, in order.
+pub fn code_spans(text: &str) -> Vec<String> {
+    text.split('`')
+        .enumerate()
+        .filter(|(index, _)| index % 2 == 1)
+        .map(|(_, span)| span.to_string())
+        .collect()
+}
+
+fn cells(line: &str) -> Option<Vec<String>> {
+    let line = line.trim();
+    let inner = line.strip_prefix('|')?.strip_suffix('|')?;
+    Some(
+        inner
+            .split('|')
+            .map(|cell| cell.trim().to_string())
+            .collect(),
+    )
+}
+
+fn is_separator(cells: &[String]) -> bool {
+    cells
+        .iter()
+        .all(|cell| !cell.is_empty() && cell.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
+}
+
+/// Parses the reference out of the whole README. `services` are the valid
+/// service names; anything else on a `Used by:` line or in the environment
+/// table is a problem, as is a key table without a `Used by:` line, a key row
+/// without a key, or a key documented twice for one service.
+pub fn parse(readme: &str, services: &[&str]) -> Result<Reference, Vec<String>> {
+    let mut problems = Vec::new();
+    let Some(start) = readme.find(&format!("\n{HEADING}\n")) else {
+        return Err(vec![format!("README has no `{HEADING}` section")]);
+    };
+    let body = &readme[start + HEADING.len() + 2..];
+    let body = body.find("\n## ").map_or(body, |end| &body[..end]);
+
+    let mut reference = Reference::default();
+    let mut section = String::from("(intro)");
+    // service → mount prefix (None: keys as written).
+    let mut used_by: Option<Vec<(String, Option<String>)>> = None;
+    let mut header: Option<Vec<String>> = None;
+    for line in body.lines() {
+        let trimmed = line.trim();
+        if let Some(title) = trimmed.strip_prefix("### ") {
+            section = title.to_string();
+            used_by = None;
+            header = None;
+            continue;
+        }
+        if let Some(list) = trimmed
+            .strip_prefix("Used by:")
+            .or_else(|| trimmed.strip_prefix("**Used by:**"))
+        {
+            let mut entries = Vec::new();
+            for item in list.trim().trim_end_matches('.').split(',') {
+                let item = item.trim();
+                let (name, mount) = match item.split_once('(') {
+                    Some((name, rest)) => {
+                        let mount = code_spans(rest)
+                            .first()
+                            .map(|span| span.trim_end_matches(".*").to_string());
+                        if mount.is_none() || !rest.trim_start().starts_with("as ") {
+                            problems.push(format!(
+                                "{section}: `Used by` entry `{item}` is not `service (as `prefix.*`)`"
+                            ));
+                        }
+                        (name.trim(), mount)
+                    }
+                    None => (item, None),
+                };
+                if !services.contains(&name) {
+                    problems.push(format!(
+                        "{section}: `Used by` names `{name}`, which is not one of {services:?}"
+                    ));
+                    continue;
+                }
+                entries.push((name.to_string(), mount));
+            }
+            used_by = Some(entries);
+            continue;
+        }
+        let Some(row) = cells(trimmed) else {
+            header = None;
+            continue;
+        };
+        if is_separator(&row) {
+            continue;
+        }
+        let Some(columns) = &header else {
+            header = Some(row);
+            continue;
+        };
+        match columns.first().map(String::as_str) {
+            Some("Key") => {
+                let Some(entries) = &used_by else {
+                    problems.push(format!(
+                        "{section}: key table without a `Used by:` line (row `{trimmed}`)"
+                    ));
+                    continue;
+                };
+                let Some(path) = code_spans(&row[0]).into_iter().next() else {
+                    problems.push(format!("{section}: row without a `key`: {trimmed}"));
+                    continue;
+                };
+                let default = row
+                    .get(1)
+                    .filter(|cell| cell.starts_with('`'))
+                    .and_then(|cell| code_spans(cell).into_iter().next());
+                for (service, mount) in entries {
+                    let path = match mount {
+                        Some(mount) => match path.split_once('.') {
+                            Some((_, rest)) => format!("{mount}.{rest}"),
+                            None => mount.clone(),
+                        },
+                        None => path.clone(),
+                    };
+                    let rows = reference.keys.entry(service.clone()).or_default();
+                    if let Some(earlier) = rows.iter().find(|row| row.path == path) {
+                        problems.push(format!(
+                            "{service}: `{path}` is documented twice ({} and {section})",
+                            earlier.section
+                        ));
+                    }
+                    rows.push(KeyRow {
+                        path,
+                        default: default.clone(),
+                        section: section.clone(),
+                    });
+                }
+            }
+            Some("Service") if columns.get(1).is_some_and(|column| column == "Prefix") => {
+                let name = row[0].trim_matches('`');
+                if !services.contains(&name) {
+                    problems.push(format!(
+                        "environment table names `{name}`, which is not one of {services:?}"
+                    ));
+                    continue;
+                }
+                let prefix = row
+                    .get(1)
+                    .and_then(|cell| code_spans(cell).into_iter().next())
+                    .unwrap_or_default();
+                let list_column = columns
+                    .iter()
+                    .position(|column| column.to_ascii_lowercase().contains("list"));
+                let list_keys = list_column
+                    .and_then(|index| row.get(index))
+                    .map(|cell| code_spans(cell).into_iter().collect())
+                    .unwrap_or_default();
+                reference.env.insert(
+                    name.to_string(),
+                    EnvRow {
+                        prefix: prefix.trim_end_matches("__").to_string(),
+                        list_keys,
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+    if problems.is_empty() {
+        Ok(reference)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The dotted key paths of a config value (see the module docs).
+pub fn config_paths(value: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    walk(value, String::new(), &mut out);
+    out
+}
+
+fn walk(value: &Value, prefix: String, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) if map.is_empty() && !prefix.is_empty() => {
+            out.insert(prefix);
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                walk(item, path, out);
+            }
+        }
+        Value::Array(items) if items.iter().any(Value::is_object) => {
+            for item in items {
+                walk(item, format!("{prefix}[]"), out);
+            }
+            out.insert(prefix);
+        }
+        _ => {
+            out.insert(prefix);
+        }
+    }
+}
+
+/// Paths whose value in `defaults` is an empty map: open maps, whose entries
+/// (present in a dump when a file sets some) are not keys of their own.
+pub fn open_maps(defaults: &Value) -> BTreeSet<String> {
+    config_paths(defaults)
+        .into_iter()
+        .filter(|path| {
+            values_at(defaults, path)
+                .iter()
+                .all(|value| value == &&Value::Object(Default::default()))
+        })
+        .filter(|path| !values_at(defaults, path).is_empty())
+        .collect()
+}
+
+/// `paths` with entries of the open maps folded into the map's own path.
+pub fn fold_open_maps(paths: BTreeSet<String>, open: &BTreeSet<String>) -> BTreeSet<String> {
+    paths
+        .into_iter()
+        .map(|path| {
+            open.iter()
+                .find(|map| path.starts_with(&format!("{map}.")))
+                .cloned()
+                .unwrap_or(path)
+        })
+        .collect()
+}
+
+/// Every value at `path` (`a.list[].b` visits each element of `a.list`).
+pub fn values_at<'a>(value: &'a Value, path: &str) -> Vec<&'a Value> {
+    let mut current = vec![value];
+    for segment in path.split('.') {
+        let (key, each) = match segment.strip_suffix("[]") {
+            Some(key) => (key, true),
+            None => (segment, false),
+        };
+        current = current
+            .into_iter()
+            .filter_map(|value| value.as_object()?.get(key))
+            .flat_map(|value| match (each, value) {
+                (true, Value::Array(items)) => items.iter().collect(),
+                (true, _) => Vec::new(),
+                (false, value) => vec![value],
+            })
+            .collect();
+    }
+    current
+}
+
+/// A default as the reference writes it: strings bare (`""` when empty),
+/// numbers and booleans as text, lists as `[a, b]`, an empty map as `{}`.
+pub fn render_default(value: &Value) -> String {
+    match value {
+        Value::String(text) if text.is_empty() => "\"\"".into(),
+        Value::String(text) => text.clone(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(render_default)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Object(map) if map.is_empty() => "{}".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Both directions: every key of the service is documented for it, and every
+/// key documented for it exists. Problems name the keys.
+pub fn check_keys(
+    service: &str,
+    documented: &BTreeSet<String>,
+    actual: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let missing: Vec<&str> = actual.difference(documented).map(String::as_str).collect();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "{service}: keys not documented in README's configuration reference: {}",
+            missing.join(", ")
+        ));
+    }
+    let unknown: Vec<&str> = documented.difference(actual).map(String::as_str).collect();
+    if !unknown.is_empty() {
+        problems.push(format!(
+            "{service}: README documents keys the service does not have: {}",
+            unknown.join(", ")
+        ));
+    }
+    problems
+}
+
+/// Documented defaults (leading code spans) against the built-in defaults.
+pub fn check_defaults(service: &str, rows: &[KeyRow], defaults: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for row in rows {
+        let Some(documented) = &row.default else {
+            continue;
+        };
+        for value in values_at(defaults, &row.path) {
+            let actual = render_default(value);
+            if &actual != documented {
+                problems.push(format!(
+                    "{service}: `{}` ({}) is documented with default `{documented}`, the built-in default is `{actual}`",
+                    row.path, row.section
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const README: &str = "# X\n\n## Configuration reference\n\n\
+| Service | Prefix | Default file | Comma-separated lists |\n|---|---|---|---|\n\
+| a | `A__` | `configs/a.yaml` | `l` |\n\n\
+### `s`\n\nUsed by: a, b (as `m.s.*`).\n\n| Key | Default | Meaning |\n|---|---|---|\n\
+| `s.x` | `1` | x |\n| `s.y` | required | y |\n\n## Next\n\n| Key | Default | M |\n|---|---|---|\n| `z` | `0` | outside |\n";
+
+    #[test]
+    fn parses_mounts_defaults_and_env() {
+        let reference = parse(README, &["a", "b"]).unwrap();
+        assert_eq!(
+            reference.paths("a"),
+            BTreeSet::from(["s.x".to_string(), "s.y".to_string()])
+        );
+        assert_eq!(
+            reference.paths("b"),
+            BTreeSet::from(["m.s.x".to_string(), "m.s.y".to_string()])
+        );
+        assert_eq!(reference.keys["a"][0].default.as_deref(), Some("1"));
+        assert_eq!(reference.keys["a"][1].default, None);
+        assert_eq!(reference.env["a"].prefix, "A");
+        assert!(reference.env["a"].list_keys.contains("l"));
+    }
+
+    #[test]
+    fn unknown_services_and_orphan_tables_are_problems() {
+        let problems = parse(&README.replace("a, b (", "a, c ("), &["a", "b"]).unwrap_err();
+        assert!(
+            problems.iter().any(|problem| problem.contains("`c`")),
+            "{problems:?}"
+        );
+        let problems = parse(
+            &README.replace("Used by: a, b (as `m.s.*`).", ""),
+            &["a", "b"],
+        )
+        .unwrap_err();
+        assert!(
+            problems
+                .iter()
+                .any(|problem| problem.contains("without a `Used by:`"))
+        );
+    }
+
+    #[test]
+    fn paths_fold_and_render() {
+        let value = json!({"a": {"b": 1, "m": {}}, "l": [{"id": "x", "n": [1, 2]}], "s": ["p"]});
+        let paths = config_paths(&value);
+        assert_eq!(
+            paths.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["a.b", "a.m", "l", "l[].id", "l[].n", "s"]
+        );
+        let open = open_maps(&value);
+        assert_eq!(open, BTreeSet::from(["a.m".to_string()]));
+        let dumped = BTreeSet::from(["a.m.k".to_string(), "a.b".to_string()]);
+        assert_eq!(
+            fold_open_maps(dumped, &open),
+            BTreeSet::from(["a.m".to_string(), "a.b".to_string()])
+        );
+        assert_eq!(render_default(&json!([1, 2])), "[1, 2]");
+        assert_eq!(render_default(&json!("")), "\"\"");
+        assert_eq!(render_default(&json!({})), "{}");
+        assert_eq!(values_at(&value, "l[].id"), [&json!("x")]);
+    }
+
+    #[test]
+    fn both_directions_are_named() {
+        let documented = BTreeSet::from(["a".to_string(), "gone".to_string()]);
+        let actual = BTreeSet::from(["a".to_string(), "new".to_string()]);
+        let problems = check_keys("svc", &documented, &actual);
+        assert!(
+            problems[0].contains("new") && problems[1].contains("gone"),
+            "{problems:?}"
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! The `activity-consumer` binary as an operator starts it: invalid configs
+//! are refused naming the key, and `--dump-config` redacts every secret.
+
+use testkit::binary::{
+    CONSUMER_BASE, ConfigCase, assert_consumer_dump_redacts, assert_start_refused, consumer_cases,
+};
+
+const EXE: &str = env!("CARGO_BIN_EXE_activity-consumer");
+
+#[test]
+fn invalid_configs_are_refused_naming_the_key() {
+    let mut cases = consumer_cases("ACTIVITY");
+    cases.extend([
+        ConfigCase::env(
+            "gRPC listen address not an address",
+            CONSUMER_BASE,
+            "ACTIVITY__GRPC_LISTEN",
+            "nowhere",
+            "grpc_listen",
+        ),
+        ConfigCase::env(
+            "broadcasts without a group",
+            CONSUMER_BASE,
+            "ACTIVITY__ACTIVITY__BROADCAST_GROUP_ID",
+            "",
+            "activity.broadcast_group_id",
+        ),
+        ConfigCase::file(
+            "duplicate activity ids",
+            &format!("{CONSUMER_BASE}activity:\n  activities:\n    - id: \"a\"\n    - id: \"a\"\n"),
+            "activity.activities",
+        ),
+        ConfigCase::file(
+            "unknown rank_by",
+            &format!(
+                "{CONSUMER_BASE}activity:\n  activities:\n    - id: \"a\"\n      rank_by: \"fans\"\n"
+            ),
+            "fans",
+        ),
+        ConfigCase::env(
+            "negative threshold",
+            CONSUMER_BASE,
+            "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD",
+            "-5",
+            "big_gift_threshold",
+        ),
+    ]);
+    assert_start_refused(EXE, &cases);
+}
+
+#[test]
+fn dump_config_redacts_secrets() {
+    assert_consumer_dump_redacts(EXE, "ACTIVITY");
+}

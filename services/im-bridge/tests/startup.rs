@@ -1,0 +1,35 @@
+//! The `im-bridge` binary as an operator starts it: invalid configs are
+//! refused naming the key, and `--dump-config` redacts every secret.
+
+use testkit::binary::{
+    CONSUMER_BASE, ConfigCase, assert_consumer_dump_redacts, assert_start_refused, consumer_cases,
+};
+
+const EXE: &str = env!("CARGO_BIN_EXE_im-bridge");
+
+#[test]
+fn invalid_configs_are_refused_naming_the_key() {
+    let mut cases = consumer_cases("IM_BRIDGE");
+    cases.extend([
+        ConfigCase::env(
+            "unknown bridge key",
+            CONSUMER_BASE,
+            "IM_BRIDGE__IM_BRIDGE__KICK_MUTED",
+            "true",
+            "kick_muted",
+        ),
+        ConfigCase::env(
+            "bad mute duration",
+            CONSUMER_BASE,
+            "IM_BRIDGE__IM_BRIDGE__KICK_MUTE_DEFAULT",
+            "forever",
+            "forever",
+        ),
+    ]);
+    assert_start_refused(EXE, &cases);
+}
+
+#[test]
+fn dump_config_redacts_secrets() {
+    assert_consumer_dump_redacts(EXE, "IM_BRIDGE");
+}

@@ -1,0 +1,35 @@
+//! The `notice-consumer` binary as an operator starts it: invalid configs are
+//! refused naming the key, and `--dump-config` redacts every secret.
+
+use testkit::binary::{
+    CONSUMER_BASE, ConfigCase, assert_consumer_dump_redacts, assert_start_refused, consumer_cases,
+};
+
+const EXE: &str = env!("CARGO_BIN_EXE_notice-consumer");
+
+#[test]
+fn invalid_configs_are_refused_naming_the_key() {
+    let mut cases = consumer_cases("NOTICE");
+    cases.extend([
+        ConfigCase::env(
+            "unknown notice key",
+            CONSUMER_BASE,
+            "NOTICE__NOTICE__DELIVERY__MAX_ATTEMPT",
+            "3",
+            "max_attempt",
+        ),
+        ConfigCase::env(
+            "negative attempts",
+            CONSUMER_BASE,
+            "NOTICE__NOTICE__DELIVERY__MAX_ATTEMPTS",
+            "-1",
+            "max_attempts",
+        ),
+    ]);
+    assert_start_refused(EXE, &cases);
+}
+
+#[test]
+fn dump_config_redacts_secrets() {
+    assert_consumer_dump_redacts(EXE, "NOTICE");
+}
