@@ -2,6 +2,8 @@
 //!
 //! - `up`: the whole platform on this machine on the documented ports
 //!   (broker, fakes, room-service, outbox-relay, the consumers) until Ctrl-C.
+//! - `up-check`: `up` started, probed on every port and stopped with SIGTERM
+//!   (the last step of a full `test`).
 //! - `demo [--keep]`: the stack on free ports plus a scripted room session
 //!   through the gRPC API and a report of what every service did.
 //! - `test [ARGS...]`: the README's test command. Checks MariaDB and Redis,
@@ -24,6 +26,7 @@ mod services;
 mod stack;
 mod test;
 mod up;
+mod up_check;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
         "demo" => demo::run(rest, &interrupt::supervise(&all)),
         "chaos" => chaos::run(rest, &interrupt::supervise(&all)),
         "test" => test::run(rest),
+        "up-check" => up_check::run(),
         "bench" => bench::run(rest),
         "broker" => infra::run_broker_foreground(rest),
         "" | "help" | "--help" | "-h" => {
@@ -75,6 +79,7 @@ fn print_help() {
         "cargo xtask <command>\n\n\
          commands:\n  \
          up              run the whole stack on the documented ports until Ctrl-C\n                  (logs in target/stack/<service>.log)\n  \
+         up-check        start `up`, wait for every documented port, stop it with SIGTERM\n                  (the last step of a full `test`)\n  \
          demo [--keep]   run the stack on free ports, drive a scripted room session and\n                  report every effect; exit 0 only if all were observed\n  \
          test [ARGS...]  run every test against real MariaDB, Redis and a Tansu broker\n                  (ARGS go to cargo nextest, e.g. `-p outbox-relay`)\n  \
          bench [--smoke] [--only NAME]\n                  run the benchmarks (table + target/bench/results.json)\n  \

@@ -6,7 +6,8 @@
 //! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
 //! subset of the reliability suite: `cargo xtask chaos` with a fixed seed,
 //! a short workload and every fault kind, including a crash of each process
-//! kind and a broker outage.
+//! kind and a broker outage; and finally starts README's `cargo xtask up`,
+//! waits for every documented port and stops it as Ctrl-C would.
 
 use crate::infra::{self, BrokerStorage};
 use std::process::Command;
@@ -52,7 +53,8 @@ pub fn run(extra: &[String]) -> Result<(), String> {
         CHAOS_SUBSET.join(" ")
     );
     let args: Vec<String> = CHAOS_SUBSET.iter().map(|arg| arg.to_string()).collect();
-    crate::chaos::run(&args, &crate::interrupt::StopFlag::never())
+    crate::chaos::run(&args, &crate::interrupt::StopFlag::never())?;
+    crate::up_check::run()
 }
 
 /// The reliability subset of a full test run: fixed seed, one minute of
