@@ -257,6 +257,18 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
         if message.offset() <= slot.last_dispatched {
             return;
         }
+        // The topic has no transactions or compaction, so offsets are dense:
+        // a jump means the broker skipped messages (seen with Tansu after a
+        // fetch that starts inside a record batch). Never silent.
+        if slot.last_dispatched >= 0 && message.offset() > slot.last_dispatched + 1 {
+            tracing::warn!(
+                consumer_group = %self.shared.settings.consumer_group,
+                partition,
+                expected = slot.last_dispatched + 1,
+                received = message.offset(),
+                "offset gap: the broker skipped messages of this partition"
+            );
+        }
         slot.last_dispatched = message.offset();
         let depth = slot.depth.fetch_add(1, Ordering::Relaxed) + 1;
         if slot.inbox.send(message).is_err() {
