@@ -8,7 +8,7 @@
 //! system to settle and verifies the delivery ledger; its exit code is ours.
 
 use crate::faults::{self, Fault, Schedule};
-use crate::infra::{self, BrokerStorage};
+use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
 use crate::services::{self, Overrides, Ports};
@@ -241,7 +241,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         log_dir: dir.join("logs"),
         overrides,
     };
-    let mut stack = stack::start_specs(&plan, specs, &BrokerStorage::Memory, &built, &tansu, stop)?;
+    let mut stack = stack::start_specs(&plan, specs, &built, &tansu, stop)?;
     if let Some((name, _)) = stack.unavailable.first() {
         return Err(format!(
             "{name} did not start; see {}",

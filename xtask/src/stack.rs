@@ -128,14 +128,13 @@ fn executable_name(line: &str) -> Option<String> {
 /// Starts the broker (in memory), creates the topics and starts every service.
 pub fn start(plan: &Plan, built: &Built, tansu: &Path, stop: &StopFlag) -> Result<Stack, String> {
     let specs = services::specs(&plan.ports, &plan.database, &plan.overrides as &Overrides);
-    start_specs(plan, specs, &BrokerStorage::Memory, built, tansu, stop)
+    start_specs(plan, specs, built, tansu, stop)
 }
 
-/// Starts the broker on `storage`, creates the topics and starts `specs` in phases.
+/// Starts the broker (in memory), creates the topics and starts `specs` in phases.
 pub fn start_specs(
     plan: &Plan,
     specs: Vec<Spec>,
-    storage: &BrokerStorage,
     built: &Built,
     tansu: &Path,
     stop: &StopFlag,
@@ -143,14 +142,15 @@ pub fn start_specs(
     std::fs::create_dir_all(&plan.log_dir)
         .map_err(|error| format!("create {}: {error}", plan.log_dir.display()))?;
     crate::step(&format!(
-        "starting Tansu on 127.0.0.1:{} ({})",
-        plan.ports.broker,
-        match storage {
-            BrokerStorage::Memory => "memory storage".to_string(),
-            BrokerStorage::Sqlite(path) => format!("sqlite storage {}", path.display()),
-        }
+        "starting Tansu on 127.0.0.1:{} (memory storage)",
+        plan.ports.broker
     ));
-    let broker = infra::start_broker(tansu, plan.ports.broker, storage, &plan.log_dir)?;
+    let broker = infra::start_broker(
+        tansu,
+        plan.ports.broker,
+        &BrokerStorage::Memory,
+        &plan.log_dir,
+    )?;
     let mut stack = Stack {
         broker: Some(broker),
         specs: specs.clone(),
