@@ -117,6 +117,15 @@ pub fn handler_error(error: &tencent_im::Error) -> HandlerError {
     }
 }
 
+/// The start-up checks every consumer service shares, made before anything
+/// is connected so a refusal names the key: the `tencent_im` section and the
+/// admin `http_listen` address.
+pub fn check_service_config(im: &TencentImSection, http_listen: &str) -> Result<(), crate::Error> {
+    im.validate()?;
+    service_kit::config::check_listen("http_listen", http_listen)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

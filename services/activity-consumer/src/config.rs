@@ -149,12 +149,8 @@ impl Config {
     /// Refuses configurations that cannot work, naming the key.
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
-        // Checked here, before MySQL is connected, so the refusal names the key.
-        self.tencent_im
-            .validate()
-            .map_err(consumer_runtime::Error::from)?;
         service_kit::config::check_listen("grpc_listen", &self.grpc_listen)?;
-        service_kit::config::check_listen("http_listen", &self.http_listen)?;
+        consumer_runtime::im::check_service_config(&self.tencent_im, &self.http_listen)?;
         let mut ids = std::collections::HashSet::new();
         for rule in &self.activity.activities {
             if rule.id.is_empty() || rule.id.len() > 64 || !ids.insert(rule.id.as_str()) {

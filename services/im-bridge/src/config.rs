@@ -93,11 +93,7 @@ impl Config {
     /// Refuses configurations that cannot work, naming the key.
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
-        // Checked here, before MySQL is connected, so the refusal names the key.
-        self.tencent_im
-            .validate()
-            .map_err(consumer_runtime::Error::from)?;
-        service_kit::config::check_listen("http_listen", &self.http_listen)?;
+        consumer_runtime::im::check_service_config(&self.tencent_im, &self.http_listen)?;
         Ok(())
     }
 

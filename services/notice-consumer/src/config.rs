@@ -81,10 +81,7 @@ impl Config {
     /// anything is connected.
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
-        self.tencent_im
-            .validate()
-            .map_err(consumer_runtime::Error::from)?;
-        service_kit::config::check_listen("http_listen", &self.http_listen)?;
+        consumer_runtime::im::check_service_config(&self.tencent_im, &self.http_listen)?;
         Ok(())
     }
 
