@@ -66,15 +66,12 @@ pub fn room_name(room: usize) -> String {
     format!("bench-room-{room}")
 }
 
-/// The `consumer` section of a benchmark group. `partition_queue_limit` is
-/// raised because Tansu does not serve a fetch from the middle of a batch after
-/// a pause (the consumer tests do the same).
+/// The `consumer` section of a benchmark group: defaults, with fast commits.
 pub fn consumer_section(group: &str) -> ConsumerConfig {
     ConsumerConfig {
         group: group.into(),
         commit_interval: ConfigDuration::from_millis(100),
         session_timeout: ConfigDuration::from_secs(6),
-        partition_queue_limit: 100_000,
         ..ConsumerConfig::default()
     }
 }

@@ -201,10 +201,6 @@ async fn consumer_rows(env: &BenchEnv, events: usize, rooms: usize) -> anyhow::R
         service_env.extend([
             kv(format!("{prefix}__CONSUMER__GROUP"), &group),
             kv(format!("{prefix}__CONSUMER__COMMIT_INTERVAL"), "100ms"),
-            kv(
-                format!("{prefix}__CONSUMER__PARTITION_QUEUE_LIMIT"),
-                100_000,
-            ),
             kv(format!("{prefix}__TENCENT_IM__ENABLED"), true),
             kv(format!("{prefix}__TENCENT_IM__BASE_URL"), fake.base_url()),
             kv(format!("{prefix}__TENCENT_IM__SDK_APP_ID"), IM_APP_ID),
@@ -230,9 +226,7 @@ async fn consumer_rows(env: &BenchEnv, events: usize, rooms: usize) -> anyhow::R
             kind.name(),
             64.0,
             Some(service.peak_rss()?),
-            format!(
-                "after draining {events} events (10% kicks); partition_queue_limit 100000 (Tansu)"
-            ),
+            format!("after draining {events} events (10% kicks)"),
         ));
     }
     pool.close().await;

@@ -439,25 +439,6 @@ fn overrides() -> Vec<(&'static str, String, String)> {
             "NOTICE__CONSUMER__SESSION_TIMEOUT",
             "25s",
         ),
-        // Known issue (README "Reliability"): a partition paused by
-        // back-pressure resumes inside a record batch and Tansu skips the
-        // rest of it. Until the runtime stops resuming mid-batch, the stack
-        // keeps consumers from pausing so the run checks everything else.
-        (
-            "activity-consumer",
-            "ACTIVITY__CONSUMER__PARTITION_QUEUE_LIMIT",
-            "1000000",
-        ),
-        (
-            "im-bridge",
-            "IM_BRIDGE__CONSUMER__PARTITION_QUEUE_LIMIT",
-            "1000000",
-        ),
-        (
-            "notice-consumer",
-            "NOTICE__CONSUMER__PARTITION_QUEUE_LIMIT",
-            "1000000",
-        ),
     ]
     .into_iter()
     .map(|(service, key, value)| (service, key.to_string(), value.to_string()))

@@ -278,6 +278,14 @@ impl ConsumerSettings {
                 "fetch.wait.max.ms".to_string(),
                 self.fetch_wait_max.as_millis().to_string(),
             ),
+            // Per-partition fetch positions and high watermarks: how the
+            // dispatcher notices a partition stalled behind skipped records.
+            (
+                "statistics.interval.ms".to_string(),
+                crate::offset_gap::STATISTICS_INTERVAL
+                    .as_millis()
+                    .to_string(),
+            ),
         ];
         // User properties come last so they win.
         properties.extend(self.client_properties.iter().cloned());

@@ -1,7 +1,8 @@
 //! The dispatcher: one group consumer that hands each message to its
 //! partition's worker, pauses partitions whose workers fall behind (so a
 //! partition stuck in retries never blocks the others), follows rebalances,
-//! and at shutdown lets in-flight work finish and commits what is done.
+//! re-fetches what the broker skipped, and at shutdown lets in-flight work
+//! finish and commits what is done.
 
 use crate::{
     ConsumerSettings, Error,
@@ -9,10 +10,11 @@ use crate::{
     handler::Handler,
     message::Decode,
     metrics::ConsumerMetrics,
+    offset_gap::{OffsetTracker, STALL_AFTER, Verdict},
     worker::{PartitionWorker, Shared},
 };
 use rdkafka::{
-    ClientConfig, ClientContext, Message, TopicPartitionList,
+    ClientConfig, ClientContext, Message, Offset, Statistics, TopicPartitionList,
     consumer::{
         BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
     },
@@ -27,7 +29,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -35,20 +37,72 @@ use tokio_util::sync::CancellationToken;
 /// The librdkafka consumer with our rebalance hooks.
 pub(crate) type KafkaConsumer = StreamConsumer<RebalanceContext>;
 
+/// Bound on a seek or committed-offset lookup (both rare: gap repair and
+/// partition assignment).
+const SEEK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often paused partitions are checked for resumption.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Rebalance hooks: flag revoked partitions so their workers stop taking
-/// messages, and let the dispatcher retire them.
+/// messages, and queue assignment changes for the dispatcher. Also keeps
+/// librdkafka's latest per-partition fetch statistics.
 pub(crate) struct RebalanceContext {
     consumer_group: String,
     topic: String,
     revoke_flags: Mutex<HashMap<i32, Arc<AtomicBool>>>,
-    revoked: Mutex<Vec<i32>>,
-    revocation_pending: AtomicBool,
+    changes: Mutex<Vec<AssignmentChange>>,
+    changes_pending: AtomicBool,
+    fetch_stats: Mutex<HashMap<i32, FetchStats>>,
 }
 
-impl ClientContext for RebalanceContext {}
+/// One rebalance outcome, applied by the dispatcher in order.
+enum AssignmentChange {
+    Assigned(Vec<i32>),
+    Revoked(Vec<i32>),
+}
+
+/// What librdkafka last reported about fetching one partition.
+#[derive(Debug, Clone, Copy)]
+struct FetchStats {
+    /// The broker's high watermark.
+    high_watermark: i64,
+    /// The offset librdkafka fetches next.
+    fetch_offset: i64,
+    /// Messages fetched but not yet handed to the dispatcher.
+    queued: i64,
+    reported_at: Instant,
+}
+
+impl ClientContext for RebalanceContext {
+    fn stats(&self, statistics: Statistics) {
+        let Some(topic) = statistics.topics.get(&self.topic) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut fetch_stats = lock(&self.fetch_stats);
+        for (partition, stats) in &topic.partitions {
+            if *partition >= 0 {
+                fetch_stats.insert(
+                    *partition,
+                    FetchStats {
+                        high_watermark: stats.hi_offset,
+                        fetch_offset: stats.next_offset,
+                        queued: stats.fetchq_cnt,
+                        reported_at: now,
+                    },
+                );
+            }
+        }
+    }
+}
+
+impl RebalanceContext {
+    fn record(&self, change: AssignmentChange) {
+        lock(&self.changes).push(change);
+        self.changes_pending.store(true, Ordering::Release);
+    }
+}
 
 impl ConsumerContext for RebalanceContext {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -68,17 +122,18 @@ impl ConsumerContext for RebalanceContext {
                         }
                     }
                 }
-                lock(&self.revoked).extend(partitions.iter().copied());
-                self.revocation_pending.store(true, Ordering::Release);
                 tracing::info!(consumer_group = %self.consumer_group, ?partitions, "partitions revoked");
+                self.record(AssignmentChange::Revoked(partitions));
             }
             Rebalance::Assign(partitions) => {
                 let partitions: Vec<i32> = partitions
                     .elements()
                     .iter()
+                    .filter(|element| element.topic() == self.topic)
                     .map(|element| element.partition())
                     .collect();
                 tracing::info!(consumer_group = %self.consumer_group, ?partitions, "partitions assigned");
+                self.record(AssignmentChange::Assigned(partitions));
             }
             Rebalance::Error(error) => {
                 tracing::warn!(consumer_group = %self.consumer_group, %error, "rebalance failed");
@@ -107,9 +162,14 @@ struct WorkerSlot {
     depth: Arc<AtomicUsize>,
     done: CancellationToken,
     paused: bool,
-    /// Highest offset handed to the worker: a repeat is dropped, and a
-    /// resumed partition is sought to the next one.
-    last_dispatched: i64,
+}
+
+/// The dispatcher's offset bookkeeping of one assigned partition.
+struct AssignedPartition {
+    offsets: OffsetTracker,
+    /// Last message received or seek made: a partition that shows neither
+    /// while behind its high watermark is stalled.
+    last_progress: Instant,
 }
 
 /// A group consumer of one topic, running `H` over messages of type `M`.
@@ -139,8 +199,9 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
             consumer_group: settings.consumer_group.clone(),
             topic: settings.topic.clone(),
             revoke_flags: Mutex::new(HashMap::new()),
-            revoked: Mutex::new(Vec::new()),
-            revocation_pending: AtomicBool::new(false),
+            changes: Mutex::new(Vec::new()),
+            changes_pending: AtomicBool::new(false),
+            fetch_stats: Mutex::new(HashMap::new()),
         };
         let mut config = ClientConfig::new();
         for (key, value) in settings.consumer_properties() {
@@ -182,6 +243,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         let mut dispatcher = Dispatcher {
             shared: self.shared.clone(),
             slots: HashMap::new(),
+            assigned: HashMap::new(),
             retired: HashMap::new(),
             tasks: JoinSet::new(),
             shutdown: shutdown.child_token(),
@@ -195,7 +257,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
                 received = self.kafka.recv() => match received {
                     Ok(message) => {
                         let message = message.detach();
-                        dispatcher.retire_revoked();
+                        dispatcher.follow_rebalance();
                         dispatcher.dispatch(message);
                     }
                     Err(error) => {
@@ -223,9 +285,23 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
     }
 }
 
+/// Seeks `partition` to `offset`: librdkafka drops what it had fetched
+/// beyond and fetches from there.
+fn seek<M, H>(shared: &Shared<M, H>, partition: i32, offset: i64) -> KafkaResult<()> {
+    shared.consumer.seek(
+        &shared.settings.topic,
+        partition,
+        Offset::Offset(offset),
+        SEEK_TIMEOUT,
+    )
+}
+
 struct Dispatcher<M, H> {
     shared: Arc<Shared<M, H>>,
     slots: HashMap<i32, WorkerSlot>,
+    /// Offset bookkeeping per assigned partition (also those with no message
+    /// yet, which can be stalled from the start).
+    assigned: HashMap<i32, AssignedPartition>,
     /// Done tokens of workers whose partition was revoked or who died, so a
     /// successor waits for them.
     retired: HashMap<i32, CancellationToken>,
@@ -243,6 +319,55 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
         if message.topic() != self.shared.settings.topic {
             return;
         }
+        if !self.assigned.contains_key(&partition) {
+            // Assigned before the dispatcher saw the change.
+            self.track(&[partition]);
+        }
+        let offset = message.offset();
+        let Some(assigned) = self.assigned.get_mut(&partition) else {
+            return;
+        };
+        assigned.last_progress = Instant::now();
+        let group = &self.shared.settings.consumer_group;
+        match assigned.offsets.observe(offset) {
+            Verdict::Dispatch => {}
+            Verdict::Duplicate => return,
+            Verdict::Unrepairable { expected } => {
+                self.shared.metrics.offset_gaps_unrepaired.inc();
+                tracing::error!(
+                    consumer_group = %group,
+                    partition,
+                    expected,
+                    received = offset,
+                    "offset gap: messages of this partition no longer exist on the broker"
+                );
+            }
+            Verdict::Rewind { to, expected } => {
+                self.shared.metrics.offset_gap_rewinds.inc();
+                tracing::warn!(
+                    consumer_group = %group,
+                    partition,
+                    expected,
+                    received = offset,
+                    seek_to = to,
+                    "offset gap: the broker skipped messages of this partition; fetching them again"
+                );
+                match seek(&self.shared, partition, to) {
+                    Ok(()) => return,
+                    Err(error) => {
+                        // Without the seek nothing brings the skipped messages
+                        // back; handing this one on at least loses no more.
+                        assigned.offsets.abandon_repair(offset);
+                        self.shared.metrics.offset_gaps_unrepaired.inc();
+                        tracing::error!(consumer_group = %group, partition, expected, received = offset, %error, "offset gap: seek failed, skipped messages are not consumed");
+                    }
+                }
+            }
+        }
+        self.hand_to_worker(partition, message);
+    }
+
+    fn hand_to_worker(&mut self, partition: i32, message: OwnedMessage) {
         let alive = self
             .slots
             .get(&partition)
@@ -254,22 +379,6 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
         let Some(slot) = self.slots.get_mut(&partition) else {
             return;
         };
-        if message.offset() <= slot.last_dispatched {
-            return;
-        }
-        // The topic has no transactions or compaction, so offsets are dense:
-        // a jump means the broker skipped messages (seen with Tansu after a
-        // fetch that starts inside a record batch). Never silent.
-        if slot.last_dispatched >= 0 && message.offset() > slot.last_dispatched + 1 {
-            tracing::warn!(
-                consumer_group = %self.shared.settings.consumer_group,
-                partition,
-                expected = slot.last_dispatched + 1,
-                received = message.offset(),
-                "offset gap: the broker skipped messages of this partition"
-            );
-        }
-        slot.last_dispatched = message.offset();
         let depth = slot.depth.fetch_add(1, Ordering::Relaxed) + 1;
         if slot.inbox.send(message).is_err() {
             // Unreachable in practice: the worker was alive a moment ago. The
@@ -317,9 +426,45 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
                 depth,
                 done,
                 paused: false,
-                last_dispatched: -1,
             },
         );
+    }
+
+    /// Starts the offset bookkeeping of newly assigned partitions at the
+    /// group's committed offsets (where librdkafka starts fetching), so a
+    /// first message past it, or none at all, is noticed.
+    fn track(&mut self, partitions: &[i32]) {
+        if partitions.is_empty() {
+            return;
+        }
+        let topic = self.shared.settings.topic.as_str();
+        let mut list = TopicPartitionList::with_capacity(partitions.len());
+        for partition in partitions {
+            list.add_partition(topic, *partition);
+        }
+        let committed = match self.shared.consumer.committed_offsets(list, SEEK_TIMEOUT) {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::warn!(consumer_group = %self.shared.settings.consumer_group, ?partitions, %error, "committed offsets unknown; a gap at the start of this assignment is caught only by the next message");
+                TopicPartitionList::new()
+            }
+        };
+        for partition in partitions {
+            let start =
+                committed
+                    .find_partition(topic, *partition)
+                    .and_then(|element| match element.offset() {
+                        Offset::Offset(offset) => Some(offset),
+                        _ => None,
+                    });
+            self.assigned.insert(
+                *partition,
+                AssignedPartition {
+                    offsets: OffsetTracker::starting_at(start),
+                    last_progress: Instant::now(),
+                },
+            );
+        }
     }
 
     fn partition_list(&self, partition: i32) -> KafkaResult<TopicPartitionList> {
@@ -328,24 +473,80 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
         Ok(list)
     }
 
-    /// Drops the workers of revoked partitions; a partition handed back later
-    /// gets a new worker that waits for the old one.
-    fn retire_revoked(&mut self) {
+    /// Applies rebalances in order: revoked partitions lose their workers (a
+    /// partition handed back later gets a new worker that waits for the old
+    /// one) and their bookkeeping; assigned ones start theirs.
+    fn follow_rebalance(&mut self) {
         let context = self.shared.consumer.context();
-        if !context.revocation_pending.swap(false, Ordering::Acquire) {
+        if !context.changes_pending.swap(false, Ordering::Acquire) {
             return;
         }
-        let revoked: Vec<i32> = std::mem::take(&mut *lock(&context.revoked));
-        for partition in revoked {
-            lock(&context.revoke_flags).remove(&partition);
-            if let Some(slot) = self.slots.remove(&partition) {
-                self.retired.insert(partition, slot.done);
+        let changes: Vec<AssignmentChange> = std::mem::take(&mut *lock(&context.changes));
+        for change in changes {
+            match change {
+                AssignmentChange::Revoked(partitions) => {
+                    for partition in partitions {
+                        lock(&self.context().revoke_flags).remove(&partition);
+                        self.assigned.remove(&partition);
+                        if let Some(slot) = self.slots.remove(&partition) {
+                            self.retired.insert(partition, slot.done);
+                        }
+                    }
+                }
+                AssignmentChange::Assigned(partitions) => self.track(&partitions),
+            }
+        }
+    }
+
+    /// Seeks back every partition that fetches behind its high watermark yet
+    /// has received nothing for [`STALL_AFTER`]: the broker skipped its last
+    /// batch (see [`crate::offset_gap`]).
+    fn repair_stalls(&mut self) {
+        let now = Instant::now();
+        let fetch_stats = lock(&self.context().fetch_stats).clone();
+        let mut stalled = Vec::new();
+        for (partition, assigned) in &mut self.assigned {
+            let paused = self.slots.get(partition).is_some_and(|slot| slot.paused);
+            let Some(expected) = assigned.offsets.next_expected() else {
+                continue;
+            };
+            let Some(stats) = fetch_stats.get(partition) else {
+                continue;
+            };
+            let behind = stats.high_watermark > expected
+                && stats.fetch_offset <= expected
+                && stats.queued == 0;
+            // The report must postdate the last progress, or it may describe
+            // the moment before a seek.
+            let quiet = now.duration_since(assigned.last_progress) >= STALL_AFTER
+                && stats.reported_at > assigned.last_progress;
+            if paused || !behind || !quiet {
+                continue;
+            }
+            if let Some(to) = assigned.offsets.stalled() {
+                assigned.last_progress = now;
+                stalled.push((*partition, expected, stats.high_watermark, to));
+            }
+        }
+        for (partition, expected, high_watermark, to) in stalled {
+            self.shared.metrics.offset_gap_rewinds.inc();
+            tracing::warn!(
+                consumer_group = %self.shared.settings.consumer_group,
+                partition,
+                expected,
+                high_watermark,
+                seek_to = to,
+                "partition stalled behind its high watermark (the broker skipped its last batch); fetching again"
+            );
+            if let Err(error) = seek(&self.shared, partition, to) {
+                tracing::warn!(consumer_group = %self.shared.settings.consumer_group, partition, %error, "seek of a stalled partition failed; retried at the next check");
             }
         }
     }
 
     fn housekeeping(&mut self) {
-        self.retire_revoked();
+        self.follow_rebalance();
+        self.repair_stalls();
         let resume_below = self.shared.settings.partition_queue_limit / 2;
         let paused: Vec<i32> = self
             .slots

@@ -31,6 +31,7 @@ pub mod handler;
 pub mod im;
 pub mod message;
 pub mod metrics;
+mod offset_gap;
 pub mod testing;
 mod trace;
 mod worker;

@@ -47,6 +47,8 @@ pub struct ConsumerMetrics {
     dead_lettered: Family<DeadLetterLabels, Counter>,
     processing: HistogramFamily,
     lag: HistogramFamily,
+    gap_rewinds: Family<GroupLabels, Counter>,
+    gaps_unrepaired: Family<GroupLabels, Counter>,
 }
 
 impl ConsumerMetrics {
@@ -59,6 +61,8 @@ impl ConsumerMetrics {
             dead_lettered: Family::default(),
             processing: Family::new_with_constructor(latency_histogram),
             lag: Family::new_with_constructor(lag_histogram),
+            gap_rewinds: Family::default(),
+            gaps_unrepaired: Family::default(),
         };
         registry.register(
             "consumer_messages_consumed",
@@ -90,6 +94,16 @@ impl ConsumerMetrics {
             "Time from the event's commit (occurred_at_ms) to its consumption",
             metrics.lag.clone(),
         );
+        registry.register(
+            "consumer_offset_gap_rewinds",
+            "Seeks back to fetch messages the broker skipped (an offset jumped)",
+            metrics.gap_rewinds.clone(),
+        );
+        registry.register(
+            "consumer_offset_gaps_unrepaired",
+            "Offset gaps that could not be filled: those messages were not consumed",
+            metrics.gaps_unrepaired.clone(),
+        );
         metrics
     }
 
@@ -119,6 +133,8 @@ impl ConsumerMetrics {
                 .get_or_create_owned(&dead_letter("undecodable")),
             processing: self.processing.get_or_create_owned(&labels),
             lag: self.lag.get_or_create_owned(&labels),
+            offset_gap_rewinds: self.gap_rewinds.get_or_create_owned(&labels),
+            offset_gaps_unrepaired: self.gaps_unrepaired.get_or_create_owned(&labels),
         }
     }
 }
@@ -140,6 +156,10 @@ pub struct GroupMetrics {
     pub processing: Histogram,
     /// Commit-to-consume lag, seconds.
     pub lag: Histogram,
+    /// Seeks back to re-fetch skipped messages.
+    pub offset_gap_rewinds: Counter,
+    /// Gaps left unfilled (messages not consumed).
+    pub offset_gaps_unrepaired: Counter,
 }
 
 impl GroupMetrics {

@@ -32,10 +32,16 @@ impl std::fmt::Debug for TestProducer {
 impl TestProducer {
     /// A producer on `bootstrap`.
     pub fn new(bootstrap: &str) -> Result<Self, Error> {
+        Self::with_linger(bootstrap, Duration::from_millis(2))
+    }
+
+    /// A producer that waits up to `linger` to fill record batches: with
+    /// [`TestProducer::send_events`], a burst lands in a few large batches.
+    pub fn with_linger(bootstrap: &str, linger: Duration) -> Result<Self, Error> {
         let producer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .set("acks", "all")
-            .set("linger.ms", "2")
+            .set("linger.ms", linger.as_millis().to_string())
             .create()?;
         Ok(Self { producer })
     }
@@ -148,6 +154,27 @@ pub async fn read_topic(
         }
     }
     Ok(messages)
+}
+
+/// Commits `offset` of `topic`/`partition` for `group`, as a consumer of
+/// that group that stopped there would have.
+pub fn commit_offset(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(), Error> {
+    use rdkafka::{Offset, TopicPartitionList, consumer::CommitMode};
+    let consumer: rdkafka::consumer::BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut offsets = TopicPartitionList::new();
+    offsets.add_partition_offset(topic, partition, Offset::Offset(offset))?;
+    consumer.commit(&offsets, CommitMode::Sync)?;
+    Ok(())
 }
 
 /// Resolved settings for a test consumer: fast retries and commits.

@@ -2,11 +2,14 @@
 //! write): order per partition, retries then dead letter while other
 //! partitions flow, malformed messages, commit on graceful shutdown, no
 //! duplicate effect after a kill between effect and commit, independent
-//! groups, and a treasure-open wake-up handler.
+//! groups, a treasure-open wake-up handler, and no message skipped when
+//! consumption resumes inside a record batch.
 
 use consumer_runtime::{
     Consumer, ConsumerMetrics, Delivery, Handler, HandlerError, Outcome, dedup,
-    testing::{TestProducer, envelope, header, read_topic, test_settings, wait_until},
+    testing::{
+        TestProducer, commit_offset, envelope, header, read_topic, test_settings, wait_until,
+    },
 };
 use outbox_schema::{
     names::{
@@ -689,8 +692,8 @@ async fn dedup_claims_once_and_purges_in_bounded_batches() {
 async fn partitions_paused_by_a_full_queue_resume_without_losing_messages() {
     let (topic, group) = fixture(2).await;
     let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
-    // One record per produce request: see the activity throughput test for
-    // why batched records and pausing do not mix on Tansu 0.6.
+    // One record per produce request: every resume starts on a batch
+    // boundary (the batched case is the next tests').
     for seq in 1..=150u64 {
         for room in 0..4 {
             let event = envelope(&new_event_id(), &format!("room-{room}"), seq, joined("u"));
@@ -715,4 +718,87 @@ async fn partitions_paused_by_a_full_queue_resume_without_losing_messages() {
     for (room, seqs) in by_room {
         assert_eq!(seqs, (1..=150).collect::<Vec<_>>(), "order of {room}");
     }
+}
+
+/// Seqs seen per room, in handling order.
+fn seqs_by_room(recorder: &Recorder) -> HashMap<String, Vec<u64>> {
+    let mut by_room: HashMap<String, Vec<u64>> = HashMap::new();
+    for entry in recorder.seen() {
+        by_room.entry(entry.room_id).or_default().push(entry.seq);
+    }
+    by_room
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_offset_inside_a_record_batch_resumes_without_skipping() {
+    let (topic, group) = fixture(1).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    // One burst, one long linger: the 300 records land in one or a few
+    // batches, so offset 137 is inside one.
+    let producer = TestProducer::with_linger(&bootstrap, Duration::from_millis(200)).unwrap();
+    let events: Vec<_> = (1..=300u64)
+        .map(|seq| envelope(&new_event_id(), "room-batch", seq, joined("u")))
+        .collect();
+    producer.send_events(&topic, &events).await.unwrap();
+    // The group stopped after offset 136 (seq 137).
+    commit_offset(&bootstrap, &group, &topic, 0, 137).unwrap();
+
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let consumer = start(&topic, &group, 16, recorder.clone(), &metrics);
+    assert!(
+        wait_until(WAIT, || async { recorder.has(&events[299].event_id) }).await,
+        "the last event never arrived"
+    );
+    stop(consumer).await;
+    assert_eq!(
+        seqs_by_room(&recorder)["room-batch"],
+        (138..=300).collect::<Vec<_>>(),
+        "every event after the committed offset, once, in order"
+    );
+    // Tansu serves a fetch from 137 starting at the next batch boundary: the
+    // consumer must have noticed and sought back.
+    assert!(metrics.for_group(&group).offset_gap_rewinds.get() >= 1);
+    assert_eq!(metrics.for_group(&group).offset_gaps_unrepaired.get(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_of_batched_records_paused_by_a_full_queue_lose_nothing() {
+    let (topic, group) = fixture(2).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    let producer = TestProducer::with_linger(&bootstrap, Duration::from_millis(50)).unwrap();
+    let events: Vec<_> = (1..=200u64)
+        .flat_map(|seq| {
+            (0..4).map(move |room| {
+                envelope(&new_event_id(), &format!("room-{room}"), seq, joined("u"))
+            })
+        })
+        .collect();
+    producer.send_events(&topic, &events).await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let mut settings = test_settings(&bootstrap, &topic, &group, 16).unwrap();
+    // Far below the batch sizes: partitions pause and resume mid-batch.
+    settings.partition_queue_limit = 10;
+    settings.max_batch = 4;
+    let consumer = Consumer::new(settings, recorder.clone(), &metrics).unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    let total = events.len();
+    let complete = wait_until(WAIT, || async {
+        let by_room = seqs_by_room(&recorder);
+        by_room.len() == 4 && by_room.values().all(|seqs| seqs.last() == Some(&200))
+    })
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    assert!(
+        complete,
+        "only {} of {total} events handled",
+        recorder.count()
+    );
+    for (room, seqs) in seqs_by_room(&recorder) {
+        assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "order of {room}");
+    }
+    assert_eq!(metrics.for_group(&group).offset_gaps_unrepaired.get(), 0);
 }

@@ -288,11 +288,7 @@ async fn broadcast_failures_are_retried_from_the_table_or_recorded() {
 /// Not a benchmark with assertions: prints events/s for the closing report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throughput_report() {
-    let mut f = fixture(4).await;
-    // Batched production below puts many records in one broker batch; Tansu
-    // 0.6 does not serve a fetch from the middle of a batch after a pause, so
-    // keep partitions from pausing here (the runtime tests cover pausing).
-    f.config.consumer.partition_queue_limit = 100_000;
+    let f = fixture(4).await;
     let events: Vec<_> = (0..4000u64)
         .map(|n| gift(&format!("room-{}", n % 64), n / 64 + 1, "rose", 10))
         .collect();

@@ -425,10 +425,8 @@ async fn throughput_report() {
             events.push(joined(&format!("tp-room-{room}"), seq));
         }
     }
-    // One record per produce request (see activity-consumer's throughput test).
-    for event in &events {
-        f.publish(event).await;
-    }
+    // Batched like the relay's production.
+    f.producer.send_events(&f.topic, &events).await.unwrap();
     let started = Instant::now();
     let consumer = f.start(BridgeConfig::default(), 16);
     assert!(f.consumed(events.len() as u64).await);
