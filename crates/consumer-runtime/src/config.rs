@@ -20,7 +20,8 @@ pub struct ConsumerConfig {
     pub max_backoff: ConfigDuration,
     /// Most messages of one partition handed to the handler at once.
     pub max_batch: usize,
-    /// Queued messages per partition above which the partition is paused.
+    /// Queued messages per partition at which the consumer stops polling
+    /// (the partition is paused if it stays full for ten seconds).
     pub partition_queue_limit: usize,
     /// How often stored offsets are committed.
     pub commit_interval: ConfigDuration,
@@ -116,7 +117,7 @@ pub struct ConsumerSettings {
     pub retry: RetryPolicy,
     /// Most messages per handler batch.
     pub max_batch: usize,
-    /// Queue depth that pauses a partition.
+    /// Queue depth at which polling stops (and, held long, the partition pauses).
     pub partition_queue_limit: usize,
     /// Offset commit interval.
     pub commit_interval: Duration,

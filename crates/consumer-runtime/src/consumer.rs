@@ -1,6 +1,7 @@
 //! The dispatcher: one group consumer that hands each message to its
-//! partition's worker, pauses partitions whose workers fall behind (so a
-//! partition stuck in retries never blocks the others), follows rebalances,
+//! partition's worker, holds back (stops polling) while a worker's queue is
+//! full and pauses a partition that stays full (so a partition stuck in
+//! retries never blocks the others for long), follows rebalances,
 //! re-fetches what the broker skipped, and at shutdown lets in-flight work
 //! finish and commits what is done.
 
@@ -41,7 +42,15 @@ pub(crate) type KafkaConsumer = StreamConsumer<RebalanceContext>;
 /// partition assignment).
 const SEEK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How often paused partitions are checked for resumption.
+/// How long the dispatcher stops polling for a full partition before it
+/// pauses that partition and lets the others flow. Holding back keeps
+/// librdkafka's fetch position where it was (a pause discards prefetched
+/// messages and later fetches from the middle of a record batch, which
+/// Tansu serves badly); pausing bounds how long one stuck partition delays
+/// the rest (and stays far below `max.poll.interval.ms`).
+const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(10);
+
+/// How often full and paused partitions are checked for resumption.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Rebalance hooks: flag revoked partitions so their workers stop taking
@@ -162,6 +171,8 @@ struct WorkerSlot {
     depth: Arc<AtomicUsize>,
     done: CancellationToken,
     paused: bool,
+    /// Since when the queue has been at the limit (until it drains to half).
+    full_since: Option<Instant>,
 }
 
 /// The dispatcher's offset bookkeeping of one assigned partition.
@@ -254,7 +265,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                received = self.kafka.recv() => match received {
+                received = self.kafka.recv(), if !dispatcher.holding_back() => match received {
                     Ok(message) => {
                         let message = message.detach();
                         dispatcher.follow_rebalance();
@@ -387,14 +398,9 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
             tracing::error!(consumer_group = %self.shared.settings.consumer_group, partition, "partition worker gone, message dropped");
             return;
         }
-        if depth >= limit && !slot.paused {
-            let paused = self
-                .partition_list(partition)
-                .and_then(|list| self.shared.consumer.pause(&list));
-            if let Some(slot) = self.slots.get_mut(&partition) {
-                slot.paused = paused.is_ok();
-            }
-            tracing::debug!(consumer_group = %self.shared.settings.consumer_group, partition, depth, "partition paused");
+        if depth >= limit && slot.full_since.is_none() {
+            slot.full_since = Some(Instant::now());
+            tracing::debug!(consumer_group = %self.shared.settings.consumer_group, partition, depth, "partition queue full; holding back");
         }
     }
 
@@ -426,6 +432,7 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
                 depth,
                 done,
                 paused: false,
+                full_since: None,
             },
         );
     }
@@ -502,6 +509,10 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
     /// has received nothing for [`STALL_AFTER`]: the broker skipped its last
     /// batch (see [`crate::offset_gap`]).
     fn repair_stalls(&mut self) {
+        if self.holding_back() {
+            // Not polling: nothing arrives by design, and reports are stale.
+            return;
+        }
         let now = Instant::now();
         let fetch_stats = lock(&self.context().fetch_stats).clone();
         let mut stalled = Vec::new();
@@ -546,31 +557,78 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
 
     fn housekeeping(&mut self) {
         self.follow_rebalance();
+        self.relieve_full_partitions();
         self.repair_stalls();
-        let resume_below = self.shared.settings.partition_queue_limit / 2;
-        let paused: Vec<i32> = self
-            .slots
-            .iter()
-            .filter(|(_, slot)| slot.paused && slot.depth.load(Ordering::Relaxed) <= resume_below)
-            .map(|(partition, _)| *partition)
-            .collect();
-        for partition in paused {
-            let resumed = self
-                .partition_list(partition)
-                .and_then(|list| self.shared.consumer.resume(&list));
-            if let Err(error) = &resumed {
-                tracing::debug!(consumer_group = %self.shared.settings.consumer_group, partition, %error, "partition resume failed");
-            }
-            if let Some(slot) = self.slots.get_mut(&partition) {
-                slot.paused = false;
-            }
-        }
         while let Some(finished) = self.tasks.try_join_next() {
             if let Err(error) = finished {
                 tracing::error!(consumer_group = %self.shared.settings.consumer_group, %error, "partition worker failed");
             }
         }
         self.retired.retain(|_, done| !done.is_cancelled());
+    }
+
+    /// Whether a full partition keeps the dispatcher from polling.
+    fn holding_back(&self) -> bool {
+        self.slots
+            .values()
+            .any(|slot| slot.full_since.is_some() && !slot.paused)
+    }
+
+    /// A full partition whose queue drained to half no longer holds the
+    /// dispatcher back (and is resumed if it was paused); one full for
+    /// [`HOLD_BEFORE_PAUSE`] is paused so the other partitions flow.
+    fn relieve_full_partitions(&mut self) {
+        let resume_below = self.shared.settings.partition_queue_limit / 2;
+        let now = Instant::now();
+        let mut to_pause = Vec::new();
+        let mut to_resume = Vec::new();
+        for (partition, slot) in &mut self.slots {
+            let Some(full_since) = slot.full_since else {
+                continue;
+            };
+            if slot.depth.load(Ordering::Relaxed) <= resume_below {
+                slot.full_since = None;
+                if slot.paused {
+                    to_resume.push(*partition);
+                }
+            } else if !slot.paused && now.duration_since(full_since) >= HOLD_BEFORE_PAUSE {
+                to_pause.push(*partition);
+            }
+        }
+        let group = &self.shared.settings.consumer_group;
+        for partition in to_pause {
+            let paused = self
+                .partition_list(partition)
+                .and_then(|list| self.shared.consumer.pause(&list));
+            match paused {
+                Ok(()) => {
+                    tracing::info!(consumer_group = %group, partition, "partition full for too long; paused so the others flow");
+                    if let Some(slot) = self.slots.get_mut(&partition) {
+                        slot.paused = true;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(consumer_group = %group, partition, %error, "partition pause failed; still holding back")
+                }
+            }
+        }
+        for partition in to_resume {
+            let resumed = self
+                .partition_list(partition)
+                .and_then(|list| self.shared.consumer.resume(&list));
+            if let Err(error) = &resumed {
+                tracing::warn!(consumer_group = %group, partition, %error, "partition resume failed");
+            }
+            if let Some(slot) = self.slots.get_mut(&partition) {
+                slot.paused = false;
+            }
+            if let Some(assigned) = self.assigned.get_mut(&partition) {
+                // librdkafka fetches again from the next offset, possibly
+                // inside a batch: the offset tracker watches for the skip.
+                assigned.offsets.fetch_restarted();
+                assigned.last_progress = now;
+            }
+        }
     }
 
     /// Stops the workers: they finish the message in hand (no new ones) within

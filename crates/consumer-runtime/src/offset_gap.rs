@@ -13,13 +13,20 @@
 //!   expected offset and the client fetches at or below it (the skipped batch
 //!   was the partition's last): the partition is *stalled*.
 //!
-//! Either way the dispatcher seeks back `lookback` offsets before the expected
-//! one, so the fetch starts at or before the start of the batch holding it;
-//! messages below the expected offset are dropped as duplicates. If the batch
-//! still is not reached, the look-back doubles, up to [`MAX_LOOKBACK`] (far
-//! above the producer's batch size) or offset 0. A gap that survives that is
-//! real (retention deleted the records): the message is dispatched with an
-//! error log rather than spinning forever.
+//! Either way the dispatcher seeks back before the expected offset, so the
+//! fetch starts at or before the start of the batch holding it; messages
+//! below the expected offset are dropped as duplicates. The first seek goes
+//! to the last *known batch start* at or before the expected offset: the
+//! first message after any fetch (re)start (assignment, seek, resume) begins
+//! a batch, because Tansu serves whole batches from a base offset. Without
+//! one, it goes [`INITIAL_LOOKBACK`] offsets back. If the batch still is not
+//! reached, the look-back doubles, up to [`MAX_LOOKBACK`] (far above the
+//! producer's batch size) or offset 0. A gap that survives that is real
+//! (retention deleted the records): the message is dispatched with an error
+//! log rather than spinning forever.
+//!
+//! With a broker that serves fetches from inside a batch (Kafka), none of
+//! this triggers: offsets never jump and nothing stalls.
 
 use std::time::Duration;
 
@@ -31,11 +38,11 @@ const INITIAL_LOOKBACK: i64 = 64;
 const MAX_LOOKBACK: i64 = 1 << 16;
 
 /// How often librdkafka reports fetch positions and high watermarks.
-pub(crate) const STATISTICS_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const STATISTICS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How long a partition fetches behind its high watermark without receiving
 /// anything before it counts as stalled: two statistics reports.
-pub(crate) const STALL_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const STALL_AFTER: Duration = Duration::from_secs(1);
 
 /// What the dispatcher does with a received message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +67,10 @@ pub(crate) struct OffsetTracker {
     next_expected: Option<i64>,
     /// Look-back of the repair in progress.
     repair_lookback: Option<i64>,
+    /// An offset at or before `next_expected` where a record batch begins.
+    known_batch_start: Option<i64>,
+    /// The fetch (re)started: the next message begins a batch.
+    awaiting_batch_start: bool,
 }
 
 impl OffsetTracker {
@@ -69,7 +80,15 @@ impl OffsetTracker {
         Self {
             next_expected: committed.filter(|offset| *offset >= 0),
             repair_lookback: None,
+            known_batch_start: None,
+            awaiting_batch_start: true,
         }
+    }
+
+    /// The client fetches from a new position (a resumed partition): the
+    /// next message begins a batch.
+    pub(crate) fn fetch_restarted(&mut self) {
+        self.awaiting_batch_start = true;
     }
 
     /// Whether a repair is in progress.
@@ -80,6 +99,11 @@ impl OffsetTracker {
 
     /// Classifies the message at `offset` and advances the bookkeeping.
     pub(crate) fn observe(&mut self, offset: i64) -> Verdict {
+        if std::mem::take(&mut self.awaiting_batch_start)
+            && self.next_expected.is_none_or(|expected| offset <= expected)
+        {
+            self.known_batch_start = Some(offset);
+        }
         let Some(expected) = self.next_expected else {
             self.next_expected = Some(offset + 1);
             return Verdict::Dispatch;
@@ -122,14 +146,19 @@ impl OffsetTracker {
     /// as allowed.
     fn next_lookback(&mut self, expected: i64) -> Option<i64> {
         let lookback = match self.repair_lookback {
-            None => INITIAL_LOOKBACK,
+            None => self
+                .known_batch_start
+                .map(|start| expected - start)
+                .filter(|distance| (0..=MAX_LOOKBACK).contains(distance))
+                .unwrap_or(INITIAL_LOOKBACK),
             Some(previous) if expected - previous <= 0 || previous >= MAX_LOOKBACK => {
                 self.repair_lookback = None;
                 return None;
             }
-            Some(previous) => previous.saturating_mul(2),
+            Some(previous) => previous.saturating_mul(2).max(INITIAL_LOOKBACK),
         };
         self.repair_lookback = Some(lookback);
+        self.awaiting_batch_start = true;
         Some((expected - lookback).max(0))
     }
 
@@ -158,16 +187,31 @@ mod tests {
 
     /// Drives a tracker through Tansu-style fetches (re-fetching after every
     /// rewind, and after a stall while the high watermark `end` is ahead)
-    /// and returns the offsets dispatched.
-    fn consume(tracker: &mut OffsetTracker, batch_bases: &[i64], end: i64, from: i64) -> Vec<i64> {
+    /// and returns the offsets dispatched. With `pause_every`, the partition
+    /// is paused after that many dispatches and resumed where it stopped.
+    fn consume_pausing(
+        tracker: &mut OffsetTracker,
+        batch_bases: &[i64],
+        end: i64,
+        from: i64,
+        pause_every: Option<usize>,
+    ) -> Vec<i64> {
         let mut dispatched = Vec::new();
         let mut fetch_from = from;
         let mut seeks = 0;
         'fetch: loop {
-            assert!(seeks < 64, "repair does not terminate");
+            assert!(seeks < 64 + end, "repair does not terminate");
             for offset in tansu_fetch(batch_bases, end, fetch_from) {
                 match tracker.observe(offset) {
-                    Verdict::Dispatch | Verdict::Unrepairable { .. } => dispatched.push(offset),
+                    Verdict::Dispatch | Verdict::Unrepairable { .. } => {
+                        dispatched.push(offset);
+                        if pause_every.is_some_and(|every| dispatched.len() % every == 0) {
+                            // librdkafka resumes at the next offset.
+                            tracker.fetch_restarted();
+                            fetch_from = offset + 1;
+                            continue 'fetch;
+                        }
+                    }
                     Verdict::Duplicate => {}
                     Verdict::Rewind { to, .. } => {
                         seeks += 1;
@@ -187,6 +231,10 @@ mod tests {
             }
             return dispatched;
         }
+    }
+
+    fn consume(tracker: &mut OffsetTracker, batch_bases: &[i64], end: i64, from: i64) -> Vec<i64> {
+        consume_pausing(tracker, batch_bases, end, from, None)
     }
 
     #[test]
@@ -310,6 +358,39 @@ mod tests {
             let dispatched = consume(&mut tracker, &bases, end, committed);
             let expected: Vec<i64> = (committed..end).collect();
             assert_eq!(dispatched, expected, "resumed at {committed}");
+        }
+    }
+
+    #[test]
+    fn a_resume_inside_a_batch_seeks_to_the_known_batch_start() {
+        let mut tracker = OffsetTracker::starting_at(Some(0));
+        for offset in 0..100 {
+            assert_eq!(tracker.observe(offset), Verdict::Dispatch);
+        }
+        // Paused and resumed at 100, inside the batch that starts at 0.
+        tracker.fetch_restarted();
+        assert_eq!(
+            tracker.observe(500),
+            Verdict::Rewind {
+                to: 0,
+                expected: 100
+            }
+        );
+        assert_eq!(tracker.observe(0), Verdict::Duplicate);
+        assert_eq!(tracker.observe(100), Verdict::Dispatch);
+    }
+
+    #[test]
+    fn frequent_pauses_inside_batches_deliver_every_offset_in_order() {
+        let bases = [0, 3, 4, 200, 201, 900, 905, 1100];
+        for pause_every in [1, 7, 64, 333] {
+            let mut tracker = OffsetTracker::starting_at(None);
+            let dispatched = consume_pausing(&mut tracker, &bases, 1200, 0, Some(pause_every));
+            assert_eq!(
+                dispatched,
+                (0..1200).collect::<Vec<_>>(),
+                "pausing every {pause_every}"
+            );
         }
     }
 

@@ -763,7 +763,7 @@ async fn a_committed_offset_inside_a_record_batch_resumes_without_skipping() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn partitions_of_batched_records_paused_by_a_full_queue_lose_nothing() {
+async fn a_full_queue_holds_back_polling_without_losing_batched_records() {
     let (topic, group) = fixture(2).await;
     let bootstrap = testkit::kafka_bootstrap();
     let producer = TestProducer::with_linger(&bootstrap, Duration::from_millis(50)).unwrap();
@@ -778,7 +778,7 @@ async fn partitions_of_batched_records_paused_by_a_full_queue_lose_nothing() {
     let recorder = Arc::new(Recorder::default());
     let metrics = ConsumerMetrics::unregistered();
     let mut settings = test_settings(&bootstrap, &topic, &group, 16).unwrap();
-    // Far below the batch sizes: partitions pause and resume mid-batch.
+    // Far below the batch sizes: the dispatcher holds back inside batches.
     settings.partition_queue_limit = 10;
     settings.max_batch = 4;
     let consumer = Consumer::new(settings, recorder.clone(), &metrics).unwrap();
@@ -799,6 +799,126 @@ async fn partitions_of_batched_records_paused_by_a_full_queue_lose_nothing() {
     );
     for (room, seqs) in seqs_by_room(&recorder) {
         assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "order of {room}");
+    }
+    assert_eq!(metrics.for_group(&group).offset_gaps_unrepaired.get(), 0);
+}
+
+/// Holds every message of one partition until the gate opens.
+struct GatedPartition {
+    recorder: Recorder,
+    stuck_partition: i32,
+    gate: tokio::sync::watch::Receiver<bool>,
+    held: std::sync::atomic::AtomicUsize,
+}
+
+impl Handler<pb::RoomOutboxEvent> for GatedPartition {
+    async fn handle(
+        &self,
+        delivery: &Delivery<pb::RoomOutboxEvent>,
+    ) -> Result<Outcome, HandlerError> {
+        if delivery.partition == self.stuck_partition {
+            self.held.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut gate = self.gate.clone();
+            gate.wait_for(|open| *open)
+                .await
+                .expect("gate sender alive");
+        }
+        self.recorder.handle(delivery).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_full_for_long_is_paused_so_others_flow_then_resumes_without_loss() {
+    let (topic, group) = fixture(2).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    let producer = TestProducer::with_linger(&bootstrap, Duration::from_millis(50)).unwrap();
+    // Seq 1 of each room, one by one, tells where the room lands.
+    let mut rooms_on = [Vec::new(), Vec::new()];
+    for room in 0..16 {
+        let room = format!("room-{room}");
+        let probe = envelope(&new_event_id(), &room, 1, joined("u"));
+        let (partition, _) = producer.send_event(&topic, &probe).await.unwrap();
+        rooms_on[usize::try_from(partition).unwrap()].push(room);
+    }
+    let [stuck_rooms, flowing_rooms] = rooms_on;
+    assert!(
+        !stuck_rooms.is_empty() && !flowing_rooms.is_empty(),
+        "both partitions hold rooms"
+    );
+    let batch = |rooms: &[String]| -> Vec<pb::RoomOutboxEvent> {
+        (2..=100u64)
+            .flat_map(|seq| {
+                rooms
+                    .iter()
+                    .map(move |room| envelope(&new_event_id(), room, seq, joined("u")))
+            })
+            .collect()
+    };
+    producer
+        .send_events(&topic, &batch(&stuck_rooms))
+        .await
+        .unwrap();
+
+    let (open_gate, gate) = tokio::sync::watch::channel(false);
+    let handler = Arc::new(GatedPartition {
+        recorder: Recorder::default(),
+        stuck_partition: 0,
+        gate,
+        held: Default::default(),
+    });
+    let metrics = ConsumerMetrics::unregistered();
+    let mut settings = test_settings(&bootstrap, &topic, &group, 16).unwrap();
+    settings.partition_queue_limit = 10;
+    settings.max_batch = 4;
+    let consumer = Consumer::new(settings, handler.clone(), &metrics).unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+
+    // Partition 0 is stuck with a full queue; only then does partition 1
+    // get its events. The dispatcher holds back for a while, then pauses
+    // partition 0, and partition 1 completes.
+    let stuck = wait_until(WAIT, || async {
+        handler.held.load(std::sync::atomic::Ordering::Relaxed) > 0
+    })
+    .await;
+    producer
+        .send_events(&topic, &batch(&flowing_rooms))
+        .await
+        .unwrap();
+    let complete = |rooms: Vec<String>| {
+        let handler = handler.clone();
+        move || {
+            let by_room = seqs_by_room(&handler.recorder);
+            let done = rooms
+                .iter()
+                .all(|room| by_room.get(room).and_then(|seqs| seqs.last()) == Some(&100));
+            async move { done }
+        }
+    };
+    let others_done = wait_until(WAIT, complete(flowing_rooms.clone())).await;
+    let handled_while_stuck = seqs_by_room(&handler.recorder);
+    open_gate.send(true).unwrap();
+    let all_done = wait_until(
+        WAIT,
+        complete([stuck_rooms.clone(), flowing_rooms].concat()),
+    )
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    assert!(stuck, "partition 0 never reached the handler");
+    assert!(
+        others_done,
+        "partition 1 did not flow while partition 0 was stuck"
+    );
+    assert!(
+        stuck_rooms
+            .iter()
+            .all(|room| !handled_while_stuck.contains_key(room)),
+        "the stuck partition handled nothing before the gate opened"
+    );
+    assert!(all_done, "only {} events handled", handler.recorder.count());
+    for (room, seqs) in seqs_by_room(&handler.recorder) {
+        assert_eq!(seqs, (1..=100).collect::<Vec<_>>(), "order of {room}");
     }
     assert_eq!(metrics.for_group(&group).offset_gaps_unrepaired.get(), 0);
 }
