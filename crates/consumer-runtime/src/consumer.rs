@@ -224,6 +224,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         let shared = Arc::new(Shared {
             dead_letters: DeadLetterProducer::new(&settings)?,
             metrics: metrics.for_group(&settings.consumer_group),
+            drained: tokio::sync::Notify::new(),
             consumer: consumer.clone(),
             handler,
             settings,
@@ -279,6 +280,9 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
                         }
                     }
                 },
+                _ = self.shared.drained.notified(), if dispatcher.holding_back() => {
+                    dispatcher.relieve_full_partitions();
+                }
                 _ = housekeeping.tick() => dispatcher.housekeeping(),
             }
         }

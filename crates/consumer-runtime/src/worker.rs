@@ -34,6 +34,9 @@ pub(crate) struct Shared<M, H> {
     pub consumer: Arc<KafkaConsumer>,
     pub dead_letters: DeadLetterProducer,
     pub metrics: GroupMetrics,
+    /// Signalled when a full partition's queue drains to half, so the
+    /// dispatcher resumes polling at once.
+    pub drained: tokio::sync::Notify,
     pub message: PhantomData<fn() -> M>,
 }
 
@@ -71,6 +74,15 @@ enum Step {
 }
 
 impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
+    /// Counts a message taken from the inbox; crossing down to half the
+    /// queue limit wakes a dispatcher that holds back for this partition.
+    fn took_one(&self) {
+        let before = self.depth.fetch_sub(1, Ordering::Relaxed);
+        if before == self.shared.settings.partition_queue_limit / 2 + 1 {
+            self.shared.drained.notify_one();
+        }
+    }
+
     pub(crate) async fn run(mut self) {
         let _done = self.done.clone().drop_guard();
         if let Some(previous) = self.previous.take() {
@@ -91,14 +103,14 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                     received = self.inbox.recv() => received,
                 };
                 let Some(message) = received else { return };
-                self.depth.fetch_sub(1, Ordering::Relaxed);
+                self.took_one();
                 queue.push_back(message);
             }
             while queue.len() < self.shared.settings.max_batch {
                 let Ok(message) = self.inbox.try_recv() else {
                     break;
                 };
-                self.depth.fetch_sub(1, Ordering::Relaxed);
+                self.took_one();
                 queue.push_back(message);
             }
             if self.stopped() {

@@ -61,6 +61,11 @@ impl MysqlConfig {
         }
         let pool = MySqlPoolOptions::new()
             .max_connections(self.max_connections.max(1))
+            // No ping before every checkout: it is a round trip per
+            // transaction. A connection that died (server restart) fails
+            // its next statement before anything is committed, is dropped by
+            // the pool, and the caller's retry gets a fresh one.
+            .test_before_acquire(false)
             .acquire_timeout(
                 self.acquire_timeout
                     .positive_or(ConfigDuration::from_secs(3))

@@ -4,6 +4,7 @@
 //! and the MySQL pool with the embedded migrations.
 
 pub mod admin_http;
+mod allocator;
 pub mod config;
 pub mod db;
 pub mod duration;
