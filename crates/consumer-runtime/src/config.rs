@@ -20,8 +20,8 @@ pub struct ConsumerConfig {
     pub max_backoff: ConfigDuration,
     /// Most messages of one partition handed to the handler at once.
     pub max_batch: usize,
-    /// Queued messages per partition at which the consumer stops polling
-    /// (the partition is paused if it stays full for ten seconds).
+    /// Queued messages per partition, on average, at which the consumer
+    /// stops polling (a partition over it for ten seconds meanwhile is paused).
     pub partition_queue_limit: usize,
     /// How often stored offsets are committed.
     pub commit_interval: ConfigDuration,

@@ -1,7 +1,7 @@
 //! The dispatcher: one group consumer that hands each message to its
-//! partition's worker, holds back (stops polling) while a worker's queue is
-//! full and pauses a partition that stays full (so a partition stuck in
-//! retries never blocks the others for long), follows rebalances,
+//! partition's worker, holds back (stops polling) while the workers' queues
+//! are full and pauses a partition that stays full meanwhile (so a partition
+//! stuck in retries never blocks the others for long), follows rebalances,
 //! re-fetches what the broker skipped, and at shutdown lets in-flight work
 //! finish and commits what is done.
 
@@ -42,8 +42,8 @@ pub(crate) type KafkaConsumer = StreamConsumer<RebalanceContext>;
 /// partition assignment).
 const SEEK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long the dispatcher stops polling for a full partition before it
-/// pauses that partition and lets the others flow. Holding back keeps
+/// How long the dispatcher holds back polling with a partition full before
+/// it pauses that partition and lets the others flow. Holding back keeps
 /// librdkafka's fetch position where it was (a pause discards prefetched
 /// messages and later fetches from the middle of a record batch, which
 /// Tansu serves badly); pausing bounds how long one stuck partition delays
@@ -571,18 +571,33 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
         self.retired.retain(|_, done| !done.is_cancelled());
     }
 
-    /// Whether a full partition keeps the dispatcher from polling.
+    /// Whether the queues are full enough to stop polling: the unpaused
+    /// partitions hold `partition_queue_limit` messages each on average. An
+    /// aggregate budget lets a hot partition run ahead while the others
+    /// still get their messages; the memory bound is the same.
     fn holding_back(&self) -> bool {
-        self.slots
+        let (queued, active) = self
+            .slots
             .values()
-            .any(|slot| slot.full_since.is_some() && !slot.paused)
+            .filter(|slot| !slot.paused)
+            .fold((0usize, 0usize), |(queued, active), slot| {
+                (queued + slot.depth.load(Ordering::Relaxed), active + 1)
+            });
+        active > 0
+            && queued
+                >= self
+                    .shared
+                    .settings
+                    .partition_queue_limit
+                    .saturating_mul(active)
     }
 
-    /// A full partition whose queue drained to half no longer holds the
-    /// dispatcher back (and is resumed if it was paused); one full for
-    /// [`HOLD_BEFORE_PAUSE`] is paused so the other partitions flow.
+    /// A full partition whose queue drained to half is no longer full (and
+    /// is resumed if it was paused). While polling is held back, one full
+    /// for [`HOLD_BEFORE_PAUSE`] is paused so the other partitions flow.
     fn relieve_full_partitions(&mut self) {
         let resume_below = self.shared.settings.partition_queue_limit / 2;
+        let holding_back = self.holding_back();
         let now = Instant::now();
         let mut to_pause = Vec::new();
         let mut to_resume = Vec::new();
@@ -595,7 +610,10 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
                 if slot.paused {
                     to_resume.push(*partition);
                 }
-            } else if !slot.paused && now.duration_since(full_since) >= HOLD_BEFORE_PAUSE {
+            } else if holding_back
+                && !slot.paused
+                && now.duration_since(full_since) >= HOLD_BEFORE_PAUSE
+            {
                 to_pause.push(*partition);
             }
         }

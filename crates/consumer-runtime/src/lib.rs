@@ -4,10 +4,11 @@
 //! What it guarantees, whatever the handler:
 //! - **Per-partition order, cross-partition parallelism.** One `StreamConsumer`
 //!   dispatches each message to a worker task of its partition; a worker
-//!   handles its messages strictly in offset order. While a partition's
-//!   queue is full the dispatcher stops polling (librdkafka then stops
-//!   fetching); a partition full for ten seconds is paused so it cannot hold
-//!   up the others for long.
+//!   handles its messages strictly in offset order. While the queues hold
+//!   `partition_queue_limit` messages per partition on average the
+//!   dispatcher stops polling (librdkafka then stops fetching); a partition
+//!   full for ten seconds meanwhile is paused so it cannot hold up the
+//!   others for long.
 //! - **Offsets only after the effect.** A worker stores `offset + 1` only after
 //!   the handler returned (or the message was dead-lettered); librdkafka
 //!   commits stored offsets (`enable.auto.offset.store=false`), and shutdown
