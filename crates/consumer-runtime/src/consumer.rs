@@ -263,10 +263,12 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_INTERVAL);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
+            // Sums the queue depths: once per turn, not once per branch.
+            let holding_back = dispatcher.holding_back();
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                received = self.kafka.recv(), if !dispatcher.holding_back() => match received {
+                received = self.kafka.recv(), if !holding_back => match received {
                     Ok(message) => {
                         let message = message.detach();
                         dispatcher.follow_rebalance();
@@ -280,7 +282,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
                         }
                     }
                 },
-                _ = self.shared.drained.notified(), if dispatcher.holding_back() => {
+                _ = self.shared.drained.notified(), if holding_back => {
                     dispatcher.relieve_full_partitions();
                 }
                 _ = housekeeping.tick() => dispatcher.housekeeping(),
@@ -518,7 +520,8 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
             return;
         }
         let now = Instant::now();
-        let fetch_stats = lock(&self.context().fetch_stats).clone();
+        let shared = Arc::clone(&self.shared);
+        let fetch_stats = lock(&shared.consumer.context().fetch_stats);
         let mut stalled = Vec::new();
         for (partition, assigned) in &mut self.assigned {
             let paused = self.slots.get(partition).is_some_and(|slot| slot.paused);
@@ -543,6 +546,7 @@ impl<M: Decode, H: Handler<M>> Dispatcher<M, H> {
                 stalled.push((*partition, expected, stats.high_watermark, to));
             }
         }
+        drop(fetch_stats);
         for (partition, expected, high_watermark, to) in stalled {
             self.shared.metrics.offset_gap_rewinds.inc();
             tracing::warn!(
