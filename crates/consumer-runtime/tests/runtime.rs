@@ -711,11 +711,7 @@ async fn partitions_paused_by_a_full_queue_resume_without_losing_messages() {
     assert!(wait_until(WAIT, || async { recorder.count() >= 600 }).await);
     shutdown.cancel();
     task.await.unwrap().unwrap();
-    let mut by_room: HashMap<String, Vec<u64>> = HashMap::new();
-    for entry in recorder.seen() {
-        by_room.entry(entry.room_id).or_default().push(entry.seq);
-    }
-    for (room, seqs) in by_room {
+    for (room, seqs) in seqs_by_room(&recorder) {
         assert_eq!(seqs, (1..=150).collect::<Vec<_>>(), "order of {room}");
     }
 }
@@ -727,6 +723,29 @@ fn seqs_by_room(recorder: &Recorder) -> HashMap<String, Vec<u64>> {
         by_room.entry(entry.room_id).or_default().push(entry.seq);
     }
     by_room
+}
+
+/// `room-0` … `room-{count - 1}`.
+fn room_names(count: usize) -> Vec<String> {
+    (0..count).map(|room| format!("room-{room}")).collect()
+}
+
+/// A join event per room and seq, seq by seq.
+fn joins(rooms: &[String], seqs: std::ops::RangeInclusive<u64>) -> Vec<pb::RoomOutboxEvent> {
+    seqs.flat_map(|seq| {
+        rooms
+            .iter()
+            .map(move |room| envelope(&new_event_id(), room, seq, joined("u")))
+    })
+    .collect()
+}
+
+/// Whether every room's last handled event has seq `last`.
+fn rooms_reached(recorder: &Recorder, rooms: &[String], last: u64) -> bool {
+    let by_room = seqs_by_room(recorder);
+    rooms
+        .iter()
+        .all(|room| by_room.get(room).and_then(|seqs| seqs.last()) == Some(&last))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -767,13 +786,8 @@ async fn a_full_queue_holds_back_polling_without_losing_batched_records() {
     let (topic, group) = fixture(2).await;
     let bootstrap = testkit::kafka_bootstrap();
     let producer = TestProducer::with_linger(&bootstrap, Duration::from_millis(50)).unwrap();
-    let events: Vec<_> = (1..=200u64)
-        .flat_map(|seq| {
-            (0..4).map(move |room| {
-                envelope(&new_event_id(), &format!("room-{room}"), seq, joined("u"))
-            })
-        })
-        .collect();
+    let rooms = room_names(4);
+    let events = joins(&rooms, 1..=200);
     producer.send_events(&topic, &events).await.unwrap();
     let recorder = Arc::new(Recorder::default());
     let metrics = ConsumerMetrics::unregistered();
@@ -785,11 +799,7 @@ async fn a_full_queue_holds_back_polling_without_losing_batched_records() {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(consumer.run(shutdown.clone()));
     let total = events.len();
-    let complete = wait_until(WAIT, || async {
-        let by_room = seqs_by_room(&recorder);
-        by_room.len() == 4 && by_room.values().all(|seqs| seqs.last() == Some(&200))
-    })
-    .await;
+    let complete = wait_until(WAIT, || async { rooms_reached(&recorder, &rooms, 200) }).await;
     shutdown.cancel();
     task.await.unwrap().unwrap();
     assert!(
@@ -834,8 +844,7 @@ async fn a_partition_full_for_long_is_paused_so_others_flow_then_resumes_without
     let producer = TestProducer::with_linger(&bootstrap, Duration::from_millis(50)).unwrap();
     // Seq 1 of each room, one by one, tells where the room lands.
     let mut rooms_on = [Vec::new(), Vec::new()];
-    for room in 0..16 {
-        let room = format!("room-{room}");
+    for room in room_names(16) {
         let probe = envelope(&new_event_id(), &room, 1, joined("u"));
         let (partition, _) = producer.send_event(&topic, &probe).await.unwrap();
         rooms_on[usize::try_from(partition).unwrap()].push(room);
@@ -845,17 +854,8 @@ async fn a_partition_full_for_long_is_paused_so_others_flow_then_resumes_without
         !stuck_rooms.is_empty() && !flowing_rooms.is_empty(),
         "both partitions hold rooms"
     );
-    let batch = |rooms: &[String]| -> Vec<pb::RoomOutboxEvent> {
-        (2..=100u64)
-            .flat_map(|seq| {
-                rooms
-                    .iter()
-                    .map(move |room| envelope(&new_event_id(), room, seq, joined("u")))
-            })
-            .collect()
-    };
     producer
-        .send_events(&topic, &batch(&stuck_rooms))
+        .send_events(&topic, &joins(&stuck_rooms, 2..=100))
         .await
         .unwrap();
 
@@ -882,26 +882,19 @@ async fn a_partition_full_for_long_is_paused_so_others_flow_then_resumes_without
     })
     .await;
     producer
-        .send_events(&topic, &batch(&flowing_rooms))
+        .send_events(&topic, &joins(&flowing_rooms, 2..=100))
         .await
         .unwrap();
-    let complete = |rooms: Vec<String>| {
-        let handler = handler.clone();
-        move || {
-            let by_room = seqs_by_room(&handler.recorder);
-            let done = rooms
-                .iter()
-                .all(|room| by_room.get(room).and_then(|seqs| seqs.last()) == Some(&100));
-            async move { done }
-        }
-    };
-    let others_done = wait_until(WAIT, complete(flowing_rooms.clone())).await;
+    let others_done = wait_until(WAIT, || async {
+        rooms_reached(&handler.recorder, &flowing_rooms, 100)
+    })
+    .await;
     let handled_while_stuck = seqs_by_room(&handler.recorder);
     open_gate.send(true).unwrap();
-    let all_done = wait_until(
-        WAIT,
-        complete([stuck_rooms.clone(), flowing_rooms].concat()),
-    )
+    let all_done = wait_until(WAIT, || async {
+        rooms_reached(&handler.recorder, &stuck_rooms, 100)
+            && rooms_reached(&handler.recorder, &flowing_rooms, 100)
+    })
     .await;
     shutdown.cancel();
     task.await.unwrap().unwrap();
