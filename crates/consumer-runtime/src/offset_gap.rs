@@ -54,13 +54,13 @@ pub(crate) enum Verdict {
     /// Messages before this one were skipped: drop it and seek the partition
     /// to `to`.
     Rewind { to: i64, expected: i64 },
-    /// The gap survived a seek to the very start: the records no longer
-    /// exist. Dispatch, and say so.
+    /// The gap survived a seek to offset 0 or the longest look-back: the
+    /// records no longer exist. Dispatch, and say so.
     Unrepairable { expected: i64 },
 }
 
 /// The dispatcher's offset bookkeeping for one assigned partition.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct OffsetTracker {
     /// The offset the next message must have; unknown until the first
     /// message when the group had no committed offset.
