@@ -4,11 +4,14 @@
 
 use outbox_schema::NewOutboxRow;
 use sqlx::{MySql, QueryBuilder};
+use std::borrow::Borrow;
 
-/// Inserts `rows` (status `pending`) with one multi-row statement.
-pub async fn insert_outbox_rows(
+/// Inserts `rows` (status `pending`) with one multi-row statement; their ids
+/// ascend in the order given. Rows or references to them, so that one
+/// statement can carry several rooms' rows (room-service's shared commits).
+pub async fn insert_outbox_rows<R: Borrow<NewOutboxRow> + Sync>(
     connection: &mut sqlx::MySqlConnection,
-    rows: &[NewOutboxRow],
+    rows: &[R],
 ) -> Result<(), sqlx::Error> {
     if rows.is_empty() {
         return Ok(());
@@ -18,6 +21,7 @@ pub async fn insert_outbox_rows(
          event_type, topic, payload, traceparent, status, next_retry_at_ms, created_at_ms) ",
     );
     builder.push_values(rows, |mut row, new| {
+        let new = new.borrow();
         row.push_bind(&new.event_id)
             .push_bind(&new.app_code)
             .push_bind(&new.room_id)

@@ -29,7 +29,7 @@ use crate::im::ImGroups;
 use crate::metrics::Metrics;
 use crate::redis::Redis;
 use crate::service::Rooms;
-use crate::store::Store;
+use crate::store::{SharedCommits, Store};
 use crate::wallet::Wallet;
 use crate::workers::{self, Workers};
 
@@ -101,8 +101,17 @@ impl App {
             idle_ttl: room.idle_ttl.as_std(),
             mailbox_capacity: room.mailbox_capacity,
         };
+        let mut store = Store::new(pool.clone());
+        if room.shared_commit_lanes > 0 {
+            store = store.with_shared_commits(SharedCommits::start(
+                pool,
+                room.shared_commit_lanes,
+                room.shared_commit_max_rooms,
+                metrics.shared_commit_rooms.clone(),
+            ));
+        }
         let deps = Arc::new(Deps {
-            store: Store::new(pool),
+            store,
             redis,
             wallet,
             metrics,

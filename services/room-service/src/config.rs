@@ -119,6 +119,12 @@ pub struct RoomConfig {
     pub group_commit: bool,
     /// Largest number of commands in one group commit.
     pub group_commit_max_batch: usize,
+    /// Commit lanes that let mutations of different rooms share one
+    /// transaction when they are ready together; 0 gives every room's batch
+    /// its own transaction.
+    pub shared_commit_lanes: usize,
+    /// Most rooms in one shared transaction.
+    pub shared_commit_max_rooms: usize,
     /// Queued requests per room before new ones are refused (RESOURCE_EXHAUSTED).
     pub mailbox_capacity: usize,
     /// A loaded room cell idle this long is dropped and its lease released.
@@ -139,6 +145,8 @@ impl Default for RoomConfig {
             snapshot_every_n: 100,
             group_commit: true,
             group_commit_max_batch: 64,
+            shared_commit_lanes: 4,
+            shared_commit_max_rooms: 64,
             mailbox_capacity: 1024,
             idle_ttl: ConfigDuration::from_secs(300),
             recent_commands_per_room: 16,
@@ -328,6 +336,18 @@ impl Config {
                 room.group_commit_max_batch
             ));
         }
+        if room.shared_commit_lanes > 64 {
+            return invalid(format!(
+                "room.shared_commit_lanes must be in 0..=64 (0 turns shared commits off), got {}",
+                room.shared_commit_lanes
+            ));
+        }
+        if !(1..=1024).contains(&room.shared_commit_max_rooms) {
+            return invalid(format!(
+                "room.shared_commit_max_rooms must be in 1..=1024, got {}",
+                room.shared_commit_max_rooms
+            ));
+        }
         if room.mailbox_capacity == 0 {
             return invalid("room.mailbox_capacity must be at least 1".into());
         }
@@ -421,6 +441,14 @@ mod tests {
             (
                 |c| c.room.group_commit_max_batch = 0,
                 "room.group_commit_max_batch",
+            ),
+            (
+                |c| c.room.shared_commit_lanes = 65,
+                "room.shared_commit_lanes",
+            ),
+            (
+                |c| c.room.shared_commit_max_rooms = 0,
+                "room.shared_commit_max_rooms",
             ),
             (|c| c.wallet.endpoint = "wallet:1".into(), "wallet.endpoint"),
             (|c| c.redis.url = "localhost".into(), "redis.url"),

@@ -32,6 +32,8 @@ pub struct Metrics {
     pub command_seconds: Family<CommandNameLabel, Histogram>,
     /// Commands per SaveMutation transaction (group commit).
     pub batch_size: Histogram,
+    /// Rooms per transaction of the shared commit lanes.
+    pub shared_commit_rooms: Histogram,
     /// Room cells currently loaded on this node.
     pub cells_loaded: Gauge,
     /// Sagas compensated (refund issued) by the pipeline or the sweep.
@@ -51,6 +53,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
             }),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            shared_commit_rooms: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             cells_loaded: Gauge::default(),
             sagas_compensated: Counter::default(),
             presence_expired: Counter::default(),
@@ -70,6 +73,11 @@ impl Metrics {
             "room_group_commit_batch_size",
             "Commands committed per SaveMutation transaction",
             metrics.batch_size.clone(),
+        );
+        registry.register(
+            "room_shared_commit_rooms",
+            "Rooms whose mutations shared one transaction",
+            metrics.shared_commit_rooms.clone(),
         );
         registry.register(
             "room_cells_loaded",

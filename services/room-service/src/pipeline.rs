@@ -204,7 +204,11 @@ async fn run(
             &final_state,
             now_ms,
         );
-        let saved = deps.store.save_mutation(&built.mutation).await;
+        let mutation = std::sync::Arc::new(built.mutation);
+        let saved = deps
+            .store
+            .save_mutation(std::sync::Arc::clone(&mutation))
+            .await;
         let save_time = save_started.elapsed();
         for entry in pending.iter_mut() {
             entry.stages.save_mutation = save_time;
@@ -215,9 +219,9 @@ async fn run(
                 let old_version = cell.state.version;
                 cell.state = final_state;
                 if cell.app_code.is_empty() {
-                    cell.app_code = built.mutation.meta.app_code.clone();
+                    cell.app_code = mutation.meta.app_code.clone();
                 }
-                if let Some((version, _)) = &built.mutation.snapshot {
+                if let Some((version, _)) = &mutation.snapshot {
                     cell.last_snapshot_version = *version;
                 }
                 let snapshot = snapshot_if_due(deps, cell, old_version, now_ms).await;

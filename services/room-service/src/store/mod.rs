@@ -4,9 +4,15 @@
 //! and the saga table (`saga`). SQL error codes are classified here, once.
 
 pub mod saga;
+mod shared_commit;
+mod sql;
+
+use std::sync::Arc;
 
 use outbox_schema::NewOutboxRow;
 use sqlx::{MySqlPool, Row};
+
+pub use shared_commit::{SharedCommits, save_batch};
 
 /// MySQL/MariaDB `ER_DUP_ENTRY`.
 const ER_DUP_ENTRY: u16 = 1062;
@@ -118,8 +124,8 @@ pub enum SaveError {
     /// MySQL failed. `commit_sent` is true when the failure came from COMMIT
     /// itself, so whether the transaction committed is unknown.
     Database {
-        /// The driver error.
-        error: sqlx::Error,
+        /// The driver error (shared by every room of a failed shared commit).
+        error: Arc<sqlx::Error>,
         /// Whether COMMIT had been sent.
         commit_sent: bool,
     },
@@ -141,12 +147,20 @@ pub fn is_duplicate(error: &sqlx::Error, key: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: MySqlPool,
+    /// Cross-room group commit; `None` commits each room's batch on its own.
+    shared: Option<SharedCommits>,
 }
 
 impl Store {
-    /// Wraps a pool.
+    /// Wraps a pool; every SaveMutation is its own transaction.
     pub fn new(pool: MySqlPool) -> Self {
-        Self { pool }
+        Self { pool, shared: None }
+    }
+
+    /// Sends SaveMutations through `shared` commit lanes.
+    pub fn with_shared_commits(mut self, shared: SharedCommits) -> Self {
+        self.shared = Some(shared);
+        self
     }
 
     /// The pool (for shutdown and tests).
@@ -240,69 +254,13 @@ impl Store {
             .collect()
     }
 
-    /// SaveMutation: one transaction, all or nothing.
-    pub async fn save_mutation(&self, mutation: &Mutation) -> Result<(), SaveError> {
-        let database = |error| SaveError::Database {
-            error,
-            commit_sent: false,
-        };
-        let mut transaction = self.pool.begin().await.map_err(database)?;
-        insert_commands(&mut transaction, &mutation.room_id, &mutation.commands)
-            .await
-            .map_err(|error| {
-                if is_duplicate(&error, "uk_command_id") {
-                    SaveError::DuplicateCommandId
-                } else if is_duplicate(&error, "uk_room_version") {
-                    SaveError::VersionConflict
-                } else {
-                    database(error)
-                }
-            })?;
-        outbox_relay::insert_outbox_rows(&mut transaction, &mutation.outbox)
-            .await
-            .map_err(database)?;
-        write_meta(&mut transaction, mutation).await?;
-        if !mutation.committed_gifts.is_empty() {
-            let mut builder = sqlx::QueryBuilder::new(
-                "UPDATE room_gift_saga SET status = 'committed', updated_at_ms = ",
-            );
-            builder.push_bind(mutation.now_ms);
-            builder.push(" WHERE status = 'debiting' AND command_id IN (");
-            let mut separated = builder.separated(", ");
-            for id in &mutation.committed_gifts {
-                separated.push_bind(id);
-            }
-            separated.push_unseparated(")");
-            let done = builder
-                .build()
-                .execute(&mut *transaction)
-                .await
-                .map_err(database)?;
-            // Fewer rows than gifts: the sweep compensated one in the meantime,
-            // so committing would keep a refunded gift.
-            if done.rows_affected() != mutation.committed_gifts.len() as u64 {
-                return Err(SaveError::SagaGone);
-            }
+    /// SaveMutation: one transaction, all or nothing — shared with other
+    /// rooms' mutations when shared commits are on (see `shared_commit`).
+    pub async fn save_mutation(&self, mutation: Arc<Mutation>) -> Result<(), SaveError> {
+        match &self.shared {
+            Some(shared) => shared.save(mutation).await,
+            None => save_alone(&self.pool, &mutation).await,
         }
-        if let Some((version, state)) = &mutation.snapshot {
-            sqlx::query(
-                "INSERT INTO room_snapshots (room_id, version, state, created_at_ms) VALUES (?, ?, ?, ?)",
-            )
-            .bind(&mutation.room_id)
-            .bind(version)
-            .bind(state)
-            .bind(mutation.now_ms)
-            .execute(&mut *transaction)
-            .await
-            .map_err(database)?;
-        }
-        transaction
-            .commit()
-            .await
-            .map_err(|error| SaveError::Database {
-                error,
-                commit_sent: true,
-            })
     }
 
     /// Writes a periodic snapshot and prunes those older than `keep_from`.
@@ -332,76 +290,63 @@ impl Store {
     }
 }
 
-async fn insert_commands(
-    connection: &mut sqlx::MySqlConnection,
-    room_id: &str,
-    rows: &[NewCommandRow],
-) -> Result<(), sqlx::Error> {
-    let mut builder = sqlx::QueryBuilder::new(
-        "INSERT INTO room_command_log (command_id, room_id, room_version, command_name, \
-         request_fingerprint, command, applied_at_ms, reply) ",
-    );
-    builder.push_values(rows, |mut row, command| {
-        row.push_bind(&command.command_id)
-            .push_bind(room_id)
-            .push_bind(command.room_version)
-            .push_bind(command.command_name)
-            .push_bind(&command.fingerprint[..])
-            .push_bind(&command.command)
-            .push_bind(command.applied_at_ms)
-            .push_bind(&command.reply);
-    });
-    builder.build().execute(connection).await.map(drop)
-}
-
-/// Room meta with the version compare-and-set: INSERT for a new room (a
-/// duplicate key means someone else created it), UPDATE ... WHERE version = expected otherwise.
-async fn write_meta(
-    connection: &mut sqlx::MySqlConnection,
-    mutation: &Mutation,
-) -> Result<(), SaveError> {
-    let meta = &mutation.meta;
-    let result = if mutation.expected_version == 0 {
-        sqlx::query(
-            "INSERT INTO rooms (room_id, app_code, status, owner_id, title, version, event_seq, heat, \
-             created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&mutation.room_id)
-        .bind(&meta.app_code)
-        .bind(meta.status)
-        .bind(&meta.owner_id)
-        .bind(&meta.title)
-        .bind(meta.version)
-        .bind(meta.event_seq)
-        .bind(meta.heat)
-        .bind(mutation.now_ms)
-        .bind(mutation.now_ms)
-        .execute(connection)
-        .await
-    } else {
-        sqlx::query(
-            "UPDATE rooms SET status = ?, owner_id = ?, title = ?, version = ?, event_seq = ?, heat = ?, \
-             updated_at_ms = ? WHERE room_id = ? AND version = ?",
-        )
-        .bind(meta.status)
-        .bind(&meta.owner_id)
-        .bind(&meta.title)
-        .bind(meta.version)
-        .bind(meta.event_seq)
-        .bind(meta.heat)
-        .bind(mutation.now_ms)
-        .bind(&mutation.room_id)
-        .bind(mutation.expected_version)
-        .execute(connection)
-        .await
+/// SaveMutation of one room in its own transaction, every failure classified.
+pub(crate) async fn save_alone(pool: &MySqlPool, mutation: &Mutation) -> Result<(), SaveError> {
+    let database = |error| SaveError::Database {
+        error: Arc::new(error),
+        commit_sent: false,
     };
-    match result {
-        Ok(done) if done.rows_affected() == 1 => Ok(()),
-        Ok(_) => Err(SaveError::VersionConflict),
-        Err(error) if is_duplicate(&error, "PRIMARY") => Err(SaveError::VersionConflict),
-        Err(error) => Err(SaveError::Database {
-            error,
-            commit_sent: false,
-        }),
+    let mut transaction = pool.begin().await.map_err(database)?;
+    let room_id = mutation.room_id.as_str();
+    let commands: Vec<(&str, &NewCommandRow)> = mutation
+        .commands
+        .iter()
+        .map(|command| (room_id, command))
+        .collect();
+    sql::insert_commands(&mut transaction, &commands)
+        .await
+        .map_err(|error| {
+            if is_duplicate(&error, "uk_command_id") {
+                SaveError::DuplicateCommandId
+            } else if is_duplicate(&error, "uk_room_version") {
+                SaveError::VersionConflict
+            } else {
+                database(error)
+            }
+        })?;
+    outbox_relay::insert_outbox_rows(&mut transaction, &mutation.outbox)
+        .await
+        .map_err(database)?;
+    match sql::write_metas(&mut transaction, &[mutation]).await {
+        Ok(true) => {}
+        Ok(false) => return Err(SaveError::VersionConflict),
+        Err(error) if is_duplicate(&error, "PRIMARY") => return Err(SaveError::VersionConflict),
+        Err(error) => return Err(database(error)),
     }
+    let gifts: Vec<&str> = mutation
+        .committed_gifts
+        .iter()
+        .map(String::as_str)
+        .collect();
+    if !sql::complete_sagas(&mut transaction, &gifts, mutation.now_ms)
+        .await
+        .map_err(database)?
+    {
+        return Err(SaveError::SagaGone);
+    }
+    let snapshot: Vec<(&str, u64, &[u8], i64)> = mutation
+        .snapshot
+        .iter()
+        .map(|(version, state)| (room_id, *version, state.as_slice(), mutation.now_ms))
+        .collect();
+    sql::insert_snapshots(&mut transaction, &snapshot)
+        .await
+        .map_err(database)?;
+    transaction
+        .commit()
+        .await
+        .map_err(|error| SaveError::Database {
+            error: Arc::new(error),
+            commit_sent: true,
+        })
 }
