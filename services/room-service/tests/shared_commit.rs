@@ -10,8 +10,10 @@ use std::sync::Arc;
 use common::*;
 use hyapp_api::room::GetRoomRequest;
 use outbox_schema::NewOutboxRow;
-use room_service::store::saga::NewSaga;
-use room_service::store::{Mutation, NewCommandRow, RoomMetaUpdate, SaveError, Store, save_batch};
+use room_service::store::saga::{NewSaga, SagaStart};
+use room_service::store::{
+    Done, Mutation, NewCommandRow, RoomMetaUpdate, SaveError, Store, Work, commit_batch,
+};
 use sqlx::MySqlPool;
 use testkit::TestDb;
 
@@ -88,37 +90,77 @@ async fn outbox_seqs(pool: &MySqlPool, room: &str) -> Vec<u64> {
         .unwrap()
 }
 
-async fn save(pool: &MySqlPool, mutations: Vec<Mutation>) -> Vec<Result<(), SaveError>> {
-    let mutations: Vec<Arc<Mutation>> = mutations.into_iter().map(Arc::new).collect();
-    save_batch(pool, &mutations).await
+fn saga(command_id: &str, room: &str) -> NewSaga {
+    NewSaga {
+        command_id: command_id.into(),
+        room_id: room.into(),
+        sender_id: "fan".into(),
+        amount: 10,
+    }
 }
 
-fn names(results: &[Result<(), SaveError>]) -> Vec<String> {
-    results
+fn start(sagas: &[NewSaga]) -> Work {
+    Work::StartSagas(sagas.to_vec().into(), service_kit::time::now_ms())
+}
+
+/// Commits `work` as one lane batch; each outcome as a short name.
+async fn commit(pool: &MySqlPool, work: Vec<Work>) -> Vec<String> {
+    commit_batch(pool, &work)
+        .await
         .iter()
-        .map(|result| match result {
-            Ok(()) => "ok".to_owned(),
-            Err(SaveError::DuplicateCommandId) => "duplicate".to_owned(),
-            Err(SaveError::VersionConflict) => "conflict".to_owned(),
-            Err(SaveError::SagaGone) => "saga gone".to_owned(),
-            Err(SaveError::Database { error, .. }) => format!("database: {error}"),
+        .map(|done| match done {
+            Done::Saved(Ok(())) => "ok".to_owned(),
+            Done::Saved(Err(SaveError::DuplicateCommandId)) => "duplicate".to_owned(),
+            Done::Saved(Err(SaveError::VersionConflict)) => "conflict".to_owned(),
+            Done::Saved(Err(SaveError::SagaGone)) => "saga gone".to_owned(),
+            Done::Saved(Err(SaveError::Database { error, .. })) => format!("database: {error}"),
+            Done::Started(Ok(starts)) => starts
+                .iter()
+                .map(|start| match start {
+                    SagaStart::Started => "started".to_owned(),
+                    SagaStart::Exists(row) => format!("exists {}", row.status),
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+            Done::Started(Err(error)) => format!("saga database: {error}"),
         })
         .collect()
+}
+
+async fn save(pool: &MySqlPool, mutations: Vec<Mutation>) -> Vec<String> {
+    let work = mutations
+        .into_iter()
+        .map(|mutation| Work::Save(Arc::new(mutation)))
+        .collect();
+    commit(pool, work).await
+}
+
+async fn saga_status(pool: &MySqlPool, command_id: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT status FROM room_gift_saga WHERE command_id = ?")
+        .bind(command_id)
+        .fetch_optional(pool)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn rooms_created_and_updated_together_each_get_their_own_rows() {
     let db = TestDb::new().await;
     let rooms = ["a", "b", "c"];
-    let created = save(
-        &db.pool,
-        rooms
-            .iter()
-            .map(|room| mutation(room, 0, &[&format!("{room}-1")]))
-            .collect(),
-    )
-    .await;
-    assert_eq!(names(&created), ["ok", "ok", "ok"]);
+    let mut work: Vec<Work> = rooms
+        .iter()
+        .map(|room| Work::Save(Arc::new(mutation(room, 0, &[&format!("{room}-1")]))))
+        .collect();
+    work.push(start(&[saga("gift-1", "a"), saga("gift-2", "a")]));
+    work.push(start(&[saga("gift-3", "b")]));
+    let created = commit(&db.pool, work).await;
+    assert_eq!(created, ["ok", "ok", "ok", "started,started", "started"]);
+    for gift in ["gift-1", "gift-2", "gift-3"] {
+        assert_eq!(
+            saga_status(&db.pool, gift).await.as_deref(),
+            Some("debiting")
+        );
+    }
     let updated = save(
         &db.pool,
         rooms
@@ -127,7 +169,7 @@ async fn rooms_created_and_updated_together_each_get_their_own_rows() {
             .collect(),
     )
     .await;
-    assert_eq!(names(&updated), ["ok", "ok", "ok"]);
+    assert_eq!(updated, ["ok", "ok", "ok"]);
 
     for room in rooms {
         assert_eq!(
@@ -148,7 +190,6 @@ async fn rooms_created_and_updated_together_each_get_their_own_rows() {
 #[tokio::test]
 async fn a_failed_check_in_a_shared_commit_costs_only_its_own_room() {
     let db = TestDb::new().await;
-    let store = Store::new(db.pool.clone());
     let setup = save(
         &db.pool,
         ["ok", "stale", "reused", "refunded", "paid"]
@@ -157,30 +198,26 @@ async fn a_failed_check_in_a_shared_commit_costs_only_its_own_room() {
             .collect(),
     )
     .await;
-    assert!(setup.iter().all(Result::is_ok), "{:?}", names(&setup));
+    assert!(setup.iter().all(|done| done == "ok"), "{setup:?}");
     // Two gifts: one with a live saga, one whose saga is gone (never started
     // here; the sweep's compensation looks the same to the commit).
+    let store = Store::new(db.pool.clone());
     let started = store
         .start_sagas(
-            &[NewSaga {
-                command_id: "paid-2".into(),
-                room_id: "paid".into(),
-                sender_id: "fan".into(),
-                amount: 10,
-            }],
+            &[saga("paid-2", "paid"), saga("old-gift", "paid")],
             service_kit::time::now_ms(),
         )
         .await
         .unwrap();
-    assert_eq!(started.len(), 1);
+    assert_eq!(started.len(), 2);
     let mut refunded = mutation("refunded", 1, &["refunded-2"]);
     refunded.committed_gifts = vec!["refunded-2".into()];
     let mut paid = mutation("paid", 1, &["paid-2"]);
     paid.committed_gifts = vec!["paid-2".into()];
 
-    let results = save(
+    let results = commit(
         &db.pool,
-        vec![
+        [
             mutation("ok", 1, &["ok-2"]),
             // Another owner moved this room on: the compare-and-set fails.
             mutation("stale", 4, &["stale-2"]),
@@ -189,23 +226,42 @@ async fn a_failed_check_in_a_shared_commit_costs_only_its_own_room() {
             refunded,
             paid,
             mutation("new", 0, &["new-1"]),
-        ],
+        ]
+        .into_iter()
+        .map(|mutation| Work::Save(Arc::new(mutation)))
+        // A saga that already exists, beside a new one of another room.
+        .chain([
+            start(&[saga("old-gift", "paid")]),
+            start(&[saga("new-gift", "new")]),
+        ])
+        .collect(),
     )
     .await;
     assert_eq!(
-        names(&results),
-        ["ok", "conflict", "duplicate", "saga gone", "ok", "ok"]
+        results,
+        [
+            "ok",
+            "conflict",
+            "duplicate",
+            "saga gone",
+            "ok",
+            "ok",
+            "exists debiting",
+            "started"
+        ]
+    );
+    assert_eq!(
+        saga_status(&db.pool, "new-gift").await.as_deref(),
+        Some("debiting")
     );
 
     assert_eq!(room_row(&db.pool, "ok").await.map(|row| row.0), Some(2));
     assert_eq!(room_row(&db.pool, "paid").await.map(|row| row.0), Some(2));
     assert_eq!(room_row(&db.pool, "new").await.map(|row| row.0), Some(1));
-    let saga: Option<String> =
-        sqlx::query_scalar("SELECT status FROM room_gift_saga WHERE command_id = 'paid-2'")
-            .fetch_optional(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!(saga.as_deref(), Some("committed"));
+    assert_eq!(
+        saga_status(&db.pool, "paid-2").await.as_deref(),
+        Some("committed")
+    );
     // The rooms that failed kept nothing of the attempt.
     for room in ["stale", "reused", "refunded"] {
         assert_eq!(

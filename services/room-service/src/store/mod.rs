@@ -12,7 +12,7 @@ use std::sync::Arc;
 use outbox_schema::NewOutboxRow;
 use sqlx::{MySqlPool, Row};
 
-pub use shared_commit::{SharedCommits, save_batch};
+pub use shared_commit::{Done, SharedCommits, Work, commit_batch};
 
 /// MySQL/MariaDB `ER_DUP_ENTRY`.
 const ER_DUP_ENTRY: u16 = 1062;

@@ -4,7 +4,9 @@
 //! `compensating` is a conditional UPDATE, which is what makes compensation and
 //! the room commit mutually exclusive.
 
-use sqlx::Row;
+use std::sync::Arc;
+
+use sqlx::{MySqlPool, Row};
 
 use super::{Store, is_duplicate};
 
@@ -60,65 +62,17 @@ pub enum SagaStart {
 }
 
 impl Store {
-    /// Writes a `debiting` row before the debit.
-    pub async fn start_saga(&self, saga: &NewSaga, now_ms: i64) -> Result<SagaStart, sqlx::Error> {
-        let inserted = sqlx::query(
-            "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, \
-             updated_at_ms) VALUES (?, ?, ?, ?, 'debiting', ?, ?)",
-        )
-        .bind(&saga.command_id)
-        .bind(&saga.room_id)
-        .bind(&saga.sender_id)
-        .bind(saga.amount)
-        .bind(now_ms)
-        .bind(now_ms)
-        .execute(self.pool())
-        .await;
-        match inserted {
-            Ok(_) => Ok(SagaStart::Started),
-            Err(error) if is_duplicate(&error, "PRIMARY") => {
-                match self.saga(&saga.command_id).await? {
-                    Some(row) => Ok(SagaStart::Exists(row)),
-                    // Deleted between the two statements (a rejected debit); the caller retries.
-                    None => Err(error),
-                }
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    /// Writes `debiting` rows for a batch of gifts with one statement; when one
-    /// of them already exists, falls back to row by row to tell which.
+    /// Writes `debiting` rows for a batch of gifts — in a transaction shared
+    /// with other rooms when shared commits are on (see `shared_commit`).
     pub async fn start_sagas(
         &self,
         sagas: &[NewSaga],
         now_ms: i64,
-    ) -> Result<Vec<SagaStart>, sqlx::Error> {
-        if sagas.len() > 1 {
-            let mut builder = sqlx::QueryBuilder::new(
-                "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
-                 created_at_ms, updated_at_ms) ",
-            );
-            builder.push_values(sagas, |mut row, saga| {
-                row.push_bind(&saga.command_id)
-                    .push_bind(&saga.room_id)
-                    .push_bind(&saga.sender_id)
-                    .push_bind(saga.amount)
-                    .push_bind("debiting")
-                    .push_bind(now_ms)
-                    .push_bind(now_ms);
-            });
-            match builder.build().execute(self.pool()).await {
-                Ok(_) => return Ok(sagas.iter().map(|_| SagaStart::Started).collect()),
-                Err(error) if is_duplicate(&error, "PRIMARY") => {}
-                Err(error) => return Err(error),
-            }
+    ) -> Result<Vec<SagaStart>, Arc<sqlx::Error>> {
+        match &self.shared {
+            Some(shared) => shared.start_sagas(sagas.to_vec(), now_ms).await,
+            None => start_sagas_alone(self.pool(), sagas, now_ms).await,
         }
-        let mut starts = Vec::with_capacity(sagas.len());
-        for saga in sagas {
-            starts.push(self.start_saga(saga, now_ms).await?);
-        }
-        Ok(starts)
     }
 
     /// Removes a saga whose debit the wallet refused (nothing happened, nothing stays written).
@@ -132,13 +86,7 @@ impl Store {
 
     /// One saga row.
     pub async fn saga(&self, command_id: &str) -> Result<Option<SagaRow>, sqlx::Error> {
-        let row = sqlx::query(
-            "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga WHERE command_id = ?",
-        )
-        .bind(command_id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.map(|row| saga_row(&row)).transpose()
+        saga_by_id(self.pool(), command_id).await
     }
 
     /// Claims a saga for compensation: moves it to `compensating` unless the
@@ -201,6 +149,80 @@ impl Store {
         .await?;
         rows.iter().map(saga_row).collect()
     }
+}
+
+/// The multi-row INSERT of `debiting` saga rows.
+pub(super) fn insert_sagas<'a>(
+    sagas: &'a [&'a NewSaga],
+    now_ms: i64,
+) -> sqlx::QueryBuilder<'a, sqlx::MySql> {
+    let mut builder = sqlx::QueryBuilder::new(
+        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
+         created_at_ms, updated_at_ms) ",
+    );
+    builder.push_values(sagas, |mut row, saga| {
+        row.push_bind(&saga.command_id)
+            .push_bind(&saga.room_id)
+            .push_bind(&saga.sender_id)
+            .push_bind(saga.amount)
+            .push_bind(status::DEBITING)
+            .push_bind(now_ms)
+            .push_bind(now_ms);
+    });
+    builder
+}
+
+/// Writes the `debiting` rows of a batch of gifts with one statement in its
+/// own transaction; when one of them already exists, falls back to row by
+/// row to tell which.
+pub(super) async fn start_sagas_alone(
+    pool: &MySqlPool,
+    sagas: &[NewSaga],
+    now_ms: i64,
+) -> Result<Vec<SagaStart>, Arc<sqlx::Error>> {
+    if sagas.len() > 1 {
+        let rows: Vec<&NewSaga> = sagas.iter().collect();
+        match insert_sagas(&rows, now_ms).build().execute(pool).await {
+            Ok(_) => return Ok(sagas.iter().map(|_| SagaStart::Started).collect()),
+            Err(error) if is_duplicate(&error, "PRIMARY") => {}
+            Err(error) => return Err(Arc::new(error)),
+        }
+    }
+    let mut starts = Vec::with_capacity(sagas.len());
+    for saga in sagas {
+        starts.push(start_saga(pool, saga, now_ms).await.map_err(Arc::new)?);
+    }
+    Ok(starts)
+}
+
+/// Writes one `debiting` row, or reports the saga already there.
+async fn start_saga(
+    pool: &MySqlPool,
+    saga: &NewSaga,
+    now_ms: i64,
+) -> Result<SagaStart, sqlx::Error> {
+    let inserted = insert_sagas(&[saga], now_ms).build().execute(pool).await;
+    match inserted {
+        Ok(_) => Ok(SagaStart::Started),
+        Err(error) if is_duplicate(&error, "PRIMARY") => {
+            match saga_by_id(pool, &saga.command_id).await? {
+                Some(row) => Ok(SagaStart::Exists(row)),
+                // Deleted between the two statements (a rejected debit); the caller retries.
+                None => Err(error),
+            }
+        }
+        Err(error) => Err(error),
+    }
+}
+
+async fn saga_by_id(pool: &MySqlPool, command_id: &str) -> Result<Option<SagaRow>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga WHERE command_id = ?",
+    )
+    .bind(command_id)
+    .fetch_optional(pool)
+    .await?;
+    row.map(|row| saga_row(&row)).transpose()
 }
 
 fn saga_row(row: &sqlx::mysql::MySqlRow) -> Result<SagaRow, sqlx::Error> {

@@ -1,60 +1,77 @@
-//! Cross-room group commit: SaveMutations of different rooms that are ready
-//! at the same moment share one transaction.
+//! Cross-room group commit: the writes of different rooms that are ready at
+//! the same moment — SaveMutations and the `debiting` saga rows written before
+//! wallet debits — share one transaction.
 //!
 //! Per-room group commit (the room actor's batch) cannot help when traffic is
 //! spread over many rooms: each room has one command in flight, and every
-//! command paid a whole transaction (BEGIN, four statements, an fsynced
-//! COMMIT). Here a few commit lanes take whatever mutations are queued when
-//! they become free — one when the database keeps up, up to
-//! `room.shared_commit_max_rooms` when it does not — and write them with one
+//! command paid whole transactions (BEGIN, a few statements, an fsynced
+//! COMMIT; a gift two of them). Here a few commit lanes take whatever work is
+//! queued when they become free — one item when the database keeps up, up to
+//! `room.shared_commit_max_rooms` when it does not — and write it with one
 //! multi-row statement per table, so the cost per command falls as load rises
 //! and latency at low load is unchanged.
 //!
-//! Every room keeps its all-or-nothing SaveMutation: a shared transaction is
-//! all or nothing for all its rooms. When any check fails (a reused
-//! command_id, a version compare-and-set, a compensated saga, any SQL error
-//! before COMMIT) the shared transaction is rolled back and each mutation is
-//! committed on its own, so each room gets its own precise answer. A failed
-//! COMMIT leaves every room of the transaction unsure, exactly as it leaves a
-//! single room unsure: they all reload.
+//! Every item keeps its own all-or-nothing transaction semantics: a shared
+//! transaction is all or nothing for all its items. When any check fails (a
+//! reused command_id or saga, a version compare-and-set, a compensated saga,
+//! any SQL error before COMMIT) the shared transaction is rolled back and each
+//! item is written on its own, so each room gets its own precise answer. A
+//! failed COMMIT leaves every item of the transaction unsure, exactly as it
+//! leaves a single room's: mutations reload, saga starts fail (a saga row that
+//! did land without a debit is refunded as "debit not found" by the sweep).
 
 use std::sync::Arc;
 
 use futures::future::join_all;
+use outbox_schema::NewOutboxRow;
 use prometheus_client::metrics::histogram::Histogram;
 use sqlx::MySqlPool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use outbox_schema::NewOutboxRow;
-
+use super::saga::{NewSaga, SagaStart, insert_sagas, start_sagas_alone};
 use super::{Mutation, NewCommandRow, SaveError, save_alone, sql};
 
-/// A mutation waiting for a lane, with where to send its outcome.
+/// One room's write for a lane.
+#[derive(Debug, Clone)]
+pub enum Work {
+    /// A SaveMutation.
+    Save(Arc<Mutation>),
+    /// The `debiting` rows of a batch's gifts, stamped with the time.
+    StartSagas(Arc<[NewSaga]>, i64),
+}
+
+/// How one [`Work`] ended.
+#[derive(Debug)]
+pub enum Done {
+    /// Outcome of a [`Work::Save`].
+    Saved(Result<(), SaveError>),
+    /// Outcome of a [`Work::StartSagas`], one start per saga.
+    Started(Result<Vec<SagaStart>, Arc<sqlx::Error>>),
+}
+
+/// Work waiting for a lane, with where to send how it ended.
 struct Submission {
-    mutation: Arc<Mutation>,
-    outcome: oneshot::Sender<Result<(), SaveError>>,
+    work: Work,
+    done: oneshot::Sender<Done>,
 }
 
 /// The handle room actors submit to; the lanes run as tasks.
 #[derive(Debug, Clone)]
 pub struct SharedCommits {
-    // Unbounded on purpose: each loaded room has at most one mutation in
+    // Unbounded on purpose: each loaded room has at most one write in
     // flight, so the queue is bounded by the number of rooms already.
     queue: mpsc::UnboundedSender<Submission>,
 }
 
 impl std::fmt::Debug for Submission {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("Submission")
-            .field("room_id", &self.mutation.room_id)
-            .finish()
+        self.work.fmt(formatter)
     }
 }
 
 impl SharedCommits {
-    /// Starts `lanes` commit lanes on `pool`, each committing at most
-    /// `max_rooms` mutations per transaction. `rooms_per_commit` observes the
+    /// Starts `lanes` commit lanes on `pool`, each committing the work of at
+    /// most `max_rooms` rooms per transaction. `rooms_per_commit` observes the
     /// size of every transaction. The lanes stop when every handle is dropped.
     pub fn start(
         pool: MySqlPool,
@@ -75,20 +92,40 @@ impl SharedCommits {
         Self { queue }
     }
 
-    /// Commits `mutation`, alone or with other rooms' mutations.
+    /// Commits `mutation`, alone or with other rooms' writes.
     pub async fn save(&self, mutation: Arc<Mutation>) -> Result<(), SaveError> {
-        let (outcome, answer) = oneshot::channel();
-        let lanes_gone = || SaveError::Database {
-            error: Arc::new(sqlx::Error::PoolClosed),
-            commit_sent: false,
-        };
-        self.queue
-            .send(Submission { mutation, outcome })
-            .map_err(|_| lanes_gone())?;
+        match self.submit(Work::Save(mutation)).await {
+            Some(Done::Saved(result)) => result,
+            _ => Err(SaveError::Database {
+                error: lanes_gone(),
+                commit_sent: false,
+            }),
+        }
+    }
+
+    /// Writes the `debiting` rows of `sagas`, alone or with other rooms' writes.
+    pub async fn start_sagas(
+        &self,
+        sagas: Vec<NewSaga>,
+        now_ms: i64,
+    ) -> Result<Vec<SagaStart>, Arc<sqlx::Error>> {
+        match self.submit(Work::StartSagas(sagas.into(), now_ms)).await {
+            Some(Done::Started(result)) => result,
+            _ => Err(lanes_gone()),
+        }
+    }
+
+    async fn submit(&self, work: Work) -> Option<Done> {
+        let (done, answer) = oneshot::channel();
+        self.queue.send(Submission { work, done }).ok()?;
         // A lane that took the submission always answers it (even when its
         // transaction fails); a dropped sender means the runtime is stopping.
-        answer.await.unwrap_or_else(|_| Err(lanes_gone()))
+        answer.await.ok()
     }
+}
+
+fn lanes_gone() -> Arc<sqlx::Error> {
+    Arc::new(sqlx::Error::PoolClosed)
 }
 
 async fn run_lane(
@@ -115,47 +152,55 @@ async fn run_lane(
             batch
         };
         rooms_per_commit.observe(batch.len() as f64);
-        commit(&pool, batch).await;
+        let (work, done): (Vec<Work>, Vec<_>) = batch
+            .into_iter()
+            .map(|submission| (submission.work, submission.done))
+            .unzip();
+        for (done, result) in done.into_iter().zip(commit_batch(&pool, &work).await) {
+            let _ = done.send(result);
+        }
     }
 }
 
-/// Commits one lane's batch and answers every submission in it.
-async fn commit(pool: &MySqlPool, batch: Vec<Submission>) {
-    let (mutations, outcomes): (Vec<Arc<Mutation>>, Vec<_>) = batch
-        .into_iter()
-        .map(|submission| (submission.mutation, submission.outcome))
-        .unzip();
-    let results = save_batch(pool, &mutations).await;
-    for (outcome, result) in outcomes.into_iter().zip(results) {
-        let _ = outcome.send(result);
+/// Writes `work` (of different rooms) in one shared transaction; when that
+/// is rolled back, each item on its own. Returns how each ended, in order.
+pub async fn commit_batch(pool: &MySqlPool, work: &[Work]) -> Vec<Done> {
+    if work.len() > 1 {
+        match commit_together(pool, work).await {
+            Together::Committed => return work.iter().map(committed).collect(),
+            Together::CommitFailed(error) => {
+                return work
+                    .iter()
+                    .map(|item| match item {
+                        Work::Save(_) => Done::Saved(Err(SaveError::Database {
+                            error: Arc::clone(&error),
+                            commit_sent: true,
+                        })),
+                        Work::StartSagas(..) => Done::Started(Err(Arc::clone(&error))),
+                    })
+                    .collect();
+            }
+            // Nothing was written: each item on its own, for its own answer.
+            Together::RolledBack => {}
+        }
+    }
+    join_all(work.iter().map(|item| commit_alone(pool, item))).await
+}
+
+fn committed(work: &Work) -> Done {
+    match work {
+        Work::Save(_) => Done::Saved(Ok(())),
+        Work::StartSagas(sagas, _) => {
+            Done::Started(Ok(sagas.iter().map(|_| SagaStart::Started).collect()))
+        }
     }
 }
 
-/// Commits `mutations` (of different rooms) in one shared transaction; when
-/// that is rolled back, each on its own. Returns each mutation's outcome, in
-/// order.
-pub async fn save_batch(
-    pool: &MySqlPool,
-    mutations: &[Arc<Mutation>],
-) -> Vec<Result<(), SaveError>> {
-    if let [mutation] = mutations {
-        return vec![save_alone(pool, mutation).await];
-    }
-    let shared: Vec<&Mutation> = mutations.iter().map(|mutation| &**mutation).collect();
-    match save_together(pool, &shared).await {
-        Together::Committed => mutations.iter().map(|_| Ok(())).collect(),
-        Together::CommitFailed(error) => mutations
-            .iter()
-            .map(|_| {
-                Err(SaveError::Database {
-                    error: Arc::clone(&error),
-                    commit_sent: true,
-                })
-            })
-            .collect(),
-        // Nothing was written: each room on its own, for its own answer.
-        Together::RolledBack => {
-            join_all(mutations.iter().map(|mutation| save_alone(pool, mutation))).await
+async fn commit_alone(pool: &MySqlPool, work: &Work) -> Done {
+    match work {
+        Work::Save(mutation) => Done::Saved(save_alone(pool, mutation).await),
+        Work::StartSagas(sagas, now_ms) => {
+            Done::Started(start_sagas_alone(pool, sagas, *now_ms).await)
         }
     }
 }
@@ -169,12 +214,46 @@ enum Together {
     RolledBack,
 }
 
-/// All of `mutations` in one transaction, one statement per table. Any failed
+/// All of `work` in one transaction, one statement per table. Any failed
 /// check rolls the whole transaction back (dropping it sends ROLLBACK).
-async fn save_together(pool: &MySqlPool, mutations: &[&Mutation]) -> Together {
+async fn commit_together(pool: &MySqlPool, work: &[Work]) -> Together {
+    let mutations: Vec<&Mutation> = work
+        .iter()
+        .filter_map(|item| match item {
+            Work::Save(mutation) => Some(&**mutation),
+            Work::StartSagas(..) => None,
+        })
+        .collect();
     let Ok(mut transaction) = pool.begin().await else {
         return Together::RolledBack;
     };
+    // Saga rows carry their own time; one statement per distinct time keeps
+    // each row's stamp (usually one: the batch formed within a millisecond).
+    let mut sagas: Vec<(i64, Vec<&NewSaga>)> = Vec::new();
+    for item in work {
+        if let Work::StartSagas(rows, now_ms) = item {
+            match sagas.iter_mut().find(|(time, _)| time == now_ms) {
+                Some((_, same_time)) => same_time.extend(rows.iter()),
+                None => sagas.push((*now_ms, rows.iter().collect())),
+            }
+        }
+    }
+    for (now_ms, rows) in &sagas {
+        if rows.is_empty() {
+            continue;
+        }
+        if insert_sagas(rows, *now_ms)
+            .build()
+            .execute(&mut *transaction)
+            .await
+            .is_err()
+        {
+            return Together::RolledBack;
+        }
+    }
+    if mutations.is_empty() {
+        return finish(transaction).await;
+    }
     let commands: Vec<(&str, &NewCommandRow)> = mutations
         .iter()
         .flat_map(|mutation| {
@@ -202,7 +281,7 @@ async fn save_together(pool: &MySqlPool, mutations: &[&Mutation]) -> Together {
         return Together::RolledBack;
     }
     if !matches!(
-        sql::write_metas(&mut transaction, mutations).await,
+        sql::write_metas(&mut transaction, &mutations).await,
         Ok(true)
     ) {
         return Together::RolledBack;
@@ -236,6 +315,10 @@ async fn save_together(pool: &MySqlPool, mutations: &[&Mutation]) -> Together {
     {
         return Together::RolledBack;
     }
+    finish(transaction).await
+}
+
+async fn finish(transaction: sqlx::Transaction<'_, sqlx::MySql>) -> Together {
     match transaction.commit().await {
         Ok(()) => Together::Committed,
         Err(error) => Together::CommitFailed(Arc::new(error)),
