@@ -131,6 +131,10 @@ pub async fn spawn(config: FakeImConfig) -> anyhow::Result<FakeImHandle> {
         state: Arc::new(Mutex::new(State::default())),
     };
     let cancel = CancellationToken::new();
+    // Replies go out at once, as from the real service, not after a delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let serve = axum::serve(listener, router(app.clone()))
         .with_graceful_shutdown(cancel.clone().cancelled_owned());
     let task = tokio::spawn(async move { serve.await });

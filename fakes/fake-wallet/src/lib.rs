@@ -109,7 +109,10 @@ pub async fn spawn(config: FakeWalletConfig) -> anyhow::Result<FakeWalletHandle>
     });
     let grpc_cancel = cancel.clone();
     let grpc_task = tokio::spawn(async move {
-        let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener);
+        // Without TCP_NODELAY, concurrent replies on one HTTP/2 connection wait
+        // for the client's delayed ACK (~40 ms): real gRPC servers set it.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
         let result = tonic::transport::Server::builder()
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, grpc_cancel.cancelled_owned())

@@ -123,7 +123,9 @@ impl App {
                     self.processor.clone(),
                 )))
                 .serve_with_incoming_shutdown(
-                    tonic::transport::server::TcpIncoming::from(self.grpc),
+                    // Concurrent replies must not wait for delayed ACKs (Nagle).
+                    tonic::transport::server::TcpIncoming::from(self.grpc)
+                        .with_nodelay(Some(true)),
                     async move { stop.cancelled().await },
                 )
         });
