@@ -4,9 +4,10 @@
 //! and off. Per hop p50/p99: commit → published
 //! (`room_outbox.delivered_at_ms - created_at_ms`), published → consumed
 //! (`consumer_dedup.processed_at_ms - delivered_at_ms`), and commit → consumed.
-//! "Commit" is the row's `created_at_ms`, stamped when room-service starts the
-//! command batch, so it also counts the wallet debit and the transaction
-//! itself; the client-side command latency is reported beside it for that.
+//! "Commit" is the row's `created_at_ms`, stamped when room-service builds
+//! the transaction (after the wallet debit), so it also counts the wait for a
+//! commit lane and the transaction itself; the client-side command latency
+//! is reported beside it.
 //! Plots: latency histograms and per-second throughput / p99 over time.
 
 use crate::{

@@ -35,6 +35,7 @@ struct RunningRoomService {
 async fn start_room_service(
     env: &BenchEnv,
     group_commit: bool,
+    shared_commits: bool,
 ) -> anyhow::Result<RunningRoomService> {
     let (pool, db) = fixtures::fresh_database(env).await?;
     pool.close().await;
@@ -50,6 +51,9 @@ async fn start_room_service(
     config.outbox_worker.enabled = false;
     config.tencent_im.enabled = false;
     config.room.group_commit = group_commit;
+    if !shared_commits {
+        config.room.shared_commit_lanes = 0;
+    }
     let config = config.validate()?;
     let app = room_service::App::build(config).await?;
     let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr())).await?;
@@ -85,11 +89,74 @@ fn meta(command_id: String) -> Option<CommandMeta> {
     })
 }
 
-/// Scenario 1: mixed commands over many rooms, and the raw-SQL baseline.
+/// Scenario 1: mixed commands over many rooms with cross-room group commit
+/// (shared commit lanes) on and off, and the raw-SQL baseline.
 pub async fn mixed_commands(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let (rooms, seconds) = if env.smoke { (64, 2) } else { (1_000, 30) };
-    println!("room-mixed: {rooms} rooms, concurrency {CONCURRENCY}, {seconds}s");
-    let service = start_room_service(env, true).await?;
+    println!(
+        "room-mixed: {rooms} rooms, concurrency {CONCURRENCY}, {seconds}s, shared commits on and off"
+    );
+    let (rate, histogram) = mixed_through_grpc(env, rooms, seconds, true).await?;
+    let (rate_unshared, histogram_unshared) =
+        mixed_through_grpc(env, rooms, seconds, false).await?;
+    let baseline = raw_sql_commands(env, rooms, seconds).await?;
+    let latency = |histogram: &Histogram<u64>| {
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms, p999 {:.1} ms",
+            histogram.value_at_quantile(0.5) as f64 / 1000.0,
+            histogram.value_at_quantile(0.99) as f64 / 1000.0,
+            histogram.value_at_quantile(0.999) as f64 / 1000.0
+        )
+    };
+    report.add(Row {
+        scenario: "room-mixed baseline: raw SQL".into(),
+        metric: "commands/s".into(),
+        measured: baseline,
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: "command log + 2 outbox rows + meta CAS per txn, sqlx, same concurrency".into(),
+    });
+    report.add(Row {
+        scenario: "room-mixed (gRPC), shared commits off".into(),
+        metric: "commands/s".into(),
+        measured: rate_unshared,
+        target: None,
+        baseline: Some(baseline),
+        ratio: Some(rate_unshared / baseline),
+        pass: None,
+        note: format!(
+            "{}; every room's batch its own transaction",
+            latency(&histogram_unshared)
+        ),
+    });
+    report.add(Row {
+        scenario: "room-mixed (gRPC)".into(),
+        metric: "commands/s".into(),
+        measured: rate,
+        target: Some(">= 5000, >= 0.8x".into()),
+        baseline: Some(baseline),
+        ratio: Some(rate / baseline),
+        pass: Some(rate >= 5_000.0 && rate / baseline >= 0.8),
+        note: format!(
+            "{}; {:.2}x shared commits off",
+            latency(&histogram),
+            rate / rate_unshared.max(1.0)
+        ),
+    });
+    Ok(())
+}
+
+/// The mixed command load through the real gRPC server for `seconds`:
+/// commands/s and the latency histogram (µs).
+async fn mixed_through_grpc(
+    env: &BenchEnv,
+    rooms: usize,
+    seconds: u64,
+    shared_commits: bool,
+) -> anyhow::Result<(f64, Histogram<u64>)> {
+    let service = start_room_service(env, true, shared_commits).await?;
     let histogram = Arc::new(std::sync::Mutex::new(Histogram::<u64>::new(3)?));
     // Each task owns a disjoint set of rooms, so its command sequence is valid by construction.
     let mut setup = Vec::new();
@@ -205,38 +272,11 @@ pub async fn mixed_commands(env: &BenchEnv, report: &mut Report) -> anyhow::Resu
     }
     let elapsed = started.elapsed().as_secs_f64();
     service.stop(env).await?;
-    let rate = total as f64 / elapsed;
-    let baseline = raw_sql_commands(env, rooms, seconds).await?;
     let histogram = histogram
         .lock()
         .map_err(|_| anyhow::anyhow!("poisoned"))?
         .clone();
-    report.add(Row {
-        scenario: "room-mixed baseline: raw SQL".into(),
-        metric: "commands/s".into(),
-        measured: baseline,
-        target: None,
-        baseline: None,
-        ratio: None,
-        pass: None,
-        note: "command log + 2 outbox rows + meta CAS per txn, sqlx, same concurrency".into(),
-    });
-    report.add(Row {
-        scenario: "room-mixed (gRPC)".into(),
-        metric: "commands/s".into(),
-        measured: rate,
-        target: Some(">= 5000, >= 0.8x".into()),
-        baseline: Some(baseline),
-        ratio: Some(rate / baseline),
-        pass: Some(rate >= 5_000.0 && rate / baseline >= 0.8),
-        note: format!(
-            "p50 {:.1} ms, p99 {:.1} ms, p999 {:.1} ms",
-            histogram.value_at_quantile(0.5) as f64 / 1000.0,
-            histogram.value_at_quantile(0.99) as f64 / 1000.0,
-            histogram.value_at_quantile(0.999) as f64 / 1000.0
-        ),
-    });
-    Ok(())
+    Ok((total as f64 / elapsed, histogram))
 }
 
 /// The same writes per command as room-service makes, with no service.
@@ -322,7 +362,7 @@ pub async fn gift_storm(env: &BenchEnv, report: &mut Report) -> anyhow::Result<(
     let seconds = if env.smoke { 2 } else { 20 };
     let mut rates = Vec::new();
     for group_commit in [false, true] {
-        let service = start_room_service(env, group_commit).await?;
+        let service = start_room_service(env, group_commit, true).await?;
         let mut client = service.client.clone();
         client
             .create_room(CreateRoomRequest {

@@ -124,8 +124,7 @@ impl App {
                 )))
                 .serve_with_incoming_shutdown(
                     // Concurrent replies must not wait for delayed ACKs (Nagle).
-                    tonic::transport::server::TcpIncoming::from(self.grpc)
-                        .with_nodelay(Some(true)),
+                    tonic::transport::server::TcpIncoming::from(self.grpc).with_nodelay(Some(true)),
                     async move { stop.cancelled().await },
                 )
         });

@@ -61,6 +61,10 @@ pub fn build(
 ) -> Built {
     let room_id = final_state.room_id.clone();
     let shard = shard_of(&room_id);
+    // Outbox rows are stamped when they are written, after any wallet debit,
+    // not when the batch started: `created_at_ms` then measures the outbox's
+    // own delay (commit to publish), which the relay's metrics report.
+    let written_at_ms = service_kit::time::now_ms().max(now_ms);
     let app_code = if cell.app_code.is_empty() {
         requests
             .first()
@@ -110,7 +114,7 @@ pub fn build(
                     payload: wakeup.encode_to_vec(),
                     traceparent: request.traceparent.clone(),
                     not_before_ms: wakeup.open_at_ms,
-                    created_at_ms: now_ms,
+                    created_at_ms: written_at_ms,
                 });
             }
             outbox.push(NewOutboxRow {
@@ -125,7 +129,7 @@ pub fn build(
                 payload: envelope.encode_to_vec(),
                 traceparent: request.traceparent.clone(),
                 not_before_ms: now_ms,
-                created_at_ms: now_ms,
+                created_at_ms: written_at_ms,
             });
             summaries.push(EventSummary {
                 event_id,

@@ -156,7 +156,15 @@ async fn run_lane(
             .into_iter()
             .map(|submission| (submission.work, submission.done))
             .unzip();
-        for (done, result) in done.into_iter().zip(commit_batch(&pool, &work).await) {
+        let started = std::time::Instant::now();
+        let results = commit_batch(&pool, &work).await;
+        // Where commit time goes; `RUST_LOG=room_service::store=debug` shows it.
+        tracing::debug!(
+            rooms = work.len(),
+            commit_ms = started.elapsed().as_secs_f64() * 1e3,
+            "shared commit"
+        );
+        for (done, result) in done.into_iter().zip(results) {
             let _ = done.send(result);
         }
     }
