@@ -6,6 +6,7 @@ use prost::Message as _;
 use room_core::{EventKind, RoomEvent};
 use service_kit::time::now_ms;
 use sqlx::{Connection, MySqlConnection, MySqlPool};
+use std::time::{Duration, Instant};
 
 /// Where the infrastructure is.
 #[derive(Debug, Clone)]
@@ -38,6 +39,9 @@ pub async fn fresh_database(env: &BenchEnv) -> anyhow::Result<(MySqlPool, String
         &uuid::Uuid::new_v4().simple().to_string()[..10]
     );
     let mut admin = MySqlConnection::connect(&env.mysql).await?;
+    if !env.smoke {
+        settle(&mut admin).await?;
+    }
     sqlx::query(&format!("CREATE DATABASE `{name}`"))
         .execute(&mut admin)
         .await?;
@@ -47,6 +51,49 @@ pub async fn fresh_database(env: &BenchEnv) -> anyhow::Result<(MySqlPool, String
         .await?;
     service_kit::db::MIGRATOR.run(&pool).await?;
     Ok((pool, name))
+}
+
+/// Longest wait for MariaDB to settle before a scenario.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(90);
+
+/// Waits until MariaDB has written back most dirty pages and purged the undo
+/// history left by the previous scenario, so that its background flushing is
+/// not billed to the next one (a one-room gift storm right after the mixed
+/// scenario ran at about half its speed alone). Gives up after
+/// [`SETTLE_AT_MOST`] and says so; prints how long it waited.
+async fn settle(admin: &mut MySqlConnection) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        let status: Vec<(String, String)> = sqlx::query_as(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('Innodb_buffer_pool_pages_dirty', 'Innodb_buffer_pool_pages_total', 'Innodb_history_list_length')",
+        )
+        .fetch_all(&mut *admin)
+        .await?;
+        let value = |name: &str| {
+            status
+                .iter()
+                .find(|(variable, _)| variable.eq_ignore_ascii_case(name))
+                .and_then(|(_, value)| value.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let dirty = value("Innodb_buffer_pool_pages_dirty");
+        let total = value("Innodb_buffer_pool_pages_total").max(1);
+        let history = value("Innodb_history_list_length");
+        let settled = dirty * 20 <= total && history <= 5_000;
+        let waited = started.elapsed();
+        if settled || waited >= SETTLE_AT_MOST {
+            if waited >= Duration::from_secs(1) {
+                println!(
+                    "  MariaDB {} after {:.1} s ({dirty} of {total} pages dirty, undo history {history})",
+                    if settled { "settled" } else { "still busy" },
+                    waited.as_secs_f64()
+                );
+            }
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Drops a scenario's database.

@@ -66,32 +66,32 @@ pub(super) async fn write_metas(
     if updated.is_empty() {
         return Ok(true);
     }
-    let mut builder = QueryBuilder::<MySql>::new("UPDATE rooms SET ");
-    push_case(&mut builder, "status", &updated, |b, m| {
+    let mut builder = QueryBuilder::<MySql>::new("UPDATE rooms SET status = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(m.meta.status);
     });
-    builder.push(", ");
-    push_case(&mut builder, "owner_id", &updated, |b, m| {
+    builder.push(", owner_id = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(&m.meta.owner_id);
     });
-    builder.push(", ");
-    push_case(&mut builder, "title", &updated, |b, m| {
+    builder.push(", title = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(&m.meta.title);
     });
-    builder.push(", ");
-    push_case(&mut builder, "version", &updated, |b, m| {
+    builder.push(", version = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(m.meta.version);
     });
-    builder.push(", ");
-    push_case(&mut builder, "event_seq", &updated, |b, m| {
+    builder.push(", event_seq = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(m.meta.event_seq);
     });
-    builder.push(", ");
-    push_case(&mut builder, "heat", &updated, |b, m| {
+    builder.push(", heat = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(m.meta.heat);
     });
-    builder.push(", ");
-    push_case(&mut builder, "updated_at_ms", &updated, |b, m| {
+    builder.push(", updated_at_ms = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(m.now_ms);
     });
     builder.push(" WHERE room_id IN (");
@@ -99,23 +99,22 @@ pub(super) async fn write_metas(
     for mutation in &updated {
         ids.push_bind(&mutation.room_id);
     }
-    builder.push(") AND ");
     // The compare-and-set: each room's own expected version.
-    push_case(&mut builder, "version", &updated, |b, m| {
+    builder.push(") AND version = ");
+    push_case(&mut builder, &updated, |b, m| {
         b.push_bind(m.expected_version);
     });
     let done = builder.build().execute(&mut *connection).await?;
     Ok(done.rows_affected() == updated.len() as u64)
 }
 
-/// `column = CASE room_id WHEN ? THEN <value> ... END`.
+/// `CASE room_id WHEN ? THEN <value> ... END`: one value per room.
 fn push_case<'a>(
     builder: &mut QueryBuilder<'a, MySql>,
-    column: &str,
     mutations: &[&'a Mutation],
     mut value: impl FnMut(&mut QueryBuilder<'a, MySql>, &'a Mutation),
 ) {
-    builder.push(column).push(" = CASE room_id");
+    builder.push("CASE room_id");
     for mutation in mutations {
         builder
             .push(" WHEN ")
