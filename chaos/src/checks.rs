@@ -65,7 +65,30 @@ pub fn run(commands: &[CommandRecord], seen: &Observation, expect: &Expectations
         per_room_order(seen, expect),
         money_conserved(seen),
         dead_letters(seen),
+        im_record_complete(seen),
     ]
+}
+
+/// The IM checks read every message back from the fake: if it forgot some,
+/// a missing message proves nothing, so the run cannot pass.
+fn im_record_complete(seen: &Observation) -> Check {
+    let mut offenders = Vec::new();
+    if seen.im_forgotten > 0 {
+        offenders.push(format!(
+            "the fake IM forgot its {} oldest messages (record limit reached): raise its \
+             --max-recorded-messages; the IM checks above are unreliable",
+            seen.im_forgotten
+        ));
+    }
+    verdict(
+        "the fake IM kept every message it recorded",
+        format!(
+            "{} messages held, {} forgotten",
+            seen.im_messages.len(),
+            seen.im_forgotten
+        ),
+        offenders,
+    )
 }
 
 fn acknowledged_are_logged(commands: &[CommandRecord], seen: &Observation) -> Check {

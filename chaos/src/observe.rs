@@ -90,6 +90,8 @@ pub struct Observation {
     pub im_messages: Vec<ImRecord>,
     /// Sends the fake IM absorbed because their `Random` repeated.
     pub im_deduplicated: u64,
+    /// Recorded messages the fake IM forgot (its record limit was reached).
+    pub im_forgotten: u64,
     /// Wallet totals.
     pub wallet: WalletTotals,
     /// `(topic, messages)` of each dead-letter topic.
@@ -254,6 +256,7 @@ impl Sources {
             .json()
             .await?;
         seen.im_deduplicated = stats["deduplicated"].as_u64().unwrap_or(0);
+        seen.im_forgotten = stats["forgotten"].as_u64().unwrap_or(0);
         let wallet: Value = self
             .http
             .get(format!("{}/admin/stats", self.wallet_admin))

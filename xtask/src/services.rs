@@ -9,6 +9,8 @@ pub const IM_SDK_APP_ID: u64 = 1_400_000_000;
 pub const IM_SECRET_KEY: &str = "local-dev-im-key";
 /// Admin identifier of the IM REST calls.
 pub const IM_ADMIN: &str = "administrator";
+/// Messages the local fake IM keeps for the admin API (and the checks).
+const IM_RECORDED_MESSAGES: usize = 2_000_000;
 
 /// Every port of the stack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,6 +264,9 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
                 format!("--sdk-app-id={IM_SDK_APP_ID}"),
                 format!("--secret-key={IM_SECRET_KEY}"),
                 format!("--admin-identifier={IM_ADMIN}"),
+                // The reliability checks read every message back: a 10-minute
+                // run records ~120k, past the fake's default limit.
+                format!("--max-recorded-messages={IM_RECORDED_MESSAGES}"),
             ],
             env: Vec::new(),
             probe: Probe::Healthz(ports.fake_im),

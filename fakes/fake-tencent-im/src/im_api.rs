@@ -353,16 +353,19 @@ fn send_group_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<Stri
                 msg_seq: group.last_msg_seq,
                 msg_time: received_at_ms / 1000,
             };
-            state.record_message(RecordedMessage {
-                kind: MessageKind::Group,
-                group_id: Some(group_id),
-                to_account: None,
-                from_account,
-                random,
-                msg_body,
-                msg_seq: seen.msg_seq,
-                received_at_ms,
-            });
+            state.record_message(
+                RecordedMessage {
+                    kind: MessageKind::Group,
+                    group_id: Some(group_id),
+                    to_account: None,
+                    from_account,
+                    random,
+                    msg_body,
+                    msg_seq: seen.msg_seq,
+                    received_at_ms,
+                },
+                app.config.max_recorded_messages,
+            );
             state.remember(target, random, seen);
             seen
         }
@@ -444,16 +447,19 @@ fn send_c2c_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<String
                 msg_seq: state.next_c2c_seq,
                 msg_time: received_at_ms / 1000,
             };
-            state.record_message(RecordedMessage {
-                kind: MessageKind::C2c,
-                group_id: None,
-                to_account: Some(to_account),
-                from_account,
-                random,
-                msg_body,
-                msg_seq: seen.msg_seq,
-                received_at_ms,
-            });
+            state.record_message(
+                RecordedMessage {
+                    kind: MessageKind::C2c,
+                    group_id: None,
+                    to_account: Some(to_account),
+                    from_account,
+                    random,
+                    msg_body,
+                    msg_seq: seen.msg_seq,
+                    received_at_ms,
+                },
+                app.config.max_recorded_messages,
+            );
             state.remember(target, random, seen);
             seen
         }

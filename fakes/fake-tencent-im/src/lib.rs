@@ -46,6 +46,9 @@ pub struct FakeImConfig {
     pub secret_key: String,
     /// The only identifier allowed to call the APIs.
     pub admin_identifier: String,
+    /// Recorded messages kept for `/admin/messages`; the oldest are forgotten
+    /// (and counted in the stats as `forgotten`) past this many.
+    pub max_recorded_messages: usize,
 }
 
 impl FakeImConfig {
@@ -60,6 +63,7 @@ impl FakeImConfig {
             sdk_app_id,
             secret_key: secret_key.into(),
             admin_identifier: admin_identifier.into(),
+            max_recorded_messages: MAX_RECORDED_MESSAGES,
         }
     }
 }
@@ -72,6 +76,7 @@ impl fmt::Debug for FakeImConfig {
             .field("sdk_app_id", &self.sdk_app_id)
             .field("secret_key", &"***")
             .field("admin_identifier", &self.admin_identifier)
+            .field("max_recorded_messages", &self.max_recorded_messages)
             .finish()
     }
 }

@@ -1,7 +1,8 @@
 //! `fake-tencent-im` binary: serves the fake on a fixed address for the local stack.
 //!
 //! Every flag can also come from the environment (`FAKE_IM_LISTEN`, `FAKE_IM_SDK_APP_ID`,
-//! `FAKE_IM_SECRET_KEY`, `FAKE_IM_ADMIN_IDENTIFIER`) so compose files need no command line.
+//! `FAKE_IM_SECRET_KEY`, `FAKE_IM_ADMIN_IDENTIFIER`, `FAKE_IM_MAX_RECORDED_MESSAGES`) so compose
+//! files need no command line.
 
 use std::net::SocketAddr;
 
@@ -30,6 +31,13 @@ struct Args {
         default_value = "administrator"
     )]
     admin_identifier: String,
+    /// Recorded messages kept for the admin API; the oldest are forgotten past this many.
+    #[arg(
+        long,
+        env = "FAKE_IM_MAX_RECORDED_MESSAGES",
+        default_value_t = fake_tencent_im::MAX_RECORDED_MESSAGES
+    )]
+    max_recorded_messages: usize,
 }
 
 #[tokio::main]
@@ -46,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
         sdk_app_id: args.sdk_app_id,
         secret_key: args.secret_key,
         admin_identifier: args.admin_identifier,
+        max_recorded_messages: args.max_recorded_messages,
     };
     let handle = spawn(config).await?;
     wait_for_stop_signal().await?;

@@ -12,7 +12,8 @@ use tokio::time::Instant;
 /// Tencent drops a message whose `Random` repeats for the same target within this window.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
 
-/// Oldest messages are forgotten past this many, so a long-running local stack stays bounded.
+/// Default record limit: the oldest messages are forgotten past this many, so
+/// a long-running local stack stays bounded (`FakeImConfig::max_recorded_messages`).
 pub const MAX_RECORDED_MESSAGES: usize = 100_000;
 
 /// Whether a recorded message went to a group or to one account.
@@ -76,6 +77,8 @@ pub struct Stats {
     pub accepted: u64,
     /// Messages recorded.
     pub messages: u64,
+    /// Recorded messages forgotten since because the record limit was reached.
+    pub forgotten: u64,
     /// Messages answered OK but not recorded because their `Random` repeated.
     pub deduplicated: u64,
     /// Messages answered OK with an injected `MsgDropReason` and not recorded.
@@ -273,9 +276,12 @@ impl State {
         self.seen.insert((target, random), seen);
     }
 
-    pub fn record_message(&mut self, message: RecordedMessage) {
-        if self.messages.len() >= MAX_RECORDED_MESSAGES {
+    /// Records a message, forgetting the oldest past `limit` (and counting
+    /// them, so that a checker can tell a forgotten message from a lost one).
+    pub fn record_message(&mut self, message: RecordedMessage, limit: usize) {
+        while self.messages.len() >= limit.max(1) {
             self.messages.pop_front();
+            self.stats.forgotten += 1;
         }
         self.messages.push_back(message);
         self.stats.messages += 1;
@@ -308,6 +314,30 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn past_the_limit_the_oldest_messages_are_forgotten_and_counted() {
+        let mut state = State::default();
+        for seq in 1..=5 {
+            state.record_message(
+                RecordedMessage {
+                    kind: MessageKind::Group,
+                    group_id: Some("g".into()),
+                    to_account: None,
+                    from_account: None,
+                    random: seq as u32,
+                    msg_body: serde_json::Value::Null,
+                    msg_seq: seq,
+                    received_at_ms: 0,
+                },
+                3,
+            );
+        }
+        let kept: Vec<u64> = state.messages.iter().map(|m| m.msg_seq).collect();
+        assert_eq!(kept, [3, 4, 5]);
+        assert_eq!(state.stats.messages, 5);
+        assert_eq!(state.stats.forgotten, 2);
+    }
 
     #[test]
     fn faults_apply_in_order_for_their_count() {

@@ -13,9 +13,11 @@ pub struct StageTimings {
     pub idempotency: Duration,
     /// Redis lease and Room Cell load (zero when the cell was already loaded).
     pub lease: Duration,
-    /// Saga row + wallet debit (gifts only).
+    /// Saga row (through a commit lane when shared commits are on) + wallet
+    /// debit (gifts only).
     pub wallet_debit: Duration,
-    /// The SaveMutation transaction.
+    /// The SaveMutation transaction, including the wait for a free commit
+    /// lane when shared commits are on.
     pub save_mutation: Duration,
     /// Periodic snapshot write (zero when none was due).
     pub snapshot: Duration,
