@@ -292,56 +292,11 @@ impl Store {
 
 /// SaveMutation of one room in its own transaction, every failure classified.
 pub(crate) async fn save_alone(pool: &MySqlPool, mutation: &Mutation) -> Result<(), SaveError> {
-    let database = |error| SaveError::Database {
+    let mut transaction = pool.begin().await.map_err(|error| SaveError::Database {
         error: Arc::new(error),
         commit_sent: false,
-    };
-    let mut transaction = pool.begin().await.map_err(database)?;
-    let room_id = mutation.room_id.as_str();
-    let commands: Vec<(&str, &NewCommandRow)> = mutation
-        .commands
-        .iter()
-        .map(|command| (room_id, command))
-        .collect();
-    sql::insert_commands(&mut transaction, &commands)
-        .await
-        .map_err(|error| {
-            if is_duplicate(&error, "uk_command_id") {
-                SaveError::DuplicateCommandId
-            } else if is_duplicate(&error, "uk_room_version") {
-                SaveError::VersionConflict
-            } else {
-                database(error)
-            }
-        })?;
-    outbox_relay::insert_outbox_rows(&mut transaction, &mutation.outbox)
-        .await
-        .map_err(database)?;
-    match sql::write_metas(&mut transaction, &[mutation]).await {
-        Ok(true) => {}
-        Ok(false) => return Err(SaveError::VersionConflict),
-        Err(error) if is_duplicate(&error, "PRIMARY") => return Err(SaveError::VersionConflict),
-        Err(error) => return Err(database(error)),
-    }
-    let gifts: Vec<&str> = mutation
-        .committed_gifts
-        .iter()
-        .map(String::as_str)
-        .collect();
-    if !sql::complete_sagas(&mut transaction, &gifts, mutation.now_ms)
-        .await
-        .map_err(database)?
-    {
-        return Err(SaveError::SagaGone);
-    }
-    let snapshot: Vec<(&str, u64, &[u8], i64)> = mutation
-        .snapshot
-        .iter()
-        .map(|(version, state)| (room_id, *version, state.as_slice(), mutation.now_ms))
-        .collect();
-    sql::insert_snapshots(&mut transaction, &snapshot)
-        .await
-        .map_err(database)?;
+    })?;
+    sql::write_mutations(&mut transaction, &[mutation]).await?;
     transaction
         .commit()
         .await

@@ -151,23 +151,22 @@ impl Store {
     }
 }
 
-/// The multi-row INSERT of `debiting` saga rows.
+/// The multi-row INSERT of `debiting` saga rows, each with its own time.
 pub(super) fn insert_sagas<'a>(
-    sagas: &'a [&'a NewSaga],
-    now_ms: i64,
+    sagas: &'a [(&'a NewSaga, i64)],
 ) -> sqlx::QueryBuilder<'a, sqlx::MySql> {
     let mut builder = sqlx::QueryBuilder::new(
         "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
          created_at_ms, updated_at_ms) ",
     );
-    builder.push_values(sagas, |mut row, saga| {
+    builder.push_values(sagas, |mut row, (saga, now_ms)| {
         row.push_bind(&saga.command_id)
             .push_bind(&saga.room_id)
             .push_bind(&saga.sender_id)
             .push_bind(saga.amount)
             .push_bind(status::DEBITING)
-            .push_bind(now_ms)
-            .push_bind(now_ms);
+            .push_bind(*now_ms)
+            .push_bind(*now_ms);
     });
     builder
 }
@@ -181,8 +180,8 @@ pub(super) async fn start_sagas_alone(
     now_ms: i64,
 ) -> Result<Vec<SagaStart>, Arc<sqlx::Error>> {
     if sagas.len() > 1 {
-        let rows: Vec<&NewSaga> = sagas.iter().collect();
-        match insert_sagas(&rows, now_ms).build().execute(pool).await {
+        let rows: Vec<(&NewSaga, i64)> = sagas.iter().map(|saga| (saga, now_ms)).collect();
+        match insert_sagas(&rows).build().execute(pool).await {
             Ok(_) => return Ok(sagas.iter().map(|_| SagaStart::Started).collect()),
             Err(error) if is_duplicate(&error, "PRIMARY") => {}
             Err(error) => return Err(Arc::new(error)),
@@ -201,7 +200,7 @@ async fn start_saga(
     saga: &NewSaga,
     now_ms: i64,
 ) -> Result<SagaStart, sqlx::Error> {
-    let inserted = insert_sagas(&[saga], now_ms).build().execute(pool).await;
+    let inserted = insert_sagas(&[(saga, now_ms)]).build().execute(pool).await;
     match inserted {
         Ok(_) => Ok(SagaStart::Started),
         Err(error) if is_duplicate(&error, "PRIMARY") => {

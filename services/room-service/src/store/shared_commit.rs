@@ -23,13 +23,12 @@
 use std::sync::Arc;
 
 use futures::future::join_all;
-use outbox_schema::NewOutboxRow;
 use prometheus_client::metrics::histogram::Histogram;
 use sqlx::MySqlPool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::saga::{NewSaga, SagaStart, insert_sagas, start_sagas_alone};
-use super::{Mutation, NewCommandRow, SaveError, save_alone, sql};
+use super::{Mutation, SaveError, save_alone, sql};
 
 /// One room's write for a lane.
 #[derive(Debug, Clone)]
@@ -232,101 +231,33 @@ async fn commit_together(pool: &MySqlPool, work: &[Work]) -> Together {
             Work::StartSagas(..) => None,
         })
         .collect();
+    let sagas: Vec<(&NewSaga, i64)> = work
+        .iter()
+        .filter_map(|item| match item {
+            Work::StartSagas(rows, now_ms) => Some(rows.iter().map(move |saga| (saga, *now_ms))),
+            Work::Save(_) => None,
+        })
+        .flatten()
+        .collect();
     let Ok(mut transaction) = pool.begin().await else {
         return Together::RolledBack;
     };
-    // Saga rows carry their own time; one statement per distinct time keeps
-    // each row's stamp (usually one: the batch formed within a millisecond).
-    let mut sagas: Vec<(i64, Vec<&NewSaga>)> = Vec::new();
-    for item in work {
-        if let Work::StartSagas(rows, now_ms) = item {
-            match sagas.iter_mut().find(|(time, _)| time == now_ms) {
-                Some((_, same_time)) => same_time.extend(rows.iter()),
-                None => sagas.push((*now_ms, rows.iter().collect())),
-            }
-        }
-    }
-    for (now_ms, rows) in &sagas {
-        if rows.is_empty() {
-            continue;
-        }
-        if insert_sagas(rows, *now_ms)
+    if !sagas.is_empty()
+        && insert_sagas(&sagas)
             .build()
             .execute(&mut *transaction)
             .await
             .is_err()
-        {
-            return Together::RolledBack;
-        }
-    }
-    if mutations.is_empty() {
-        return finish(transaction).await;
-    }
-    let commands: Vec<(&str, &NewCommandRow)> = mutations
-        .iter()
-        .flat_map(|mutation| {
-            let room_id = mutation.room_id.as_str();
-            mutation
-                .commands
-                .iter()
-                .map(move |command| (room_id, command))
-        })
-        .collect();
-    if sql::insert_commands(&mut transaction, &commands)
-        .await
-        .is_err()
     {
         return Together::RolledBack;
     }
-    let outbox: Vec<&NewOutboxRow> = mutations
-        .iter()
-        .flat_map(|mutation| mutation.outbox.iter())
-        .collect();
-    if outbox_relay::insert_outbox_rows(&mut transaction, &outbox)
-        .await
-        .is_err()
+    if !mutations.is_empty()
+        && sql::write_mutations(&mut transaction, &mutations)
+            .await
+            .is_err()
     {
         return Together::RolledBack;
     }
-    if !matches!(
-        sql::write_metas(&mut transaction, &mutations).await,
-        Ok(true)
-    ) {
-        return Together::RolledBack;
-    }
-    let gifts: Vec<&str> = mutations
-        .iter()
-        .flat_map(|mutation| mutation.committed_gifts.iter().map(String::as_str))
-        .collect();
-    let now_ms = mutations.iter().map(|mutation| mutation.now_ms).max();
-    if !matches!(
-        sql::complete_sagas(&mut transaction, &gifts, now_ms.unwrap_or_default()).await,
-        Ok(true)
-    ) {
-        return Together::RolledBack;
-    }
-    let snapshots: Vec<(&str, u64, &[u8], i64)> = mutations
-        .iter()
-        .filter_map(|mutation| {
-            let (version, state) = mutation.snapshot.as_ref()?;
-            Some((
-                mutation.room_id.as_str(),
-                *version,
-                state.as_slice(),
-                mutation.now_ms,
-            ))
-        })
-        .collect();
-    if sql::insert_snapshots(&mut transaction, &snapshots)
-        .await
-        .is_err()
-    {
-        return Together::RolledBack;
-    }
-    finish(transaction).await
-}
-
-async fn finish(transaction: sqlx::Transaction<'_, sqlx::MySql>) -> Together {
     match transaction.commit().await {
         Ok(()) => Together::Committed,
         Err(error) => Together::CommitFailed(Arc::new(error)),

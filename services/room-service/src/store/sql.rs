@@ -2,12 +2,88 @@
 //! that a room's own transaction and a shared one (`shared_commit`) issue the
 //! same SQL: one multi-row statement per table.
 
+use std::sync::Arc;
+
 use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
-use super::{Mutation, NewCommandRow};
+use super::{Mutation, NewCommandRow, SaveError, is_duplicate};
+
+/// Every write of `mutations` (one room's, or several rooms' in a shared
+/// transaction), one statement per table, inside the caller's transaction.
+/// Failures are classified as for a single room; a shared transaction only
+/// needs to know that one happened.
+pub(super) async fn write_mutations(
+    connection: &mut MySqlConnection,
+    mutations: &[&Mutation],
+) -> Result<(), SaveError> {
+    let database = |error| SaveError::Database {
+        error: Arc::new(error),
+        commit_sent: false,
+    };
+    let commands: Vec<(&str, &NewCommandRow)> = mutations
+        .iter()
+        .flat_map(|mutation| {
+            let room_id = mutation.room_id.as_str();
+            mutation
+                .commands
+                .iter()
+                .map(move |command| (room_id, command))
+        })
+        .collect();
+    insert_commands(connection, &commands)
+        .await
+        .map_err(|error| {
+            if is_duplicate(&error, "uk_command_id") {
+                SaveError::DuplicateCommandId
+            } else if is_duplicate(&error, "uk_room_version") {
+                SaveError::VersionConflict
+            } else {
+                database(error)
+            }
+        })?;
+    let outbox: Vec<&outbox_schema::NewOutboxRow> = mutations
+        .iter()
+        .flat_map(|mutation| mutation.outbox.iter())
+        .collect();
+    outbox_relay::insert_outbox_rows(connection, &outbox)
+        .await
+        .map_err(database)?;
+    match write_metas(connection, mutations).await {
+        Ok(true) => {}
+        Ok(false) => return Err(SaveError::VersionConflict),
+        Err(error) if is_duplicate(&error, "PRIMARY") => return Err(SaveError::VersionConflict),
+        Err(error) => return Err(database(error)),
+    }
+    let gifts: Vec<&str> = mutations
+        .iter()
+        .flat_map(|mutation| mutation.committed_gifts.iter().map(String::as_str))
+        .collect();
+    let now_ms = mutations.iter().map(|mutation| mutation.now_ms).max();
+    if !complete_sagas(connection, &gifts, now_ms.unwrap_or_default())
+        .await
+        .map_err(database)?
+    {
+        return Err(SaveError::SagaGone);
+    }
+    let snapshots: Vec<(&str, u64, &[u8], i64)> = mutations
+        .iter()
+        .filter_map(|mutation| {
+            let (version, state) = mutation.snapshot.as_ref()?;
+            Some((
+                mutation.room_id.as_str(),
+                *version,
+                state.as_slice(),
+                mutation.now_ms,
+            ))
+        })
+        .collect();
+    insert_snapshots(connection, &snapshots)
+        .await
+        .map_err(database)
+}
 
 /// Command log rows as (room, row) pairs.
-pub(super) async fn insert_commands(
+async fn insert_commands(
     connection: &mut MySqlConnection,
     rows: &[(&str, &NewCommandRow)],
 ) -> Result<(), sqlx::Error> {
@@ -35,7 +111,7 @@ pub(super) async fn insert_commands(
 /// for the new rooms (a duplicate key means someone else created one), one
 /// UPDATE ... WHERE version = expected for the rest. `Ok(false)`: a
 /// compare-and-set matched fewer rows than rooms.
-pub(super) async fn write_metas(
+async fn write_metas(
     connection: &mut MySqlConnection,
     mutations: &[&Mutation],
 ) -> Result<bool, sqlx::Error> {
@@ -128,7 +204,7 @@ fn push_case<'a>(
 /// Moves the sagas of committed gifts from `debiting` to `committed`.
 /// `Ok(false)`: fewer rows than gifts — the sweep compensated one in the
 /// meantime, so committing would keep a refunded gift.
-pub(super) async fn complete_sagas(
+async fn complete_sagas(
     connection: &mut MySqlConnection,
     command_ids: &[&str],
     now_ms: i64,
@@ -151,7 +227,7 @@ pub(super) async fn complete_sagas(
 }
 
 /// Snapshots written inside the transaction: (room, version, state JSON, time).
-pub(super) async fn insert_snapshots(
+async fn insert_snapshots(
     connection: &mut MySqlConnection,
     snapshots: &[(&str, u64, &[u8], i64)],
 ) -> Result<(), sqlx::Error> {
