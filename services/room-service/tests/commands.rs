@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use hyapp_api::room::{GetRoomRequest, ListRoomsRequest, TakeMicRequest};
+use hyapp_api::room::{ListRoomsRequest, TakeMicRequest};
 use outbox_schema::pb::room_outbox_event::Payload;
 use sqlx::Row;
 
@@ -91,14 +91,7 @@ async fn commands_commit_with_their_outbox_rows() {
     assert_eq!(meta_row.get::<String, _>("status"), "open");
     assert_eq!(harness.count("room_command_log", "room_id", &room).await, 3);
 
-    let snapshot = harness
-        .client
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut harness.client, &room).await;
     assert_eq!(snapshot.version, 3);
     assert_eq!(
         snapshot.members,
@@ -191,12 +184,7 @@ async fn reusing_a_command_id_for_another_request_is_rejected() {
         error.message()
     );
     assert_eq!(harness.count("room_command_log", "room_id", &room).await, 2);
-    let snapshot = harness
-        .client
-        .get_room(GetRoomRequest { room_id: room })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut harness.client, &room).await;
     assert!(!snapshot.members.contains(&"erin".to_string()));
     harness.stop().await;
 }
@@ -230,14 +218,7 @@ async fn a_gift_storm_in_one_room_commits_every_gift_once() {
         (3..63).collect::<Vec<u64>>(),
         "one version per gift"
     );
-    let snapshot = harness
-        .client
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut harness.client, &room).await;
     assert_eq!(snapshot.heat, 60 * 7);
     assert_eq!(harness.wallet.stats().debits, 60);
     assert_eq!(harness.wallet.stats().total_debited, 420);

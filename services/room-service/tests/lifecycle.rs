@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use hyapp_api::room::{GetRoomRequest, HeartbeatRequest};
+use hyapp_api::room::HeartbeatRequest;
 use outbox_schema::pb::LeaveReason;
 use outbox_schema::pb::room_outbox_event::Payload;
 use prost::Message;
@@ -134,14 +134,7 @@ async fn an_expired_presence_leaves_the_room_with_an_event() {
         assert_eq!(left.reason(), LeaveReason::PresenceExpired);
         assert!(envelope.command_id.starts_with("presence-expired:"));
     }
-    let snapshot = harness
-        .client
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut harness.client, &room).await;
     assert!(snapshot.members.is_empty());
     harness.stop().await;
 }

@@ -6,7 +6,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use hyapp_api::room::GetRoomRequest;
 
 #[tokio::test]
 async fn mysql_and_redis_outages_are_unavailable_and_recover() {
@@ -60,14 +59,7 @@ async fn mysql_and_redis_outages_are_unavailable_and_recover() {
     })
     .await;
     assert!(recovered, "commands succeed again once MySQL is back");
-    let snapshot = harness
-        .client
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut harness.client, &room).await;
     assert_eq!(snapshot.version, 3);
 
     // Redis down: a loaded room keeps committing (projections are best

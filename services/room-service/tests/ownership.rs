@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
+use hyapp_api::room::TakeMicRequest;
 use hyapp_api::room::room_service_client::RoomServiceClient;
-use hyapp_api::room::{GetRoomRequest, TakeMicRequest};
 use room_service::App;
 use room_service::cell::rebuild;
 use room_service::redis::Redis;
@@ -82,13 +82,7 @@ async fn a_stale_owner_is_fenced_by_the_version_compare_and_set() {
     assert_eq!(error.code(), tonic::Code::Unavailable);
     assert!(error.message().contains(&node_b_id), "{}", error.message());
 
-    let snapshot = client_b
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut client_b, &room).await;
     assert_eq!(snapshot.version, 3);
     assert!(snapshot.members.contains(&"bob".to_string()));
     assert!(!snapshot.members.contains(&"carol".to_string()));
@@ -129,14 +123,7 @@ async fn snapshot_plus_replay_rebuilds_the_identical_room() {
             .await
             .unwrap();
     }
-    let before = harness
-        .client
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let before = room_state(&mut harness.client, &room).await;
     assert_eq!(before.version, 11);
     // Creation image, then every 4 versions; older ones pruned down to the previous one.
     let versions: Vec<u64> =
@@ -164,14 +151,7 @@ async fn snapshot_plus_replay_rebuilds_the_identical_room() {
     let (_, db, wallet) = harness.stop().await;
     let config = common::test_config(&db, &wallet);
     let mut restarted = Harness::start_on(db, wallet, config).await;
-    let after = restarted
-        .client
-        .get_room(GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let after = room_state(&mut restarted.client, &room).await;
     assert_eq!(after, before);
     let next = restarted
         .client

@@ -108,13 +108,7 @@ async fn a_treasure_box_opens_itself_after_its_countdown() {
         opened_at >= open_at,
         "opened at {opened_at}, not before open_at {open_at}"
     );
-    let snapshot = client
-        .get_room(hyapp_api::room::GetRoomRequest {
-            room_id: room.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut client, &room).await;
     assert_eq!(snapshot.treasure_level_reached, 1);
     assert!(snapshot.treasure.is_none(), "the opened box is gone");
     harness.stop().await;

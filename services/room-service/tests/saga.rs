@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use fake_wallet::{FaultCode, Method};
-use hyapp_api::room::GetRoomRequest;
 use hyapp_api::wallet::DebitRequest;
 use hyapp_api::wallet::wallet_service_client::WalletServiceClient;
 
@@ -94,12 +93,7 @@ async fn insufficient_balance_is_a_clear_error_and_writes_nothing() {
         "create + join only"
     );
     assert_eq!(harness.wallet.balance("poor"), 5);
-    let snapshot = harness
-        .client
-        .get_room(GetRoomRequest { room_id: room })
-        .await
-        .unwrap()
-        .into_inner();
+    let snapshot = room_state(&mut harness.client, &room).await;
     assert_eq!(snapshot.heat, 0);
     harness.stop().await;
 }

@@ -8,7 +8,6 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use hyapp_api::room::GetRoomRequest;
 use outbox_schema::NewOutboxRow;
 use room_service::store::saga::{NewSaga, SagaStart};
 use room_service::store::{
@@ -309,14 +308,7 @@ async fn many_rooms_commit_concurrently_through_one_lane() {
         result.expect("join");
     }
     for room in &rooms {
-        let state = harness
-            .client
-            .get_room(GetRoomRequest {
-                room_id: room.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let state = room_state(&mut harness.client, &room).await;
         assert_eq!(state.version, 4, "{room}: created and joined three times");
         assert_eq!(
             count(&harness.pool, "room_command_log", "room_id", room).await,

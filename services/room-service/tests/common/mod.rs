@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use hyapp_api::room::room_service_client::RoomServiceClient;
-use hyapp_api::room::{CommandMeta, CreateRoomRequest, JoinRoomRequest, SendGiftRequest};
+use hyapp_api::room::{
+    CommandMeta, CreateRoomRequest, GetRoomRequest, JoinRoomRequest, RoomSnapshot, SendGiftRequest,
+};
 use room_service::{App, Config, Rooms, ShutdownReport};
 use sqlx::MySqlPool;
 use testkit::TestDb;
@@ -133,6 +135,17 @@ pub async fn count(pool: &MySqlPool, table: &str, column: &str, value: &str) -> 
         .fetch_one(pool)
         .await
         .expect("count rows")
+}
+
+/// The room's state as the gateway sees it (GetRoom); panics if the call fails.
+pub async fn room_state(client: &mut RoomServiceClient<Channel>, room_id: &str) -> RoomSnapshot {
+    client
+        .get_room(GetRoomRequest {
+            room_id: room_id.to_string(),
+        })
+        .await
+        .unwrap_or_else(|status| panic!("GetRoom {room_id}: {status}"))
+        .into_inner()
 }
 
 /// Polls `condition` until it holds or `timeout` passes.
