@@ -206,11 +206,24 @@ async fn flush(pool: &MySqlPool, batch: &mut Vec<NewOutboxRow>) -> anyhow::Resul
     Ok(())
 }
 
-/// Open rows left.
-pub async fn open_rows(pool: &MySqlPool) -> anyhow::Result<i64> {
+/// The oldest open row of the ordered chain, or `None` once the chain is
+/// drained. One dive into idx_claim, so polling it while a relay drains costs
+/// MariaDB nothing (a `COUNT(*)` of the open rows walked the whole backlog on
+/// every poll and competed with the relay it was measuring).
+pub async fn oldest_open_id(pool: &MySqlPool) -> anyhow::Result<Option<u64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The newest row id (0 for an empty table).
+pub async fn newest_id(pool: &MySqlPool) -> anyhow::Result<u64> {
     Ok(
-        sqlx::query_scalar("SELECT COUNT(*) FROM room_outbox WHERE open_flag = 1")
+        sqlx::query_scalar::<_, Option<u64>>("SELECT MAX(id) FROM room_outbox")
             .fetch_one(pool)
-            .await?,
+            .await?
+            .unwrap_or(0),
     )
 }

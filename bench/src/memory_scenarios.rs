@@ -151,7 +151,7 @@ async fn relay(env: &BenchEnv, events: usize, rooms: usize) -> anyhow::Result<Ro
     ]);
     let mut service = Service::spawn(&path, &service_env)?;
     let deadline = Instant::now() + Duration::from_secs(if env.smoke { 60 } else { 300 });
-    while fixtures::open_rows(&pool).await? > 0 {
+    while fixtures::oldest_open_id(&pool).await?.is_some() {
         service.ensure_alive("outbox-relay")?;
         anyhow::ensure!(Instant::now() < deadline, "relay did not drain in time");
         tokio::time::sleep(Duration::from_millis(50)).await;

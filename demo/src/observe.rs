@@ -108,8 +108,9 @@ impl Sources {
         let mut observed = Observed::default();
         let room = self.room_id.as_str();
         match sqlx::query_as::<_, RawOutbox>(
-            "SELECT event_id, event_type, lane, status, created_at_ms, delivered_at_ms, \
-             next_retry_at_ms, payload FROM room_outbox WHERE room_id = ? ORDER BY id",
+            "SELECT event_id, event_type, lane, status, created_at_ms, \
+             NULLIF(delivered_at_ms, 0) AS delivered_at_ms, next_retry_at_ms, payload \
+             FROM room_outbox WHERE room_id = ? ORDER BY id",
         )
         .bind(room)
         .fetch_all(&self.pool)

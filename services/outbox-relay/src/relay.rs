@@ -10,6 +10,7 @@ use crate::{
     settings::RelaySettings,
     worker::{BatchProcessor, BatchReport, PublishedBatch},
 };
+use futures::FutureExt;
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
 use std::{collections::HashSet, sync::Arc, time::Duration};
@@ -141,6 +142,14 @@ impl Relay {
             if full {
                 continue;
             }
+            // A nudge that arrived during the batch is a commit waiting to be
+            // published: go at once, without the round trip that computes how
+            // long to sleep.
+            let nudged = self.nudge.notified();
+            tokio::pin!(nudged);
+            if nudged.as_mut().now_or_never().is_some() {
+                continue;
+            }
             // Sleep until the next poll, or until the next delayed wake-up is
             // due if that comes first, so a treasure box opens on time rather
             // than up to a poll interval late.
@@ -156,7 +165,7 @@ impl Relay {
             };
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                _ = self.nudge.notified() => {}
+                _ = nudged => {}
                 _ = tokio::time::sleep(wait) => {}
             }
         }
