@@ -308,7 +308,7 @@ async fn many_rooms_commit_concurrently_through_one_lane() {
         result.expect("join");
     }
     for room in &rooms {
-        let state = room_state(&mut harness.client, &room).await;
+        let state = room_state(&mut harness.client, room).await;
         assert_eq!(state.version, 4, "{room}: created and joined three times");
         assert_eq!(
             count(&harness.pool, "room_command_log", "room_id", room).await,
