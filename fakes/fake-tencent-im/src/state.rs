@@ -272,6 +272,36 @@ impl State {
         self.seen.get(&(target.clone(), random)).copied()
     }
 
+    /// Accepts a message to `target`. A resend of the same `random` within
+    /// the dedup window gets what the first send got and records nothing;
+    /// otherwise the message takes the sequence number `next_seq` hands out,
+    /// is recorded (built by `build` from that number and the receive time in
+    /// unix milliseconds) and remembered for the window.
+    pub fn accept<E>(
+        &mut self,
+        target: Target,
+        random: u32,
+        now: Instant,
+        limit: usize,
+        next_seq: impl FnOnce(&mut Self) -> Result<u64, E>,
+        build: impl FnOnce(u64, u64) -> RecordedMessage,
+    ) -> Result<SeenMessage, E> {
+        if let Some(seen) = self.duplicate_of(&target, random, now) {
+            self.stats.deduplicated += 1;
+            return Ok(seen);
+        }
+        let msg_seq = next_seq(self)?;
+        let received_at_ms = unix_millis();
+        let seen = SeenMessage {
+            at: now,
+            msg_seq,
+            msg_time: received_at_ms / 1000,
+        };
+        self.record_message(build(msg_seq, received_at_ms), limit);
+        self.remember(target, random, seen);
+        Ok(seen)
+    }
+
     pub fn remember(&mut self, target: Target, random: u32, seen: SeenMessage) {
         self.seen.insert((target, random), seen);
     }
