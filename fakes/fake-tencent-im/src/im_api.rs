@@ -19,7 +19,7 @@ use tencent_im::usersig::verify_usersig;
 use tokio::time::Instant;
 
 use crate::App;
-use crate::state::{GroupRecord, MessageKind, RecordedMessage, Target, unix_millis};
+use crate::state::{GroupRecord, SentMessage, Target, unix_millis};
 
 /// Group types Tencent accepts in `create_group`.
 const GROUP_TYPES: &[&str] = &[
@@ -335,30 +335,21 @@ fn send_group_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<Stri
             ("MsgDropReason".to_owned(), json!(reason)),
         ]));
     }
-    let seen = state.accept(
-        Target::Group(group_id.clone()),
+    let sent = SentMessage {
+        from_account,
         random,
-        now,
-        app.config.max_recorded_messages,
-        |state| {
-            let group = state
-                .groups
-                .get_mut(&group_id)
-                .ok_or_else(group_not_found)?;
-            group.last_msg_seq += 1;
-            Ok(group.last_msg_seq)
-        },
-        |msg_seq, received_at_ms| RecordedMessage {
-            kind: MessageKind::Group,
-            group_id: Some(group_id.clone()),
-            to_account: None,
-            from_account,
-            random,
-            msg_body,
-            msg_seq,
-            received_at_ms,
-        },
-    )?;
+        msg_body,
+    };
+    let target = Target::Group(group_id.clone());
+    let limit = app.config.max_recorded_messages;
+    let seen = state.accept(target, sent, now, limit, |state| {
+        let group = state
+            .groups
+            .get_mut(&group_id)
+            .ok_or_else(group_not_found)?;
+        group.last_msg_seq += 1;
+        Ok(group.last_msg_seq)
+    })?;
     Ok(Map::from_iter([
         ("MsgTime".to_owned(), json!(seen.msg_time)),
         ("MsgSeq".to_owned(), json!(seen.msg_seq)),
@@ -422,26 +413,17 @@ fn send_c2c_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<String
             ("MsgDropReason".to_owned(), json!(reason)),
         ]));
     }
-    let seen = state.accept(
-        Target::Account(to_account.clone()),
+    let sent = SentMessage {
+        from_account,
         random,
-        now,
-        app.config.max_recorded_messages,
-        |state| {
-            state.next_c2c_seq += 1;
-            Ok::<_, Fail>(state.next_c2c_seq)
-        },
-        |msg_seq, received_at_ms| RecordedMessage {
-            kind: MessageKind::C2c,
-            group_id: None,
-            to_account: Some(to_account),
-            from_account,
-            random,
-            msg_body,
-            msg_seq,
-            received_at_ms,
-        },
-    )?;
+        msg_body,
+    };
+    let target = Target::Account(to_account);
+    let limit = app.config.max_recorded_messages;
+    let seen = state.accept(target, sent, now, limit, |state| {
+        state.next_c2c_seq += 1;
+        Ok::<_, Fail>(state.next_c2c_seq)
+    })?;
     // Tencent's MsgKey is `{seq}_{random}_{time}`.
     let msg_key = format!("{}_{}_{}", seen.msg_seq, random, seen.msg_time);
     Ok(Map::from_iter([

@@ -191,6 +191,13 @@ pub struct MessageFilter {
     pub to_account: Option<String>,
 }
 
+/// What a send request carried, group or one-to-one alike.
+pub(crate) struct SentMessage {
+    pub from_account: Option<String>,
+    pub random: u32,
+    pub msg_body: serde_json::Value,
+}
+
 /// Where a message went, for de-duplication.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Target {
@@ -275,18 +282,16 @@ impl State {
     /// Accepts a message to `target`. A resend of the same `random` within
     /// the dedup window gets what the first send got and records nothing;
     /// otherwise the message takes the sequence number `next_seq` hands out,
-    /// is recorded (built by `build` from that number and the receive time in
-    /// unix milliseconds) and remembered for the window.
+    /// is recorded and is remembered for the window.
     pub fn accept<E>(
         &mut self,
         target: Target,
-        random: u32,
+        sent: SentMessage,
         now: Instant,
         limit: usize,
         next_seq: impl FnOnce(&mut Self) -> Result<u64, E>,
-        build: impl FnOnce(u64, u64) -> RecordedMessage,
     ) -> Result<SeenMessage, E> {
-        if let Some(seen) = self.duplicate_of(&target, random, now) {
+        if let Some(seen) = self.duplicate_of(&target, sent.random, now) {
             self.stats.deduplicated += 1;
             return Ok(seen);
         }
@@ -297,7 +302,24 @@ impl State {
             msg_seq,
             msg_time: received_at_ms / 1000,
         };
-        self.record_message(build(msg_seq, received_at_ms), limit);
+        let (kind, group_id, to_account) = match &target {
+            Target::Group(group_id) => (MessageKind::Group, Some(group_id.clone()), None),
+            Target::Account(account) => (MessageKind::C2c, None, Some(account.clone())),
+        };
+        let random = sent.random;
+        self.record_message(
+            RecordedMessage {
+                kind,
+                group_id,
+                to_account,
+                from_account: sent.from_account,
+                random,
+                msg_body: sent.msg_body,
+                msg_seq,
+                received_at_ms,
+            },
+            limit,
+        );
         self.remember(target, random, seen);
         Ok(seen)
     }
