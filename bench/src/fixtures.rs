@@ -211,9 +211,11 @@ async fn flush(pool: &MySqlPool, batch: &mut Vec<NewOutboxRow>) -> anyhow::Resul
 /// MariaDB nothing (a `COUNT(*)` of the open rows walked the whole backlog on
 /// every poll and competed with the relay it was measuring).
 pub async fn oldest_open_id(pool: &MySqlPool) -> anyhow::Result<Option<u64>> {
-    Ok(sqlx::query_scalar(outbox_relay::ops::OLDEST_OPEN_ID_SQL)
-        .fetch_one(pool)
-        .await?)
+    Ok(sqlx::query_scalar(
+        "SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1",
+    )
+    .fetch_one(pool)
+    .await?)
 }
 
 /// The newest row id (0 for an empty table).

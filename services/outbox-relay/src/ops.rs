@@ -8,26 +8,11 @@ use serde::Serialize;
 use service_kit::time::now_ms;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
-/// The query text of [`OLDEST_OPEN_ID_SQL`], as a literal so that
-/// [`OLDEST_OPEN_SQL`] can embed it.
-macro_rules! oldest_open_id_sql {
-    () => {
-        "SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1"
-    };
-}
-
-/// Id of the oldest open row of the ordered chain (NULL once it is drained):
-/// one dive into idx_claim, cheap enough to poll while a backlog drains.
-pub const OLDEST_OPEN_ID_SQL: &str = oldest_open_id_sql!();
-
 /// Commit time of the oldest open row of the ordered chain (delayed wake-ups
 /// are in the future on purpose and would distort the age). Both lookups
 /// are index range reads of the backlog.
-pub const OLDEST_OPEN_SQL: &str = concat!(
-    "SELECT MIN(created_at_ms) AS oldest FROM room_outbox WHERE id = (",
-    oldest_open_id_sql!(),
-    ")"
-);
+pub const OLDEST_OPEN_SQL: &str = "SELECT MIN(created_at_ms) AS oldest FROM room_outbox WHERE id = \
+     (SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1)";
 
 /// Count of open rows (both lanes), by index range.
 pub const OPEN_COUNT_SQL: &str = "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane IN (0, 1) AND open_flag = 1";
