@@ -7,7 +7,8 @@ use crate::{
     fixtures::{self, BenchEnv},
     relay_scenarios::PARTITIONS,
 };
-use consumer_runtime::{ConsumerConfig, im::TencentImSection};
+use consumer_runtime::ConsumerConfig;
+use tencent_im::ImSection as TencentImSection;
 use fake_tencent_im::{FakeImConfig, FakeImHandle};
 use rdkafka::{
     ClientConfig, Offset, TopicPartitionList,

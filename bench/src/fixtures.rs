@@ -1,8 +1,7 @@
 //! What scenarios share: a fresh benchmark database, pre-filled outbox rows
 //! shaped exactly like room-service's, relays, and a topic reader.
 
-use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, names, row, shard_of};
-use prost::Message as _;
+use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for};
 use room_core::{EventKind, RoomEvent};
 use service_kit::time::now_ms;
 use sqlx::{Connection, MySqlConnection, MySqlPool};
@@ -159,22 +158,8 @@ pub fn event_row(room_id: &str, seq: u64, now: i64, kind: EventKind) -> NewOutbo
         ..EnvelopeContext::default()
     };
     let event = RoomEvent { seq, kind };
-    let event_id = uuid::Uuid::now_v7().to_string();
-    let envelope = envelope_for(&context, event_id.clone(), &event);
-    NewOutboxRow {
-        event_id,
-        app_code: "hyapp".into(),
-        room_id: room_id.into(),
-        shard: shard_of(room_id),
-        lane: row::LANE_CHAIN,
-        room_event_seq: seq,
-        event_type: envelope.event_type.clone(),
-        topic: names::TOPIC_ROOM_OUTBOX.into(),
-        payload: envelope.encode_to_vec(),
-        traceparent: context.traceparent,
-        not_before_ms: now,
-        created_at_ms: now,
-    }
+    let envelope = envelope_for(&context, uuid::Uuid::now_v7().to_string(), &event);
+    NewOutboxRow::event(&envelope, now)
 }
 
 /// Inserts `rows_total` rows across `rooms` rooms, interleaved like concurrent commits.
@@ -200,7 +185,7 @@ pub async fn prefill(pool: &MySqlPool, rooms: usize, rows_total: usize) -> anyho
 
 async fn flush(pool: &MySqlPool, batch: &mut Vec<NewOutboxRow>) -> anyhow::Result<()> {
     let mut tx = pool.begin().await?;
-    outbox_relay::insert_outbox_rows(&mut tx, batch).await?;
+    outbox_store::insert_outbox_rows(&mut tx, batch).await?;
     tx.commit().await?;
     batch.clear();
     Ok(())

@@ -393,7 +393,7 @@ async fn latency_samples(
     for index in 0..samples {
         let row = fixtures::gift_row("latency-room", index as u64 + 1, now_ms());
         let mut tx = pool.begin().await?;
-        outbox_relay::insert_outbox_rows(&mut tx, std::slice::from_ref(&row)).await?;
+        outbox_store::insert_outbox_rows(&mut tx, std::slice::from_ref(&row)).await?;
         tx.commit().await?;
         if nudge {
             let _: i64 = redis

@@ -324,7 +324,7 @@ async fn raw_sql_commands(env: &BenchEnv, rooms: usize, seconds: u64) -> anyhow:
                     .bind(vec![0u8; 120])
                     .execute(&mut *tx)
                     .await?;
-                    outbox_relay::insert_outbox_rows(&mut tx, &rows).await?;
+                    outbox_store::insert_outbox_rows(&mut tx, &rows).await?;
                     let updated = sqlx::query(
                         "UPDATE rooms SET version = version + 1, event_seq = event_seq + 2, updated_at_ms = ? WHERE room_id = ? AND version = ?",
                     )

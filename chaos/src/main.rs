@@ -80,9 +80,10 @@ enum Mode {
         /// Longest wait for the system to settle.
         #[arg(long, default_value_t = 180)]
         settle_secs: u64,
-        /// Event types im-bridge does not send (comma separated).
-        #[arg(long, default_value = "RoomHeatChanged,RoomRankChanged")]
-        im_silent: String,
+        /// Event types im-bridge does not send (comma separated); unset = its
+        /// default, `outbox_schema::names::IM_SILENT_EVENT_TYPES`.
+        #[arg(long)]
+        im_silent: Option<String>,
         /// Big-gift threshold of activity-consumer.
         #[arg(long)]
         big_gift_threshold: u64,
@@ -168,7 +169,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let commands = ledger::read_commands(&commands)?;
             let faults = ledger::read_faults(&faults)?;
             let expect = checks::Expectations {
-                im_silent: list(&im_silent),
+                im_silent: im_silent.as_deref().map_or_else(
+                    || {
+                        outbox_schema::names::IM_SILENT_EVENT_TYPES
+                            .iter()
+                            .map(|event_type| (*event_type).to_owned())
+                            .collect()
+                    },
+                    list,
+                ),
                 room_group_prefix: "room_".into(),
                 broadcast_group,
                 big_gift_threshold,

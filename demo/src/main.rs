@@ -51,12 +51,9 @@ struct Args {
     /// activity.broadcast_group_id of activity-consumer.
     #[arg(long, default_value = "hyapp_global_broadcast")]
     broadcast_group: String,
-    /// im-bridge's `im_bridge.silent_event_types` (acknowledged without a group message).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "RoomHeatChanged,RoomRankChanged"
-    )]
+    /// im-bridge's `im_bridge.silent_event_types` (acknowledged without a
+    /// group message); empty = its default, `outbox_schema::names::IM_SILENT_EVENT_TYPES`.
+    #[arg(long, value_delimiter = ',')]
     im_silent: Vec<String>,
     /// The activity ranking senders over every gift.
     #[arg(long, default_value = "daily_gift_rank")]
@@ -187,6 +184,14 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let treasure_cleared = wait_treasure(&mut driver, &args, &mut timed).await;
     wait_presence_expiry(&mut driver, &args, &mut timed).await;
 
+    let im_silent: Vec<String> = if args.im_silent.is_empty() {
+        outbox_schema::names::IM_SILENT_EVENT_TYPES
+            .iter()
+            .map(|event_type| (*event_type).to_owned())
+            .collect()
+    } else {
+        args.im_silent.clone()
+    };
     let deadline = Instant::now() + Duration::from_secs(args.effect_timeout_secs);
     let (observed, mut checks) = loop {
         let observed = sources.observe().await;
@@ -198,7 +203,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             expired: SILENT,
             treasure_cleared,
             sender_board: &args.sender_board,
-            im_silent: &args.im_silent,
+            im_silent: &im_silent,
         };
         let checks = checks::evaluate(&script, &observed);
         if checks.iter().all(|check| check.ok) || Instant::now() > deadline {

@@ -7,13 +7,13 @@
 //! MariaDB and makes the fakes fail. Then the `chaos` checker waits for the
 //! system to settle and verifies the delivery ledger; its exit code is ours.
 
+use crate::backends::Backends;
 use crate::faults::{self, Fault, Schedule};
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
 use crate::services::{self, Overrides, Ports};
 use crate::stack::{self, Plan};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 const DATABASE: &str = "hyapp_chaos";
 /// Gifts worth this much are announced (the workload's larger gifts cross it).
 const BIG_GIFT_THRESHOLD: u64 = 3_000;
-/// Events im-bridge sends no message for (its shipped default).
-const IM_SILENT: &str = "RoomHeatChanged,RoomRankChanged";
 /// Consumer groups that record `consumer_dedup` rows.
 const DEDUP_GROUPS: &str =
     "hyapp-room-im-bridge,hyapp-activity-room-outbox,hyapp-notice-room-outbox";
@@ -110,91 +108,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         _ => return Err(format!("bad duration `{text}` (use 90s, 10m or 1h)")),
     };
     Ok(Duration::from_secs(seconds))
-}
-
-/// Private MariaDB and Redis the faults can stop and restart.
-pub struct Backends {
-    /// MariaDB port.
-    pub mysql_port: u16,
-    /// Redis port.
-    pub redis_port: u16,
-    mariadbd: PathBuf,
-    redis_server: PathBuf,
-    dir: PathBuf,
-    mysql: Option<Child>,
-    redis: Option<Child>,
-}
-
-impl Backends {
-    fn start(dir: &Path) -> Result<Self, String> {
-        let missing = |name: &str| {
-            format!(
-                "`{name}` is needed for private instances (apt-get install mariadb-server redis-server)"
-            )
-        };
-        let mariadbd = localdb::find_binary("mariadbd")
-            .or_else(|| localdb::find_binary("mysqld"))
-            .ok_or_else(|| missing("mariadbd"))?;
-        let redis_server =
-            localdb::find_binary("redis-server").ok_or_else(|| missing("redis-server"))?;
-        let mysql_port = infra::free_port()?;
-        let redis_port = infra::free_port()?;
-        crate::step(&format!(
-            "starting a private MariaDB on 127.0.0.1:{mysql_port} and Redis on {redis_port}"
-        ));
-        let mysql = localdb::start_mariadb(&mariadbd, &dir.join("mariadb"), mysql_port, true)?;
-        let redis = localdb::start_redis(&redis_server, &dir.join("redis"), redis_port)?;
-        Ok(Self {
-            mysql_port,
-            redis_port,
-            mariadbd,
-            redis_server,
-            dir: dir.to_path_buf(),
-            mysql: Some(mysql),
-            redis: Some(redis),
-        })
-    }
-
-    /// SIGKILLs MariaDB (a crash; InnoDB recovers on restart).
-    pub fn kill_mysql(&mut self) {
-        kill(self.mysql.take());
-    }
-
-    /// Starts MariaDB again on its data directory.
-    pub fn restart_mysql(&mut self) -> Result<(), String> {
-        self.mysql = Some(localdb::start_mariadb(
-            &self.mariadbd,
-            &self.dir.join("mariadb"),
-            self.mysql_port,
-            false,
-        )?);
-        Ok(())
-    }
-
-    /// SIGKILLs Redis and starts it again, empty (it runs without persistence).
-    pub fn restart_redis(&mut self) -> Result<(), String> {
-        kill(self.redis.take());
-        self.redis = Some(localdb::start_redis(
-            &self.redis_server,
-            &self.dir.join("redis"),
-            self.redis_port,
-        )?);
-        Ok(())
-    }
-}
-
-fn kill(child: Option<Child>) {
-    if let Some(mut child) = child {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Backends {
-    fn drop(&mut self) {
-        kill(self.mysql.take());
-        kill(self.redis.take());
-    }
 }
 
 /// Runs the reliability check; `Err` carries the reason for a non-zero exit.
@@ -299,7 +212,6 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         .arg("--faults")
         .arg(dir.join("faults.tsv"))
         .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
-        .args(["--im-silent", IM_SILENT])
         .args(["--dedup-groups", DEDUP_GROUPS])
         .args(["--dead-letter-topics", &dead_letter_topics()]);
     for (service, port) in [

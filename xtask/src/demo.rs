@@ -28,8 +28,6 @@ const TREASURE_COUNTDOWN_MS: u64 = 3_000;
 const TREASURE_THRESHOLDS: &str = "3000,1000000000";
 const PRESENCE_TTL_MS: u64 = 3_000;
 const BIG_GIFT_THRESHOLD: u64 = 1_000;
-/// Events im-bridge acknowledges without a group message (seed 000; as in its shipped config).
-const IM_SILENT: &str = "RoomHeatChanged,RoomRankChanged";
 
 /// Runs the demo; `Err` carries the reason for a non-zero exit.
 pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
@@ -117,7 +115,6 @@ fn run_with_database(
         .args(["--presence-ttl-ms", &PRESENCE_TTL_MS.to_string()])
         .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
         .args(["--treasure-threshold", first_threshold()])
-        .args(["--im-silent", IM_SILENT])
         .args(["--logs", &plan.log_dir.display().to_string()])
         .args([
             "--secret",
@@ -269,11 +266,6 @@ fn overrides(admin_token: &str) -> Vec<(&'static str, String, String)> {
             "activity-consumer",
             "ACTIVITY__ACTIVITY__BIG_GIFT_THRESHOLD",
             BIG_GIFT_THRESHOLD.to_string(),
-        ),
-        (
-            "im-bridge",
-            "IM_BRIDGE__IM_BRIDGE__SILENT_EVENT_TYPES",
-            IM_SILENT.into(),
         ),
         ("outbox-relay", "RELAY__ADMIN_TOKEN", admin_token.into()),
     ]

@@ -5,7 +5,7 @@
 //! faults are drawn at random. Each applied fault is appended to
 //! `faults.tsv` for the checker's table.
 
-use crate::chaos::Backends;
+use crate::backends::Backends;
 use crate::interrupt::StopFlag;
 use crate::services::Ports;
 use crate::stack::{self, Stack};

@@ -15,6 +15,7 @@
 //!   reliability run (workload + seeded faults + ledger checker).
 //! - `broker [--sqlite FILE]`: starts a Tansu broker in the foreground (for manual work).
 
+mod backends;
 mod bench;
 mod chaos;
 mod demo;

@@ -1,6 +1,6 @@
 //! The `consumer` section every consumer service carries, and the resolved
 //! [`ConsumerSettings`] one consumer runs with. Broker address, credentials and
-//! namespace come from the seed's `rocketmq` section ([`MqConfig`]); the retry
+//! namespace come from the `rocketmq` section ([`MqConfig`]); the retry
 //! budget from its `consumer_max_reconsume_times`.
 
 use crate::Error;
@@ -168,7 +168,8 @@ impl ConsumerSettings {
 
     /// Resolves one consumer of `topic` (un-namespaced) in `default_group`
     /// (used when `section.group` is empty), with `max_reconsume_times` from
-    /// the seed's `rocketmq.*.consumer_max_reconsume_times`.
+    /// the original `rocketmq.*.consumer_max_reconsume_times`
+    /// (docs/design.md#consumer-semantics).
     pub fn resolve(
         mq: &MqConfig,
         section: &ConsumerConfig,

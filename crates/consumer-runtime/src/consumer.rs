@@ -9,16 +9,15 @@ use crate::{
     ConsumerSettings, Error,
     dead_letter::DeadLetterProducer,
     handler::Handler,
+    kafka::{AssignmentChange, KafkaConsumer, RebalanceContext, lock},
     message::Decode,
     metrics::ConsumerMetrics,
     offset_gap::{OffsetTracker, STALL_AFTER, Verdict},
     worker::{PartitionWorker, Shared},
 };
 use rdkafka::{
-    ClientConfig, ClientContext, Message, Offset, Statistics, TopicPartitionList,
-    consumer::{
-        BaseConsumer, CommitMode, Consumer as _, ConsumerContext, Rebalance, StreamConsumer,
-    },
+    ClientConfig, Message, Offset, TopicPartitionList,
+    consumer::{CommitMode, Consumer as _},
     error::{KafkaError, KafkaResult},
     message::OwnedMessage,
     types::RDKafkaErrorCode,
@@ -27,16 +26,13 @@ use std::{
     collections::HashMap,
     marker::PhantomData,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
 use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::sync::CancellationToken;
-
-/// The librdkafka consumer with our rebalance hooks.
-pub(crate) type KafkaConsumer = StreamConsumer<RebalanceContext>;
 
 /// Bound on a seek or committed-offset lookup (both rare: gap repair and
 /// partition assignment).
@@ -52,118 +48,6 @@ const HOLD_BEFORE_PAUSE: Duration = Duration::from_secs(10);
 
 /// How often full and paused partitions are checked for resumption.
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Rebalance hooks: flag revoked partitions so their workers stop taking
-/// messages, and queue assignment changes for the dispatcher. Also keeps
-/// librdkafka's latest per-partition fetch statistics.
-pub(crate) struct RebalanceContext {
-    consumer_group: String,
-    topic: String,
-    revoke_flags: Mutex<HashMap<i32, Arc<AtomicBool>>>,
-    changes: Mutex<Vec<AssignmentChange>>,
-    changes_pending: AtomicBool,
-    fetch_stats: Mutex<HashMap<i32, FetchStats>>,
-}
-
-/// One rebalance outcome, applied by the dispatcher in order.
-enum AssignmentChange {
-    Assigned(Vec<i32>),
-    Revoked(Vec<i32>),
-}
-
-/// What librdkafka last reported about fetching one partition.
-#[derive(Debug, Clone, Copy)]
-struct FetchStats {
-    /// The broker's high watermark.
-    high_watermark: i64,
-    /// The offset librdkafka fetches next.
-    fetch_offset: i64,
-    /// Messages fetched but not yet handed to the dispatcher.
-    queued: i64,
-    reported_at: Instant,
-}
-
-impl ClientContext for RebalanceContext {
-    fn stats(&self, statistics: Statistics) {
-        let Some(topic) = statistics.topics.get(&self.topic) else {
-            return;
-        };
-        let now = Instant::now();
-        let mut fetch_stats = lock(&self.fetch_stats);
-        for (partition, stats) in &topic.partitions {
-            if *partition >= 0 {
-                fetch_stats.insert(
-                    *partition,
-                    FetchStats {
-                        high_watermark: stats.hi_offset,
-                        fetch_offset: stats.next_offset,
-                        queued: stats.fetchq_cnt,
-                        reported_at: now,
-                    },
-                );
-            }
-        }
-    }
-}
-
-impl RebalanceContext {
-    fn record(&self, change: AssignmentChange) {
-        lock(&self.changes).push(change);
-        self.changes_pending.store(true, Ordering::Release);
-    }
-}
-
-impl ConsumerContext for RebalanceContext {
-    fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Revoke(partitions) => {
-                let partitions: Vec<i32> = partitions
-                    .elements()
-                    .iter()
-                    .filter(|element| element.topic() == self.topic)
-                    .map(|element| element.partition())
-                    .collect();
-                {
-                    let flags = lock(&self.revoke_flags);
-                    for partition in &partitions {
-                        if let Some(flag) = flags.get(partition) {
-                            flag.store(true, Ordering::Relaxed);
-                        }
-                    }
-                }
-                tracing::info!(consumer_group = %self.consumer_group, ?partitions, "partitions revoked");
-                self.record(AssignmentChange::Revoked(partitions));
-            }
-            Rebalance::Assign(partitions) => {
-                let partitions: Vec<i32> = partitions
-                    .elements()
-                    .iter()
-                    .filter(|element| element.topic() == self.topic)
-                    .map(|element| element.partition())
-                    .collect();
-                tracing::info!(consumer_group = %self.consumer_group, ?partitions, "partitions assigned");
-                self.record(AssignmentChange::Assigned(partitions));
-            }
-            Rebalance::Error(error) => {
-                tracing::warn!(consumer_group = %self.consumer_group, %error, "rebalance failed");
-            }
-        }
-    }
-
-    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
-        match result {
-            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
-            Err(error) => {
-                tracing::warn!(consumer_group = %self.consumer_group, %error, "offset commit failed");
-            }
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The guarded data are plain collections; a panic elsewhere leaves them usable.
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
-}
 
 /// The dispatcher's view of one partition's worker.
 struct WorkerSlot {
@@ -206,14 +90,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         handler: Arc<H>,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
-        let context = RebalanceContext {
-            consumer_group: settings.consumer_group.clone(),
-            topic: settings.topic.clone(),
-            revoke_flags: Mutex::new(HashMap::new()),
-            changes: Mutex::new(Vec::new()),
-            changes_pending: AtomicBool::new(false),
-            fetch_stats: Mutex::new(HashMap::new()),
-        };
+        let context = RebalanceContext::new(settings.consumer_group.clone(), settings.topic.clone());
         let mut config = ClientConfig::new();
         for (key, value) in settings.consumer_properties() {
             config.set(key, value);

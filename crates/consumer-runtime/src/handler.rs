@@ -81,6 +81,12 @@ pub enum BatchError {
     },
 }
 
+impl From<outbox_store::Error> for HandlerError {
+    fn from(error: outbox_store::Error) -> Self {
+        crate::Error::from(error).into()
+    }
+}
+
 impl From<HandlerError> for BatchError {
     fn from(error: HandlerError) -> Self {
         BatchError::Whole(error)
@@ -89,6 +95,12 @@ impl From<HandlerError> for BatchError {
 
 impl From<sqlx::Error> for BatchError {
     fn from(error: sqlx::Error) -> Self {
+        BatchError::Whole(error.into())
+    }
+}
+
+impl From<outbox_store::Error> for BatchError {
+    fn from(error: outbox_store::Error) -> Self {
         BatchError::Whole(error.into())
     }
 }

@@ -29,18 +29,22 @@
 pub mod config;
 mod consumer;
 pub mod dead_letter;
-pub mod dedup;
+pub mod delivery;
 pub mod handler;
-pub mod im;
+mod kafka;
 pub mod message;
 pub mod metrics;
 mod offset_gap;
+pub mod purge;
 pub mod testing;
 mod trace;
 mod worker;
 
 pub use config::{ConsumerConfig, ConsumerSettings, DedupPurge, RetryPolicy};
 pub use consumer::Consumer;
+/// `consumer_dedup` claims and records (owned by outbox-store, re-exported
+/// because every handler uses them).
+pub use outbox_store::dedup;
 pub use handler::{BatchError, Handler, HandlerError, Outcome};
 pub use message::{Decode, Delivery};
 pub use metrics::{ConsumerMetrics, GroupMetrics};
@@ -62,9 +66,12 @@ pub enum Error {
     InvalidEventId(String),
 }
 
-impl From<tencent_im::Error> for Error {
-    fn from(error: tencent_im::Error) -> Self {
-        Error::Config(error.to_string())
+impl From<outbox_store::Error> for Error {
+    fn from(error: outbox_store::Error) -> Self {
+        match error {
+            outbox_store::Error::Database(error) => Error::Database(error),
+            outbox_store::Error::InvalidEventId(id) => Error::InvalidEventId(id),
+        }
     }
 }
 

@@ -5,9 +5,9 @@
 
 use crate::{
     ConsumerSettings,
-    consumer::KafkaConsumer,
     dead_letter::{self, DeadLetterProducer},
     handler::{BatchError, Handler, HandlerError, Outcome},
+    kafka::KafkaConsumer,
     message::{Decode, Delivery},
     metrics::GroupMetrics,
 };

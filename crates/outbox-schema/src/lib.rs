@@ -1,7 +1,8 @@
 //! The wire and storage vocabulary shared by room-service, the relay and the
 //! consumers: the protobuf event envelope (`pb`), its construction from
 //! room-core events, the `room_outbox` row and status types, topic and
-//! consumer-group names (seed 001), and the Kafka key/header conventions.
+//! consumer-group names (docs/design.md#topics-groups-and-message-conventions),
+//! and the Kafka key/header conventions.
 //!
 //! This crate does no I/O: it depends on neither sqlx nor rdkafka nor tokio.
 

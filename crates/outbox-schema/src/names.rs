@@ -1,6 +1,7 @@
-//! Topic names, consumer groups and Kafka message conventions (seed 001).
+//! Topic names, consumer groups and Kafka message conventions
+//! (docs/design.md#topics-groups-and-message-conventions).
 //!
-//! Production brokers may need a namespace prefix (the seed's
+//! Production brokers may need a namespace prefix (the original
 //! `rocketmq.namespace`); [`namespaced`] applies it in one place.
 
 /// Room facts, published by the outbox relay. Key = room_id.
@@ -17,7 +18,14 @@ pub const GROUP_IM_BRIDGE: &str = "hyapp-room-im-bridge";
 /// room-service's treasure-open group on [`TOPIC_TREASURE_OPEN`].
 pub const GROUP_TREASURE_OPEN: &str = "hyapp-room-treasure-open";
 
-/// Producer group names of the seed, kept as Kafka `client.id`s.
+/// Room event types that go to no IM group by default: heat and rank are
+/// room-state facts clients read from the room snapshot, not messages
+/// (docs/design.md#im-silent-events). The one list: im-bridge's default
+/// `im_bridge.silent_event_types`, room-service's "did this command write an
+/// IM event" timing and the reliability check all read it.
+pub const IM_SILENT_EVENT_TYPES: &[&str] = &["RoomHeatChanged", "RoomRankChanged"];
+
+/// The original producer group names, kept as Kafka `client.id`s.
 pub const PRODUCER_ROOM_OUTBOX: &str = "hyapp-room-outbox-producer";
 /// Producer of treasure-open wake-ups.
 pub const PRODUCER_TREASURE_OPEN: &str = "hyapp-room-treasure-open-producer";

@@ -1,5 +1,6 @@
-//! `room_outbox.status` values (seed 001). Legacy `published` rows, written by
-//! the phase-1 worker, read as delivered; no current code writes it.
+//! `room_outbox.status` values (docs/design.md#outbox-row-statuses). Legacy
+//! `published` rows, written by the phase-1 worker, read as delivered; no
+//! current code writes it.
 
 use crate::Error;
 use std::str::FromStr;

@@ -1,10 +1,10 @@
-//! Durations in configuration files, written the way the seed documents write
-//! them (`"500ms"`, `"1s"`, `"5m"`, `"1h"`, `"7d"`).
+//! Durations in configuration files, written the way the original configs
+//! write them (`"500ms"`, `"1s"`, `"5m"`, `"1h"`, `"7d"`).
 //!
 //! A zero or negative value is accepted by the parser and reported as
 //! [`ConfigDuration::is_positive`] == false, so the owning config can fall back
-//! to its default (seed 000: `poll_interval <= 0` must never become a busy loop)
-//! instead of refusing to start.
+//! to its default (`poll_interval <= 0` must never become a busy loop;
+//! docs/design.md#configuration-names) instead of refusing to start.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -38,7 +38,8 @@ impl ConfigDuration {
         self.millis > 0
     }
 
-    /// This value when positive, else `default` — the seed's fallback rule.
+    /// This value when positive, else `default` — the fallback rule of
+    /// docs/design.md#configuration-names.
     pub fn positive_or(self, default: ConfigDuration) -> ConfigDuration {
         if self.is_positive() { self } else { default }
     }

@@ -1,4 +1,5 @@
-//! The seed's `rocketmq` config section, mapped onto a Kafka-protocol broker:
+//! The original `rocketmq` config section, mapped onto a Kafka-protocol broker
+//! (docs/design.md#configuration-names):
 //! `name_servers` → `bootstrap.servers`, `access_key`/`secret_key` → SASL
 //! credentials, `namespace` → topic prefix, `send_timeout`/`retry` → producer
 //! delivery timeout and retries. Shared by the relay (producer) and every
@@ -8,7 +9,7 @@
 use crate::{Error, Secret, duration::ConfigDuration};
 use serde::{Deserialize, Serialize};
 
-/// The `rocketmq` section (names kept from seed 001).
+/// The `rocketmq` section (names kept; docs/design.md#configuration-names).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MqConfig {

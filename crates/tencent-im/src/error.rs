@@ -195,6 +195,36 @@ impl Error {
         }
     }
 
+    /// Whether another attempt later may succeed: throttling, server errors
+    /// and an expired signature (the client already regenerated it once; a
+    /// later round may meet a fixed clock or a rotated key) are worth one.
+    pub fn is_retryable(&self) -> bool {
+        match self.class() {
+            ErrorClass::RateLimited | ErrorClass::Transient | ErrorClass::ExpiredSig => true,
+            ErrorClass::Permanent => false,
+        }
+    }
+
+    /// The error with Tencent's code in front, for logs, dead-letter reasons
+    /// and `last_error` columns: `tencent im error_code=10007: …`.
+    pub fn summary(&self) -> String {
+        match self.code() {
+            Some(code) => format!("tencent im error_code={code}: {self}"),
+            None => format!("tencent im: {self}"),
+        }
+    }
+
+    /// [`Error::summary`] cut on a char boundary to fit a `VARCHAR(512)` column.
+    pub fn short_summary(&self) -> String {
+        let mut text = self.summary();
+        let mut cut = text.len().min(500);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text
+    }
+
     /// The API path the failing call targeted, when there was one.
     pub fn api(&self) -> Option<&'static str> {
         match self {
@@ -299,5 +329,23 @@ mod tests {
         let shown = err.to_string();
         assert!(shown.chars().count() < 260, "{}", shown.len());
         assert!(shown.ends_with("..."));
+    }
+
+    #[test]
+    fn retry_decisions_follow_the_class_and_summaries_keep_the_code() {
+        let limited = Error::HttpStatus {
+            api: "openim/sendmsg",
+            status: 503,
+        };
+        assert!(limited.is_retryable());
+        let rejected = Error::HttpStatus {
+            api: "openim/sendmsg",
+            status: 403,
+        };
+        assert!(!rejected.is_retryable());
+        let api = Error::api_error("group_open_http_svc/send_group_msg", 10004, &"x".repeat(900));
+        assert!(api.summary().starts_with("tencent im error_code=10004: "));
+        let short = api.short_summary();
+        assert!(short.len() <= 500 && short.starts_with("tencent im error_code=10004"));
     }
 }

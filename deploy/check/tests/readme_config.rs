@@ -376,8 +376,8 @@ fn a_wrong_default_is_caught() {
 #[test]
 fn a_section_used_by_the_wrong_service_is_caught() {
     let text = readme_text().replacen(
-        "Used by: room-service, im-bridge.",
-        "Used by: room-service, im-bridge, notice-consumer.",
+        "Used by: room-service, im-bridge, outbox-relay (as `direct.im_bridge.*`).",
+        "Used by: room-service, im-bridge, notice-consumer, outbox-relay (as `direct.im_bridge.*`).",
         1,
     );
     assert_caught(

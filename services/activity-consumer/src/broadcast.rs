@@ -6,7 +6,7 @@
 //! `Random` derives from the event id, so a resend after a crash is dropped
 //! by Tencent.
 
-use consumer_runtime::im::{self, DeliveryRetryConfig};
+use consumer_runtime::delivery::DeliveryRetryConfig;
 use serde_json::json;
 use sqlx::{FromRow, MySqlPool};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +87,7 @@ impl Broadcaster {
                 .bind(&row.event_id)
             }
             Err(error) => {
-                let give_up = !im::is_retryable(&error) || attempts >= self.retry.max_attempts;
+                let give_up = !error.is_retryable() || attempts >= self.retry.max_attempts;
                 let next_attempt_at_ms = now_ms + self.retry.backoff_ms(attempts);
                 tracing::warn!(
                     event_id = %row.event_id,
@@ -104,7 +104,7 @@ impl Broadcaster {
                 .bind(if give_up { "failed" } else { "pending" })
                 .bind(attempts)
                 .bind(next_attempt_at_ms)
-                .bind(im::short_error(&error))
+                .bind(error.short_summary())
                 .bind(&row.event_id)
             }
         };

@@ -4,12 +4,13 @@
 use crate::Error;
 use consumer_runtime::{
     ConsumerConfig, ConsumerSettings,
-    im::{DeliveryRetryConfig, TencentImSection},
+    delivery::DeliveryRetryConfig,
 };
 use outbox_schema::names::GROUP_ACTIVITY;
 use serde::{Deserialize, Serialize};
 use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
 use std::path::PathBuf;
+use tencent_im::ImSection as TencentImSection;
 
 /// Whose score a gift raises on a leaderboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,7 +94,7 @@ pub struct Config {
     pub log: LogConfig,
     /// MySQL holding the activity tables and `consumer_dedup`.
     pub mysql: MysqlConfig,
-    /// Broker (seed 001 `rocketmq` section).
+    /// Broker (`rocketmq` section, docs/design.md#configuration-names).
     pub rocketmq: MqConfig,
     /// Consumer runtime tunables (`group` defaults to `hyapp-activity-room-outbox`).
     pub consumer: ConsumerConfig,
@@ -150,7 +151,10 @@ impl Config {
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
         service_kit::config::check_listen("grpc_listen", &self.grpc_listen)?;
-        consumer_runtime::im::check_service_config(&self.tencent_im, &self.http_listen)?;
+        self.tencent_im
+            .validate()
+            .map_err(|error| Error::Config(error.to_string()))?;
+        service_kit::config::check_listen("http_listen", &self.http_listen)?;
         let mut ids = std::collections::HashSet::new();
         for rule in &self.activity.activities {
             if rule.id.is_empty() || rule.id.len() > 64 || !ids.insert(rule.id.as_str()) {

@@ -13,7 +13,7 @@ pub mod validate;
 
 use broadcast::Broadcaster;
 use config::Config;
-use consumer_runtime::{Consumer, ConsumerMetrics, DedupPurge, dedup};
+use consumer_runtime::{Consumer, ConsumerMetrics, DedupPurge};
 use hyapp_api::activity::activity_service_server::ActivityServiceServer;
 use outbox_schema::pb;
 use processor::ActivityProcessor;
@@ -64,7 +64,7 @@ impl App {
         let im = config
             .tencent_im
             .client()
-            .map_err(consumer_runtime::Error::from)?;
+            .map_err(|error| Error::Config(error.to_string()))?;
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let broadcaster = Broadcaster::new(
@@ -133,7 +133,7 @@ impl App {
             let stop = background.clone();
             async move { processor.broadcaster().run_sweeper(stop).await }
         });
-        let purger = tokio::spawn(dedup::run_purger(
+        let purger = tokio::spawn(consumer_runtime::purge::run_purger(
             self.pool.clone(),
             self.consumer_group.clone(),
             self.dedup_purge,

@@ -1,44 +1,18 @@
 //! im-bridge configuration: defaults → `configs/im-bridge.yaml` (or
 //! `--config`) → `IM_BRIDGE__…` environment → validation. The consumer group,
-//! topic and retry budget come from the seed's `rocketmq.room_outbox` keys
+//! topic and retry budget come from the original `rocketmq.room_outbox` keys
 //! (`tencent_im_consumer_group`, `topic`, `consumer_max_reconsume_times`),
 //! the same keys room-service reads when it hosts the bridge in-process.
 
 use crate::Error;
-use consumer_runtime::{ConsumerConfig, ConsumerSettings, im::TencentImSection};
+use consumer_runtime::{ConsumerConfig, ConsumerSettings};
+use tencent_im::ImSection as TencentImSection;
 use serde::{Deserialize, Serialize};
-use service_kit::{
-    config::ConfigSources, db::MysqlConfig, duration::ConfigDuration, mq::MqConfig,
-    telemetry::LogConfig,
-};
+use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
 use std::path::PathBuf;
 
-/// The `im_bridge` section: what the bridge does beyond group messages.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BridgeConfig {
-    /// `RoomUserKicked`: remove the target from the room's IM group.
-    pub kick_remove_member: bool,
-    /// `RoomUserKicked`: mute the target in the group until the ban ends.
-    pub kick_mute: bool,
-    /// Mute length when the kick carries no future `ban_until_ms`.
-    pub kick_mute_default: ConfigDuration,
-    /// Event types acknowledged without a group message.
-    pub silent_event_types: Vec<String>,
-}
-
-impl Default for BridgeConfig {
-    fn default() -> Self {
-        Self {
-            kick_remove_member: true,
-            kick_mute: false,
-            kick_mute_default: ConfigDuration::from_secs(600),
-            // Seed 000: heat and rank changes are room-state facts clients read
-            // from the room snapshot; they are not pushed as IM messages.
-            silent_event_types: vec!["RoomHeatChanged".into(), "RoomRankChanged".into()],
-        }
-    }
-}
+/// The `im_bridge` section (defined once in room-im: the relay's direct mode reads it too).
+pub use room_im::BridgeConfig;
 
 /// The standalone im-bridge's whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,7 +22,7 @@ pub struct Config {
     pub log: LogConfig,
     /// MySQL holding `consumer_dedup`.
     pub mysql: MysqlConfig,
-    /// Broker (seed 001 `rocketmq` section).
+    /// Broker (`rocketmq` section, docs/design.md#configuration-names).
     pub rocketmq: MqConfig,
     /// Consumer runtime tunables.
     pub consumer: ConsumerConfig,
@@ -93,7 +67,10 @@ impl Config {
     /// Refuses configurations that cannot work, naming the key.
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
-        consumer_runtime::im::check_service_config(&self.tencent_im, &self.http_listen)?;
+        self.tencent_im
+            .validate()
+            .map_err(|error| Error::Config(error.to_string()))?;
+        service_kit::config::check_listen("http_listen", &self.http_listen)?;
         Ok(())
     }
 
@@ -103,7 +80,8 @@ impl Config {
     }
 }
 
-/// The bridge's consumer settings from the seed's keys; room-service calls
+/// The bridge's consumer settings from the original keys
+/// (docs/design.md#configuration-names); room-service calls
 /// this too when it hosts the bridge (`tencent_im_consumer_enabled`).
 pub fn settings(mq: &MqConfig, consumer: &ConsumerConfig) -> Result<ConsumerSettings, Error> {
     let room_outbox = &mq.room_outbox;

@@ -1,227 +1,60 @@
-//! What the bridge does with each room event:
-//! - `RoomCreated` → ensure the room's IM group exists (idempotent);
-//! - `RoomClosed` → destroy the group (idempotent);
-//! - `RoomUserKicked` → a group message, then remove and/or mute the target
-//!   per config;
-//! - any other event → one group custom message, unless its type is
-//!   configured silent (acknowledged without a message).
-//!
-//! Messages are external effects: ids already in `consumer_dedup` are
-//! skipped, sent ones are recorded afterwards, and each message's `Random`
-//! derives from its `event_id` so a resend after a crash in between is dropped
-//! by Tencent.
+//! The im-bridge's [`Handler`]: hands each partition's events to
+//! [`room_im::RoomIm`] (which owns what an event means in IM, the same code
+//! the relay's direct mode runs) and turns its answer into the runtime's
+//! outcomes: IM throttling, server errors and an expired signature are
+//! retried; any other IM failure is permanent and its Tencent error code ends
+//! up in the dead-letter reason.
 
-use crate::{config::BridgeConfig, message::room_event_message};
-use consumer_runtime::{BatchError, Delivery, Handler, HandlerError, Outcome, dedup, im};
-use outbox_schema::pb::{self, room_outbox_event::Payload};
-use sqlx::MySqlPool;
-use std::collections::HashSet;
-use tencent_im::{
-    CreateGroupRequest, DeleteGroupMemberRequest, ForbidSendMsgRequest, SendGroupMsgRequest,
-};
-
-/// Tencent's limit on a group name, in bytes.
-const MAX_GROUP_NAME_BYTES: usize = 30;
+use consumer_runtime::{BatchError, Delivery, Handler, HandlerError, Outcome};
+use outbox_schema::pb;
+use room_im::{ApplyError, ImOutcome, RoomIm};
 
 /// The im-bridge's [`Handler`].
 #[derive(Debug)]
 pub struct ImBridgeHandler {
-    im: tencent_im::Client,
-    pool: MySqlPool,
-    consumer_group: String,
-    group_id_template: String,
-    bridge: BridgeConfig,
-}
-
-/// What one event asks of IM.
-enum Action<'a> {
-    EnsureGroup { name: &'a str },
-    DestroyGroup,
-    Message,
-    Silent,
+    room_im: RoomIm,
 }
 
 impl ImBridgeHandler {
-    /// A handler dedup'ing in `consumer_group`, addressing groups by `group_id_template`.
-    pub fn new(
-        im: tencent_im::Client,
-        pool: MySqlPool,
-        consumer_group: String,
-        group_id_template: String,
-        bridge: BridgeConfig,
-    ) -> Self {
-        Self {
-            im,
-            pool,
-            consumer_group,
-            group_id_template,
-            bridge,
-        }
+    /// A handler running `room_im` (dedup'ed in the consumer group).
+    pub fn new(room_im: RoomIm) -> Self {
+        Self { room_im }
     }
 
-    fn action<'a>(&self, event: &'a pb::RoomOutboxEvent) -> Action<'a> {
-        match &event.payload {
-            Some(Payload::RoomCreated(created)) => Action::EnsureGroup {
-                name: &created.title,
-            },
-            Some(Payload::RoomClosed(_)) => Action::DestroyGroup,
-            _ if self.bridge.silent_event_types.contains(&event.event_type) => Action::Silent,
-            _ => Action::Message,
-        }
-    }
-
-    /// Handles consecutive events of one partition in order.
     async fn apply(
         &self,
         batch: &[Delivery<pb::RoomOutboxEvent>],
     ) -> Result<Vec<Outcome>, BatchError> {
-        let message_ids: Vec<&str> = batch
+        let events: Vec<_> = batch
             .iter()
-            .filter(|delivery| matches!(self.action(&delivery.message), Action::Message))
-            .map(|delivery| delivery.message.event_id.as_str())
+            .map(|delivery| (&*delivery.message, delivery.trace_context()))
             .collect();
-        let already_sent = if message_ids.is_empty() {
-            HashSet::new()
-        } else {
-            dedup::processed(&self.pool, &self.consumer_group, &message_ids).await?
-        };
-        let mut sent: Vec<&str> = Vec::new();
-        let mut outcomes = Vec::with_capacity(batch.len());
-        for delivery in batch {
-            let event = &*delivery.message;
-            // Inside the event's trace, so the IM call's span joins it.
-            let applied = opentelemetry::trace::FutureExt::with_context(
-                self.apply_one(event, &already_sent, &sent),
-                delivery.trace_context(),
-            );
-            match applied.await {
-                Ok(outcome) => {
-                    if outcome == Outcome::Applied && matches!(self.action(event), Action::Message)
-                    {
-                        sent.push(&event.event_id);
-                    }
-                    tracing::debug!(
-                        consumer_group = %self.consumer_group,
-                        event_id = %event.event_id,
-                        room_id = %event.room_id,
-                        event_type = %event.event_type,
-                        ?outcome,
-                        "room event bridged"
-                    );
-                    outcomes.push(outcome);
-                }
-                Err(error) => {
-                    // Keep what did go out, so the retry skips it.
-                    if let Err(record_error) = self.record(&sent).await {
-                        tracing::warn!(consumer_group = %self.consumer_group, error = %record_error, "dedup record failed");
-                    }
-                    return Err(BatchError::At {
-                        done: outcomes,
-                        error: im::handler_error(&error),
-                    });
-                }
-            }
+        match self.room_im.apply(&events).await {
+            Ok(outcomes) => Ok(outcomes.into_iter().map(outcome).collect()),
+            Err(ApplyError::Dedup(error)) => Err(consumer_runtime::Error::from(error).into()),
+            Err(ApplyError::Im { done, error }) => Err(BatchError::At {
+                done: done.into_iter().map(outcome).collect(),
+                error: handler_error(&error),
+            }),
         }
-        self.record(&sent).await?;
-        Ok(outcomes)
-    }
-
-    async fn apply_one(
-        &self,
-        event: &pb::RoomOutboxEvent,
-        already_sent: &HashSet<String>,
-        sent_now: &[&str],
-    ) -> Result<Outcome, tencent_im::Error> {
-        let group_id = im::group_id(&self.group_id_template, &event.room_id);
-        match self.action(event) {
-            Action::EnsureGroup { name } => {
-                let name = group_name(name, &event.room_id);
-                self.im
-                    .ensure_group(&CreateGroupRequest::av_chat_room(&group_id, name))
-                    .await?;
-                Ok(Outcome::Applied)
-            }
-            Action::DestroyGroup => {
-                self.im.destroy_group(&group_id).await?;
-                Ok(Outcome::Applied)
-            }
-            Action::Silent => Ok(Outcome::Ignored),
-            Action::Message
-                if already_sent.contains(&event.event_id)
-                    || sent_now.contains(&event.event_id.as_str()) =>
-            {
-                Ok(Outcome::Duplicate)
-            }
-            Action::Message => {
-                let request = SendGroupMsgRequest::for_event(
-                    &group_id,
-                    &event.event_id,
-                    room_event_message(event),
-                );
-                self.im.send_group_msg(&request).await?;
-                if let Some(Payload::RoomUserKicked(kicked)) = &event.payload {
-                    self.control_kicked_member(&group_id, kicked).await?;
-                }
-                Ok(Outcome::Applied)
-            }
-        }
-    }
-
-    async fn control_kicked_member(
-        &self,
-        group_id: &str,
-        kicked: &pb::RoomUserKicked,
-    ) -> Result<(), tencent_im::Error> {
-        if self.bridge.kick_remove_member {
-            self.im
-                .delete_group_member(&DeleteGroupMemberRequest {
-                    group_id: group_id.to_string(),
-                    member_to_del_account: vec![kicked.target_id.clone()],
-                    silence: 1,
-                    reason: None,
-                })
-                .await?;
-        }
-        if self.bridge.kick_mute {
-            let now_ms = service_kit::time::now_ms();
-            let mute_secs = if kicked.ban_until_ms > now_ms {
-                // Round up so the mute never ends before the ban.
-                u64::try_from((kicked.ban_until_ms - now_ms + 999) / 1000).unwrap_or(0)
-            } else {
-                u64::try_from(self.bridge.kick_mute_default.as_millis() / 1000).unwrap_or(0)
-            };
-            if mute_secs > 0 {
-                self.im
-                    .forbid_send_msg(&ForbidSendMsgRequest {
-                        group_id: group_id.to_string(),
-                        members_account: vec![kicked.target_id.clone()],
-                        mute_time: mute_secs,
-                    })
-                    .await?;
-            }
-        }
-        Ok(())
-    }
-
-    async fn record(&self, sent: &[&str]) -> Result<(), consumer_runtime::Error> {
-        dedup::record(
-            &self.pool,
-            &self.consumer_group,
-            sent,
-            service_kit::time::now_ms(),
-        )
-        .await
     }
 }
 
-/// The room title cut to Tencent's limit on a char boundary; the room id when empty.
-fn group_name<'a>(title: &'a str, room_id: &'a str) -> &'a str {
-    let name = if title.is_empty() { room_id } else { title };
-    let mut cut = name.len().min(MAX_GROUP_NAME_BYTES);
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
+fn outcome(outcome: ImOutcome) -> Outcome {
+    match outcome {
+        ImOutcome::Applied => Outcome::Applied,
+        ImOutcome::Duplicate => Outcome::Duplicate,
+        ImOutcome::Ignored => Outcome::Ignored,
     }
-    &name[..cut]
+}
+
+/// The handler error for an IM failure; its text carries the Tencent code.
+pub fn handler_error(error: &tencent_im::Error) -> HandlerError {
+    if error.is_retryable() {
+        HandlerError::Retryable(error.summary())
+    } else {
+        HandlerError::Permanent(error.summary())
+    }
 }
 
 impl Handler<pb::RoomOutboxEvent> for ImBridgeHandler {
@@ -248,11 +81,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn group_names_fit_tencent_limit() {
-        assert_eq!(group_name("", "room-1"), "room-1");
-        assert_eq!(group_name("短标题", "r"), "短标题");
-        let long = "语音房".repeat(10);
-        let name = group_name(&long, "r");
-        assert!(name.len() <= MAX_GROUP_NAME_BYTES && long.starts_with(name));
+    fn im_errors_map_by_class_and_keep_the_code() {
+        let limited = tencent_im::Error::HttpStatus {
+            api: "openim/sendmsg",
+            status: 503,
+        };
+        assert!(matches!(handler_error(&limited), HandlerError::Retryable(_)));
+        let rejected = tencent_im::Error::HttpStatus {
+            api: "openim/sendmsg",
+            status: 403,
+        };
+        assert!(handler_error(&rejected).is_permanent());
     }
 }

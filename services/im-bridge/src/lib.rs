@@ -13,10 +13,9 @@
 
 pub mod config;
 pub mod handler;
-pub mod message;
 
 use config::{BridgeConfig, Config};
-use consumer_runtime::{Consumer, ConsumerMetrics, ConsumerSettings, DedupPurge, dedup};
+use consumer_runtime::{Consumer, ConsumerMetrics, ConsumerSettings, DedupPurge};
 use handler::ImBridgeHandler;
 use outbox_schema::pb;
 use prometheus_client::registry::Registry;
@@ -66,13 +65,13 @@ impl ImBridge {
         }
         let consumer_group = settings.consumer_group.clone();
         let dedup_purge = settings.dedup_purge;
-        let handler = ImBridgeHandler::new(
+        let handler = ImBridgeHandler::new(room_im::RoomIm::new(
             im,
             pool.clone(),
             consumer_group.clone(),
             group_id_template,
             bridge,
-        );
+        ));
         let consumer = Consumer::new(settings, Arc::new(handler), metrics)?;
         Ok(Self {
             consumer,
@@ -84,7 +83,7 @@ impl ImBridge {
 
     /// Consumes until `shutdown`, then drains and commits.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let purger = tokio::spawn(dedup::run_purger(
+        let purger = tokio::spawn(consumer_runtime::purge::run_purger(
             self.pool.clone(),
             self.consumer_group.clone(),
             self.dedup_purge,
@@ -113,7 +112,7 @@ impl App {
         let im = config
             .tencent_im
             .client()
-            .map_err(consumer_runtime::Error::from)?;
+            .map_err(|error| Error::Config(error.to_string()))?;
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let bridge = ImBridge::build(

@@ -366,13 +366,13 @@ async fn killed_after_sending_before_commit_does_not_send_again() {
     let hanging = CancellationToken::new();
     let release = CancellationToken::new();
     let handler = HangsAfter {
-        inner: ImBridgeHandler::new(
+        inner: ImBridgeHandler::new(room_im::RoomIm::new(
             f.im.clone(),
             f.db.pool.clone(),
             f.group.clone(),
             TEMPLATE.into(),
             BridgeConfig::default(),
-        ),
+        )),
         event_id: victim.event_id.clone(),
         hanging: hanging.clone(),
         release: release.clone(),

@@ -4,12 +4,13 @@
 use crate::Error;
 use consumer_runtime::{
     ConsumerConfig, ConsumerSettings,
-    im::{DeliveryRetryConfig, TencentImSection},
+    delivery::DeliveryRetryConfig,
 };
 use outbox_schema::names::GROUP_NOTICE;
 use serde::{Deserialize, Serialize};
 use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
 use std::path::PathBuf;
+use tencent_im::ImSection as TencentImSection;
 
 /// The `notice` section.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -27,7 +28,7 @@ pub struct Config {
     pub log: LogConfig,
     /// MySQL holding `notice_delivery_events` and `consumer_dedup`.
     pub mysql: MysqlConfig,
-    /// Broker (seed 001 `rocketmq` section).
+    /// Broker (`rocketmq` section, docs/design.md#configuration-names).
     pub rocketmq: MqConfig,
     /// Consumer runtime tunables (`group` defaults to `hyapp-notice-room-outbox`).
     pub consumer: ConsumerConfig,
@@ -81,7 +82,10 @@ impl Config {
     /// anything is connected.
     pub fn validate(&self) -> Result<(), Error> {
         self.consumer_settings()?;
-        consumer_runtime::im::check_service_config(&self.tencent_im, &self.http_listen)?;
+        self.tencent_im
+            .validate()
+            .map_err(|error| Error::Config(error.to_string()))?;
+        service_kit::config::check_listen("http_listen", &self.http_listen)?;
         Ok(())
     }
 

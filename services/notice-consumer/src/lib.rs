@@ -8,7 +8,7 @@ pub mod config;
 pub mod notices;
 
 use config::Config;
-use consumer_runtime::{Consumer, ConsumerMetrics, DedupPurge, dedup};
+use consumer_runtime::{Consumer, ConsumerMetrics, DedupPurge};
 use notices::NoticeProcessor;
 use outbox_schema::pb;
 use prometheus_client::registry::Registry;
@@ -54,7 +54,7 @@ impl App {
         let im = config
             .tencent_im
             .client()
-            .map_err(consumer_runtime::Error::from)?;
+            .map_err(|error| Error::Config(error.to_string()))?;
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let processor = Arc::new(NoticeProcessor::new(
@@ -98,7 +98,7 @@ impl App {
             let stop = background.clone();
             async move { processor.run_sweeper(stop).await }
         });
-        let purger = tokio::spawn(dedup::run_purger(
+        let purger = tokio::spawn(consumer_runtime::purge::run_purger(
             self.pool.clone(),
             self.consumer_group.clone(),
             self.dedup_purge,

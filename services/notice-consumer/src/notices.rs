@@ -8,7 +8,7 @@
 
 use consumer_runtime::{
     BatchError, Delivery, Handler, HandlerError, Outcome, dedup,
-    im::{self, DeliveryRetryConfig},
+    delivery::DeliveryRetryConfig,
 };
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use serde_json::json;
@@ -173,7 +173,7 @@ impl NoticeProcessor {
                 .bind(&row.recipient_id)
             }
             Err(error) => {
-                let give_up = !im::is_retryable(&error) || attempts >= self.retry.max_attempts;
+                let give_up = !error.is_retryable() || attempts >= self.retry.max_attempts;
                 tracing::warn!(
                     event_id = %row.event_id,
                     room_id = %row.room_id,
@@ -191,7 +191,7 @@ impl NoticeProcessor {
                 .bind(if give_up { "failed" } else { "pending" })
                 .bind(attempts)
                 .bind(now_ms + self.retry.backoff_ms(attempts))
-                .bind(im::short_error(&error))
+                .bind(error.short_summary())
                 .bind(&row.event_id)
                 .bind(&row.recipient_id)
             }

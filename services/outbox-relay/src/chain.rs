@@ -11,11 +11,16 @@
 //!
 //! In both, the first failing link of a chain is the one that fails; the rows
 //! behind it are released to follow it later.
+//!
+//! [`ChainPublisher`] borrows only what publishing needs (publishers,
+//! settings, metrics), so this module stays below `worker`, which claims the
+//! batches, calls it and records its [`Outcome`]s.
 
 use crate::{
-    publish::{InFlight, Pipeline, PublishFailure},
+    metrics::RelayMetrics,
+    publish::{InFlight, Pipeline, PublishFailure, Publishers},
+    settings::RelaySettings,
     store::OutboxRow,
-    worker::BatchProcessor,
 };
 use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
@@ -30,7 +35,15 @@ pub(crate) enum Outcome {
     Released(u64),
 }
 
-impl BatchProcessor {
+/// What publishing a batch's rows uses of the relay's batch processor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChainPublisher<'a> {
+    pub(crate) publishers: &'a Publishers,
+    pub(crate) settings: &'a RelaySettings,
+    pub(crate) metrics: &'a RelayMetrics,
+}
+
+impl ChainPublisher<'_> {
     /// Publishes `chains` (each one room's rows in commit order).
     pub(crate) async fn publish_chains(&self, chains: Vec<Vec<OutboxRow>>) -> Vec<Outcome> {
         let outcomes = if let Some(pipeline) = self.publishers.pipeline() {

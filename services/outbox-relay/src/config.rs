@@ -1,16 +1,17 @@
-//! The relay's configuration: the seed's `outbox_worker` section plus what a
+//! The relay's configuration: the original `outbox_worker` section plus what a
 //! standalone relay needs (MySQL, the `rocketmq` broker section, direct-mode
-//! sinks, admin HTTP). Validation follows seeds 000/001: zero or negative
-//! `poll_interval`, `batch_size`, `publish_timeout` fall back to defaults; an
-//! unknown `retry_strategy` or `publish_mode`, or `mq`/`dual` without the MQ
-//! publisher enabled, refuses to start with a message naming the key.
+//! sinks, admin HTTP). Validation follows docs/design.md#configuration-names:
+//! zero or negative `poll_interval`, `batch_size`, `publish_timeout` fall back
+//! to defaults; an unknown `retry_strategy` or `publish_mode`, or `mq`/`dual`
+//! without the MQ publisher enabled, refuses to start with a message naming
+//! the key.
 
 use serde::{Deserialize, Serialize};
 use service_kit::{
     Secret, db::MysqlConfig, duration::ConfigDuration, mq::MqConfig, telemetry::LogConfig,
 };
 
-/// Where delivered events go (seed 001 `outbox_worker.publish_mode`).
+/// Where delivered events go (`outbox_worker.publish_mode`, docs/design.md#publish-modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PublishMode {
@@ -31,7 +32,7 @@ pub enum RetryStrategy {
     FixedInterval,
 }
 
-/// The seed's `outbox_worker` section.
+/// The `outbox_worker` section (docs/design.md#configuration-names).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutboxWorkerConfig {
@@ -89,7 +90,8 @@ impl Default for OutboxWorkerConfig {
     }
 }
 
-/// Direct-mode sinks (seed 001: Tencent IM publisher + activity gRPC publisher).
+/// Direct-mode sinks (Tencent IM publisher + activity gRPC publisher;
+/// docs/design.md#publish-modes).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DirectConfig {
@@ -97,6 +99,9 @@ pub struct DirectConfig {
     pub tencent_im: TencentImConfig,
     /// activity-service gRPC endpoint, e.g. `http://127.0.0.1:7301`; empty disables the sink.
     pub activity_endpoint: String,
+    /// What an event does in IM beyond its message: im-bridge's own
+    /// `im_bridge` section, so both paths treat every event alike.
+    pub im_bridge: room_im::BridgeConfig,
 }
 
 /// The shared `tencent_im` section (one definition for every service).
@@ -110,7 +115,7 @@ pub struct RelayServiceConfig {
     pub log: LogConfig,
     /// MySQL holding `room_outbox`.
     pub mysql: MysqlConfig,
-    /// Broker (`rocketmq` section of the seed).
+    /// Broker (`rocketmq` section, docs/design.md#configuration-names).
     pub rocketmq: MqConfig,
     /// The relay itself.
     pub outbox_worker: OutboxWorkerConfig,

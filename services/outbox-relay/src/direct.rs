@@ -1,19 +1,18 @@
-//! Direct-mode sinks (seed 001 `direct`/`dual`): the activity service's gRPC
-//! entry and Tencent IM. The row's envelope is decoded once and handed to each
-//! sink; a row is delivered only when every configured sink succeeded.
+//! Direct-mode sinks (`direct`/`dual`, docs/design.md#publish-modes): the
+//! activity service's gRPC entry and Tencent IM. The row's envelope is decoded
+//! once and handed to each sink; a row is delivered only when every
+//! configured sink succeeded.
 //!
-//! The IM sink is im-bridge's handler itself (EnsureGroup for `RoomCreated`,
-//! group messages with `Random` from `event_id`, member control for kicks,
-//! no-op success for events that need no message), so direct mode and the MQ
+//! The IM sink runs [`room_im::RoomIm`], the same code im-bridge runs for the
+//! topic, with the same `im_bridge` settings, so direct mode and the MQ
 //! consumer can never disagree about what an event means in IM. Its dedup
 //! records go to `consumer_dedup` under [`DIRECT_IM_GROUP`].
 
-use crate::{publish::PublishFailure, store::OutboxRow};
-use consumer_runtime::{Delivery, Handler as _, HandlerError};
+use crate::{config::DirectConfig, failure::PublishFailure, store::OutboxRow};
 use hyapp_api::activity::{
     ConsumeRoomEventRequest, activity_service_client::ActivityServiceClient,
 };
-use im_bridge::handler::ImBridgeHandler;
+use room_im::{ApplyError, RoomIm};
 use std::{sync::Arc, time::Duration};
 use tonic::transport::Channel;
 
@@ -25,12 +24,12 @@ pub const DIRECT_IM_GROUP: &str = "hyapp-room-outbox-direct-im";
 pub struct DirectSinks {
     /// activity-service `ConsumeRoomEvent`.
     pub activity: Option<ActivityServiceClient<Channel>>,
-    /// Tencent IM through im-bridge's handler.
-    pub im: Option<Arc<ImBridgeHandler>>,
+    /// Tencent IM, as im-bridge drives it.
+    pub im: Option<Arc<RoomIm>>,
 }
 
 /// Refuses a direct configuration without any sink (checked before connecting anything).
-pub fn check_config(config: &crate::config::DirectConfig) -> Result<(), crate::Error> {
+pub fn check_config(config: &DirectConfig) -> Result<(), crate::Error> {
     if !config.tencent_im.enabled && config.activity_endpoint.is_empty() {
         return Err(crate::Error::Config(
             "outbox_worker.publish_mode direct/dual needs a direct sink: enable tencent_im or set the activity endpoint"
@@ -50,22 +49,19 @@ impl DirectSinks {
     /// Connects lazily to the configured sinks (an empty endpoint disables a
     /// sink). Direct mode with no sink at all is refused: it would mark every
     /// event delivered while delivering nothing.
-    pub fn new(
-        config: &crate::config::DirectConfig,
-        pool: &sqlx::MySqlPool,
-    ) -> Result<Self, crate::Error> {
+    pub fn new(config: &DirectConfig, pool: &sqlx::MySqlPool) -> Result<Self, crate::Error> {
         check_config(config)?;
         let im = if config.tencent_im.enabled {
             let client = config
                 .tencent_im
                 .client()
                 .map_err(|error| crate::Error::Config(error.to_string()))?;
-            Some(Arc::new(ImBridgeHandler::new(
+            Some(Arc::new(RoomIm::new(
                 client,
                 pool.clone(),
                 DIRECT_IM_GROUP.to_string(),
                 config.tencent_im.group_id_template.clone(),
-                im_bridge::config::BridgeConfig::default(),
+                config.im_bridge.clone(),
             )))
         } else {
             None
@@ -90,28 +86,22 @@ impl DirectSinks {
         let event = outbox_schema::decode_envelope(&row.payload).map_err(|error| {
             PublishFailure::permanent(format!("undecodable outbox payload: {error}"))
         })?;
-        let event = Arc::new(event);
         if let Some(im) = &self.im {
-            let delivery = Delivery {
-                message: Arc::clone(&event),
-                partition: -1,
-                offset: -1,
-                attempt: 1,
-                traceparent: row.traceparent.clone(),
-            };
-            im.handle(&delivery).await.map_err(|error| match error {
-                HandlerError::Retryable(message) => {
-                    PublishFailure::transient(format!("tencent im: {message}"))
-                }
-                HandlerError::Permanent(message) => {
-                    PublishFailure::permanent(format!("tencent im: {message}"))
-                }
-            })?;
+            let trace = service_kit::trace::context_from_traceparent(&row.traceparent);
+            im.apply(&[(&event, trace)])
+                .await
+                .map_err(|error| match error {
+                    ApplyError::Dedup(error) => {
+                        PublishFailure::transient(format!("tencent im dedup: {error}"))
+                    }
+                    ApplyError::Im { error, .. } if error.is_retryable() => {
+                        PublishFailure::transient(error.summary())
+                    }
+                    ApplyError::Im { error, .. } => PublishFailure::permanent(error.summary()),
+                })?;
         }
         if let Some(activity) = &self.activity {
-            let mut request = tonic::Request::new(ConsumeRoomEventRequest {
-                event: Some((*event).clone()),
-            });
+            let mut request = tonic::Request::new(ConsumeRoomEventRequest { event: Some(event) });
             request.set_timeout(timeout);
             activity
                 .clone()

@@ -10,6 +10,7 @@ pub mod backoff;
 mod chain;
 pub mod config;
 pub mod direct;
+mod failure;
 pub mod leases;
 pub mod metrics;
 pub mod nudge;
@@ -18,13 +19,11 @@ pub mod publish;
 pub mod relay;
 pub mod settings;
 pub mod store;
-pub mod store_insert;
 pub mod trace;
 pub mod worker;
 
 pub use relay::Relay;
 pub use settings::RelaySettings;
-pub use store_insert::insert_outbox_rows;
 
 /// Errors of the relay library.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
-//! Prometheus metrics of the relay (names from seed 000's list, plus lag,
-//! dead letters and owned shards).
+//! Prometheus metrics of the relay (the names of docs/design.md#relay-metrics,
+//! plus lag, dead letters and owned shards).
 
 use prometheus_client::{
     metrics::{counter::Counter, gauge::Gauge, histogram::Histogram},

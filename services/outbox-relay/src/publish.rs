@@ -11,6 +11,7 @@
 //! partition's messages in enqueue order across retries (at most 5 requests
 //! in flight, sequence-numbered, out-of-order batches refused by the broker).
 
+pub use crate::failure::PublishFailure;
 use crate::{direct::DirectSinks, store::OutboxRow};
 use outbox_schema::names::{HEADER_EVENT_ID, HEADER_EVENT_TYPE, HEADER_TRACEPARENT};
 use rdkafka::{
@@ -28,33 +29,6 @@ use std::time::{Duration, Instant};
 
 /// How long an enqueue waits between attempts while the producer queue is full.
 const QUEUE_FULL_BACKOFF: Duration = Duration::from_millis(1);
-
-/// Why one publish attempt failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublishFailure {
-    /// Short, secret-free description for `last_error`.
-    pub message: String,
-    /// False when retrying cannot help (the row goes straight to `failed`).
-    pub retryable: bool,
-}
-
-impl PublishFailure {
-    /// A failure worth retrying.
-    pub fn transient(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: true,
-        }
-    }
-
-    /// A failure no retry will fix.
-    pub fn permanent(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            retryable: false,
-        }
-    }
-}
 
 /// Kafka-protocol publisher. Clones share one producer.
 #[derive(Clone)]

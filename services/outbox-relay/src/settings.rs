@@ -1,8 +1,9 @@
 //! Validated, normalised relay settings derived from [`OutboxWorkerConfig`]
-//! and the `rocketmq` section. This is where seed 000/001's rules live:
-//! non-positive durations and sizes fall back to defaults (never a busy loop,
-//! a full scan or an unbounded call); unknown strategies or modes, or `mq`/
-//! `dual` without the MQ publisher enabled, are start-up errors naming the key.
+//! and the `rocketmq` section. This is where the rules of
+//! docs/design.md#configuration-names live: non-positive durations and sizes
+//! fall back to defaults (never a busy loop, a full scan or an unbounded
+//! call); unknown strategies or modes, or `mq`/`dual` without the MQ
+//! publisher enabled, are start-up errors naming the key.
 
 use crate::{
     Error,
@@ -76,7 +77,8 @@ impl RelaySettings {
         }
         let retry_strategy = match worker.retry_strategy.as_str() {
             "exponential_backoff" => RetryStrategy::ExponentialBackoff,
-            // Seed 000: an empty value means the phase-1 default.
+            // An empty value means the phase-1 default
+            // (docs/design.md#configuration-names).
             "fixed_interval" | "" => RetryStrategy::FixedInterval,
             other => {
                 return Err(Error::Config(format!(

@@ -275,7 +275,8 @@ pub async fn mark_failure(
     Ok(result.rows_affected() == 1)
 }
 
-/// `last_error` is short by contract (seed 000): never a whole response body.
+/// `last_error` is short by contract (docs/design.md#retries-and-final-failures):
+/// never a whole response body.
 pub fn truncate_error(error: &str) -> String {
     const LIMIT: usize = 500;
     if error.len() <= LIMIT {

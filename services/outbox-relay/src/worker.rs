@@ -12,7 +12,7 @@
 
 use crate::{
     backoff::retry_delay,
-    chain::Outcome,
+    chain::{ChainPublisher, Outcome},
     metrics::RelayMetrics,
     publish::Publishers,
     settings::RelaySettings,
@@ -91,6 +91,15 @@ pub struct BatchProcessor {
 }
 
 impl BatchProcessor {
+    /// The publishing half of the processor (see `chain`).
+    fn chain_publisher(&self) -> ChainPublisher<'_> {
+        ChainPublisher {
+            publishers: &self.publishers,
+            settings: &self.settings,
+            metrics: &self.metrics,
+        }
+    }
+
     /// Processes one batch of the chain lane and one of the delayed lane in `shards`.
     pub async fn run_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
         let mut report = self.run_chain_batch(shards).await?;
@@ -159,7 +168,7 @@ impl BatchProcessor {
         let claimed_at = started.elapsed();
         let rooms = chains.len();
         let deepest = chains.iter().map(Vec::len).max().unwrap_or(0);
-        let outcomes = self.publish_chains(chains).await;
+        let outcomes = self.chain_publisher().publish_chains(chains).await;
         // Where a batch's time goes: the evidence for tuning;
         // `RUST_LOG=outbox_relay::worker=debug` shows it.
         tracing::debug!(
@@ -337,7 +346,7 @@ impl BatchProcessor {
             .filter(|row| claimed.contains(&row.id))
             .collect();
         let outcomes = futures::future::join_all(rows.into_iter().map(|row| async move {
-            match self.publish_one(&row).await {
+            match self.chain_publisher().publish_one(&row).await {
                 Ok(()) => Outcome::Delivered(row.id),
                 Err(failure) => Outcome::Failed(Box::new(row), failure),
             }

@@ -1,5 +1,5 @@
-//! The relay in `direct` mode against the faithful fake of Tencent IM (seed
-//! 000/001 acceptance rows): EnsureGroup for RoomCreated, one message per
+//! The relay in `direct` mode against the faithful fake of Tencent IM
+//! (docs/design.md#publish-modes): EnsureGroup for RoomCreated, one message per
 //! event even when redelivered, IM outages retried until delivered, and a
 //! permanent IM error dead-lettering the event while the room moves on.
 
@@ -178,7 +178,7 @@ async fn a_permanent_im_error_dead_letters_the_event_and_the_room_moves_on() {
     assert_eq!(fake.group_messages("room_room-poison").len(), 1);
 }
 
-/// Seed 001: activity unavailable in `direct` mode → the event is retried
+/// Activity unavailable in `direct` mode (docs/design.md#publish-modes) → the event is retried
 /// (the command path never waits), and delivered once activity-service is
 /// back — through its real gRPC entry, counted once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

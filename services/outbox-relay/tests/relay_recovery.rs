@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use outbox_relay::ops;
-use outbox_schema::{NewOutboxRow, names, row, shard_of};
+use outbox_schema::{NewOutboxRow, names};
 use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
 
@@ -23,21 +23,14 @@ fn wakeup_row(room_id: &str, open_at_ms: i64) -> NewOutboxRow {
         ),
         source_event_id: "source".into(),
     };
-    NewOutboxRow {
-        event_id: uuid::Uuid::now_v7().to_string(),
+    let source = outbox_schema::pb::RoomOutboxEvent {
         app_code: "hyapp".into(),
         room_id: room_id.into(),
-        shard: shard_of(room_id),
-        lane: row::LANE_DELAYED,
-        room_event_seq: 0,
-        event_type: "TreasureOpenWakeup".into(),
-        topic: names::TOPIC_TREASURE_OPEN.into(),
-        payload: prost::Message::encode_to_vec(&wakeup),
-        traceparent: String::new(),
-        not_before_ms: open_at_ms,
-        created_at_ms: now_ms(),
-    }
+        ..Default::default()
+    };
+    NewOutboxRow::wakeup(&source, &wakeup, uuid::Uuid::now_v7().to_string(), now_ms())
 }
+
 
 #[tokio::test]
 async fn a_delayed_wakeup_is_published_at_open_at_and_never_blocks_its_room() {

@@ -1,5 +1,6 @@
 //! [`App`]: builds room-service from its config and runs it until the shutdown
-//! token fires, then drains in seed 000's order:
+//! token fires, then drains in the order of
+//! docs/design.md#lifecycle-start-up-and-drain-order:
 //!
 //! 1. mark draining (`/readyz` 503, gRPC health NOT_SERVING)
 //! 2. cancel the workers (presence, saga sweep, embedded relay)
@@ -21,32 +22,18 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::cell::PipelineSettings;
 use crate::cells::Cells;
 use crate::config::Config;
+use crate::deps::{Deps, PipelineSettings};
 use crate::grpc::GrpcRoomService;
 use crate::im::ImGroups;
 use crate::metrics::Metrics;
 use crate::redis::Redis;
 use crate::service::Rooms;
 use crate::store::{SharedCommits, Store};
+use crate::sweeps;
 use crate::wallet::Wallet;
 use crate::workers::{self, Workers};
-
-/// What every room actor and worker shares.
-#[derive(Debug)]
-pub struct Deps {
-    /// MySQL repository.
-    pub store: Store,
-    /// Redis leases, projections, presence, nudge.
-    pub redis: Redis,
-    /// Wallet client.
-    pub wallet: Wallet,
-    /// Metrics.
-    pub metrics: Metrics,
-    /// Pipeline settings.
-    pub settings: PipelineSettings,
-}
 
 /// The shutdown steps, in the order they ran (for operators and tests).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -198,18 +185,18 @@ impl App {
         let interval = self.config.room.presence_sweep_interval.as_std();
         self.workers.spawn("presence", move |token| async move {
             workers::every(interval, token, || async {
-                if let Err(error) = workers::sweep_presence(&rooms).await {
+                if let Err(error) = sweeps::sweep_presence(&rooms).await {
                     tracing::warn!(%error, "presence sweep failed");
                 }
             })
             .await;
         });
-        let deps = Arc::clone(&self.deps);
+        let rooms = self.rooms.clone();
         let stuck_after = self.config.saga.stuck_after.as_millis();
         let interval = self.config.saga.sweep_interval.as_std();
         self.workers.spawn("saga_sweep", move |token| async move {
             workers::every(interval, token, || async {
-                if let Err(error) = workers::sweep_sagas(&deps, stuck_after).await {
+                if let Err(error) = sweeps::sweep_sagas(&rooms, stuck_after).await {
                     tracing::warn!(%error, "saga sweep failed");
                 }
             })
@@ -239,7 +226,8 @@ impl App {
                 .push(name);
         };
         let grace = self.config.shutdown_grace.as_std();
-        // Seed 000 order: workers start before the gRPC server serves.
+        // Workers start before the gRPC server serves
+        // (docs/design.md#lifecycle-start-up-and-drain-order).
         self.start_workers()?;
 
         let http_stop = CancellationToken::new();

@@ -4,7 +4,6 @@
 //! command log after it.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
 
 use hyapp_api::room::CommandReply;
 use room_core::{Command, RoomRules, RoomState};
@@ -238,29 +237,6 @@ pub async fn rebuild(
         )));
     }
     Ok(cell)
-}
-
-/// Settings of the per-room pipeline, from the `room` config section.
-#[derive(Debug, Clone)]
-pub struct PipelineSettings {
-    /// Snapshot cadence in versions.
-    pub snapshot_every_n: u64,
-    /// Whether queued commands of a room commit together.
-    pub group_commit: bool,
-    /// Largest group commit.
-    pub max_batch: usize,
-    /// Recent replies kept per room.
-    pub recent_per_room: usize,
-    /// Presence validity after a heartbeat or join.
-    pub presence_ttl_ms: i64,
-    /// Write treasure-open wake-up rows (rocketmq.treasure_open.enabled).
-    pub treasure_wakeups: bool,
-    /// Rules of new rooms.
-    pub rules: RoomRules,
-    /// Idle time after which a cell is dropped.
-    pub idle_ttl: Duration,
-    /// Mailbox capacity per room.
-    pub mailbox_capacity: usize,
 }
 
 #[cfg(test)]

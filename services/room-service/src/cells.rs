@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::Error;
-use crate::app::Deps;
 use crate::cell::{Cell, CommandJob, Job, rebuild};
+use crate::deps::Deps;
 use crate::pipeline::{CellFate, process_batch};
 
 struct Entry {

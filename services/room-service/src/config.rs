@@ -1,10 +1,12 @@
 //! room-service configuration: built-in defaults → `configs/room-service.yaml`
 //! (or `--config FILE`) → `ROOM__*` environment variables → [`Config::validate`],
-//! whose messages name the offending key. Section names follow seeds 000/001.
+//! whose messages name the offending key. Section names keep their original
+//! spelling (docs/design.md#configuration-names).
 
 use std::path::PathBuf;
 
-use outbox_relay::config::{OutboxWorkerConfig, TencentImConfig};
+use outbox_relay::config::OutboxWorkerConfig;
+use tencent_im::ImSection as TencentImConfig;
 use room_core::RoomRules;
 use serde::{Deserialize, Serialize};
 use service_kit::config::ConfigSources;
@@ -38,7 +40,8 @@ pub struct Config {
     pub room: RoomConfig,
     /// The wallet service.
     pub wallet: WalletConfig,
-    /// Broker section of seed 001 (only `treasure_open.enabled` matters to the writer).
+    /// Broker section, docs/design.md#configuration-names (only `treasure_open.enabled`
+    /// matters to the writer).
     pub rocketmq: MqConfig,
     /// The embedded relay.
     pub outbox_worker: OutboxWorkerConfig,

@@ -7,8 +7,8 @@
 //!   box, level, `open_at_ms` and the UTC reset. Dedup is the command log's
 //!   own `command_id` idempotency, not `consumer_dedup`.
 //! - **IM bridge** (group `hyapp-room-im-bridge`, when
-//!   `rocketmq.room_outbox.tencent_im_consumer_enabled`, seed 001): the
-//!   im-bridge library, unchanged.
+//!   `rocketmq.room_outbox.tencent_im_consumer_enabled`; see
+//!   docs/design.md#consumer-semantics): the im-bridge library, unchanged.
 
 use crate::{Error, config::Config, error::ErrorCode, service::Rooms};
 use consumer_runtime::{

@@ -1,7 +1,8 @@
 //! The embedded outbox relay (`outbox_worker.enabled`): room-service runs the
 //! relay library in-process, inside the worker slot, so shutdown cancels and
-//! awaits it (seed 000: draining → cancel workers → wait → gRPC stop → close
-//! wallet, MySQL, Redis) before the MySQL pool closes. It shares room-service's
+//! awaits it (draining → cancel workers → wait → gRPC stop → close wallet,
+//! MySQL, Redis; docs/design.md#lifecycle-start-up-and-drain-order) before
+//! the MySQL pool closes. It shares room-service's
 //! MySQL pool and metrics registry; the commit nudge reaches it through Redis
 //! like it reaches a standalone relay.
 
@@ -25,6 +26,7 @@ pub fn build(
     let direct = DirectConfig {
         tencent_im: config.tencent_im.clone(),
         activity_endpoint: config.activity.endpoint.clone(),
+        im_bridge: config.im_bridge.clone(),
     };
     let relay = outbox_relay::app::build_relay(
         pool.clone(),

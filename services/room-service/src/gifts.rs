@@ -1,5 +1,5 @@
-//! The gift half of the write pipeline (seed 004 saga): a `debiting` saga row
-//! per gift, the wallet debits of a batch in parallel, and compensation —
+//! The gift half of the write pipeline (docs/design.md#gift-saga): a
+//! `debiting` saga row per gift, the wallet debits of a batch in parallel, and compensation —
 //! claim the saga (which fails if the room commit landed), refund, record —
 //! for every debited gift that does not commit.
 
@@ -9,8 +9,8 @@ use futures::future::join_all;
 use hyapp_api::room::CommandReply;
 
 use crate::Error;
-use crate::app::Deps;
-use crate::pipeline::{Pending, stored_answer};
+use crate::batch::{Pending, stored_answer};
+use crate::deps::Deps;
 use crate::store::saga::{NewSaga, SagaStart, status};
 use crate::wallet::DebitFailure;
 

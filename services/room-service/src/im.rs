@@ -1,11 +1,12 @@
-//! CreateRoom's synchronous Tencent IM group creation (seed 001
-//! `tencent_im_ms`): bounded by the IM request timeout so clients can join the
-//! group as soon as the reply arrives. A failure never fails the command; the
+//! CreateRoom's synchronous Tencent IM group creation (`tencent_im_ms`;
+//! docs/design.md#im-group-creation-on-createroom): bounded by the IM
+//! request timeout so clients can join the group as soon as the reply
+//! arrives. A failure never fails the command; the
 //! relay's idempotent EnsureGroup for `RoomCreated` repairs it.
 
 use std::time::Duration;
 
-use outbox_relay::config::TencentImConfig;
+use tencent_im::ImSection as TencentImConfig;
 use tencent_im::{Client, CreateGroupRequest};
 
 use crate::Error;

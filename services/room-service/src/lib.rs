@@ -7,12 +7,18 @@
 //! MySQL transaction (`pipeline`, `mutation`, `store`); projections and the
 //! relay nudge follow in Redis (`redis`). The reply never waits for IM,
 //! activity, notice or the broker: those read the outbox.
+//!
+//! The actors and the pipeline share `deps`; background tasks (the `sweeps`,
+//! the `embedded_relay`, the in-process `consumers`) run in the `workers`
+//! slot, which `app` cancels and awaits before the pools close.
 
 pub mod app;
+pub(crate) mod batch;
 pub mod cell;
 pub mod cells;
 pub mod config;
 pub mod consumers;
+pub mod deps;
 pub mod embedded_relay;
 pub mod error;
 pub mod gifts;
@@ -24,6 +30,7 @@ pub mod pipeline;
 pub mod redis;
 pub mod service;
 pub mod store;
+pub mod sweeps;
 pub mod timing;
 pub mod validate;
 pub mod wallet;

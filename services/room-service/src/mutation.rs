@@ -3,20 +3,16 @@
 //! meta), the Redis projection, and each command's reply.
 
 use hyapp_api::room::{CommandReply, EventSummary};
-use outbox_schema::names::{TOPIC_ROOM_OUTBOX, TOPIC_TREASURE_OPEN};
-use outbox_schema::row::{LANE_CHAIN, LANE_DELAYED};
 use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, shard_of, wakeup_for};
 use prost::Message;
 use room_core::{EventKind, RoomEvent, RoomState, RoomStatus};
 
-use crate::cell::{Cell, PipelineSettings};
+use crate::cell::Cell;
+use crate::deps::PipelineSettings;
 use crate::redis::{Projection, presence_member};
 use crate::store::{Mutation, NewCommandRow, RoomMetaUpdate};
 use crate::timing::is_im_event;
 use crate::validate::CommandRequest;
-
-/// Event type of treasure wake-up rows.
-pub const WAKEUP_EVENT_TYPE: &str = "TreasureOpenWakeup";
 
 /// One accepted command of a batch.
 #[derive(Debug)]
@@ -102,35 +98,10 @@ pub fn build(
             if settings.treasure_wakeups
                 && let Some(wakeup) = wakeup_for(&envelope)
             {
-                outbox.push(NewOutboxRow {
-                    event_id: uuid::Uuid::now_v7().to_string(),
-                    app_code: app_code.clone(),
-                    room_id: room_id.clone(),
-                    shard,
-                    lane: LANE_DELAYED,
-                    room_event_seq: event.seq,
-                    event_type: WAKEUP_EVENT_TYPE.into(),
-                    topic: TOPIC_TREASURE_OPEN.into(),
-                    payload: wakeup.encode_to_vec(),
-                    traceparent: request.traceparent.clone(),
-                    not_before_ms: wakeup.open_at_ms,
-                    created_at_ms: written_at_ms,
-                });
+                let wakeup_id = uuid::Uuid::now_v7().to_string();
+                outbox.push(NewOutboxRow::wakeup(&envelope, &wakeup, wakeup_id, written_at_ms));
             }
-            outbox.push(NewOutboxRow {
-                event_id: event_id.clone(),
-                app_code: app_code.clone(),
-                room_id: room_id.clone(),
-                shard,
-                lane: LANE_CHAIN,
-                room_event_seq: event.seq,
-                event_type: event_type.into(),
-                topic: TOPIC_ROOM_OUTBOX.into(),
-                payload: envelope.encode_to_vec(),
-                traceparent: request.traceparent.clone(),
-                not_before_ms: now_ms,
-                created_at_ms: written_at_ms,
-            });
+            outbox.push(NewOutboxRow::event(&envelope, written_at_ms));
             summaries.push(EventSummary {
                 event_id,
                 event_type: event_type.into(),

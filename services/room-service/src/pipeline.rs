@@ -17,11 +17,12 @@ use hyapp_api::room::CommandReply;
 use room_core::{EventKind, RoomState};
 
 use crate::Error;
-use crate::app::Deps;
+use crate::batch::{Pending, stored_answer};
 use crate::cell::{Cell, CommandJob, RecentReply, replay_or_conflict};
+use crate::deps::Deps;
 use crate::gifts::{charge_gifts, compensate};
 use crate::mutation::{self, AppliedCommand};
-use crate::store::{SaveError, StoredCommand};
+use crate::store::SaveError;
 use crate::timing::StageTimings;
 use crate::validate::CommandRequest;
 
@@ -32,20 +33,6 @@ pub enum CellFate {
     Keep,
     /// The database may differ (stale owner, ambiguous commit): reload before the next command.
     Reload,
-}
-
-/// A command of the batch still in play.
-pub(crate) struct Pending {
-    pub(crate) job: CommandJob,
-    pub(crate) stages: StageTimings,
-    /// Saga row written and the wallet debited: must commit or be compensated.
-    pub(crate) debited: bool,
-}
-
-impl Pending {
-    pub(crate) fn is_gift(&self) -> bool {
-        self.job.request.gift_charge().is_some()
-    }
 }
 
 /// Runs one batch against `cell`. `lease` is the load time to report for it.
@@ -312,24 +299,6 @@ async fn run(
             }
         }
     }
-}
-
-/// The reply for a command found in the log.
-pub(crate) fn stored_answer(entry: &Pending, found: &StoredCommand) -> Result<CommandReply, Error> {
-    use prost::Message;
-    let reply = CommandReply::decode(found.reply.as_slice()).map_err(|error| {
-        Error::Internal(format!(
-            "stored reply of {} is undecodable: {error}",
-            found.command_id
-        ))
-    })?;
-    replay_or_conflict(
-        &entry.job.request,
-        &found.fingerprint,
-        &found.command_name,
-        &found.room_id,
-        &reply,
-    )
 }
 
 /// Fails every pending command, compensating debited gifts first.

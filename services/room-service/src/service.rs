@@ -13,9 +13,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use crate::Error;
-use crate::app::Deps;
 use crate::cell::{CommandJob, CommandOutcome, Job, ReadJob};
 use crate::cells::Cells;
+use crate::deps::Deps;
 use crate::im::ImGroups;
 use crate::timing::{self, CommandIdentity, StageTimings};
 use crate::validate::{
@@ -232,17 +232,6 @@ impl Rooms {
             }
         };
         self.deps.redis.top_rooms(i64::from(limit)).await
-    }
-
-    /// One gift-saga recovery sweep: sagas untouched for `stuck_after_ms` are
-    /// compensated. Returns how many were refunded.
-    pub async fn sweep_sagas(&self, stuck_after_ms: i64) -> Result<usize, Error> {
-        crate::workers::sweep_sagas(&self.deps, stuck_after_ms).await
-    }
-
-    /// One presence sweep. Returns how many users left.
-    pub async fn sweep_presence(&self) -> Result<usize, Error> {
-        crate::workers::sweep_presence(self).await
     }
 
     /// Validation context for gateway requests.

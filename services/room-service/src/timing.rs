@@ -1,5 +1,6 @@
-//! The `room_command_timing` log line of seed 001: one per write command, with
-//! the time spent in each pipeline stage, so a slow command can be attributed
+//! The `room_command_timing` log line (docs/design.md#command-timing-log): one
+//! per write command, with the time spent in each pipeline stage, so a slow
+//! command can be attributed
 //! (gifts: `wallet_debit_ms`; others: `save_mutation_ms`, `snapshot_ms`,
 //! `projection_ms`). Commands committed together in one group commit share
 //! the batch's stage times.
@@ -62,7 +63,8 @@ pub fn log(identity: CommandIdentity<'_>, stages: &StageTimings, total: Duration
         save_mutation_ms = millis(stages.save_mutation),
         snapshot_ms = millis(stages.snapshot),
         projection_ms = millis(stages.projection),
-        // No synchronous activity call exists on the request path (seed 001).
+        // No synchronous activity call exists on the request path
+        // (docs/design.md#command-timing-log).
         activity_ms = 0.0,
         tencent_im_ms = millis(stages.tencent_im),
         activity_async_outbox = stages.activity_async_outbox,
@@ -73,9 +75,9 @@ pub fn log(identity: CommandIdentity<'_>, stages: &StageTimings, total: Duration
 }
 
 /// Whether an event type becomes a Tencent IM message or group operation
-/// (heat and rank changes are activity-only facts).
+/// by default (docs/design.md#im-silent-events).
 pub fn is_im_event(event_type: &str) -> bool {
-    !matches!(event_type, "RoomHeatChanged" | "RoomRankChanged")
+    !outbox_schema::names::IM_SILENT_EVENT_TYPES.contains(&event_type)
 }
 
 #[cfg(test)]

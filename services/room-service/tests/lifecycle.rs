@@ -1,6 +1,7 @@
-//! Process lifecycle and background work: admin probes, the seed 000 drain
-//! order, presence expiry through a normal command, the treasure wake-up row
-//! and its OpenTreasure, and CreateRoom's synchronous IM group.
+//! Process lifecycle and background work: admin probes, the drain order
+//! (docs/design.md#lifecycle-start-up-and-drain-order), presence expiry
+//! through a normal command, the treasure wake-up row and its OpenTreasure,
+//! and CreateRoom's synchronous IM group.
 
 mod common;
 
@@ -110,7 +111,7 @@ async fn an_expired_presence_leaves_the_room_with_an_event() {
     let left = eventually(Duration::from_secs(10), || {
         let (rooms, pool, room) = (rooms.clone(), pool.clone(), room_for_poll.clone());
         async move {
-            let _ = rooms.sweep_presence().await;
+            let _ = room_service::sweeps::sweep_presence(&rooms).await;
             sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND event_type = 'RoomUserLeft'")
                     .bind(&room)
                     .fetch_one(&pool)

@@ -1,7 +1,8 @@
 //! The whole write path in one process, against the real broker: gRPC
 //! command → one MySQL transaction → the embedded relay (woken by the Redis
 //! commit nudge) → `hyapp_room_outbox`, with the reply's event ids, in room
-//! order, keyed by room. Seed 000's "sync-publish" rows map to this: the
+//! order, keyed by room. The earlier phase's "sync-publish" acceptance rows
+//! (docs/design.md#differences-from-the-source-design) map to this: the
 //! command succeeds, the outbox row is written pending, the relay delivers the
 //! same event_id.
 
@@ -228,7 +229,7 @@ async fn start_with_hosted_bridge(
     (im, harness)
 }
 
-/// Seed 001: room-service can host the IM bridge consumer itself
+/// room-service can host the IM bridge consumer itself (docs/design.md#consumer-semantics)
 /// (`rocketmq.room_outbox.tencent_im_consumer_enabled`): events published by
 /// the embedded relay come back through the topic and become group messages
 /// on (the faithful fake of) Tencent IM, one per event, with `Random` from the

@@ -1,4 +1,4 @@
-//! The SendGift wallet saga (seed 004): debit before commit, refund when the
+//! The SendGift wallet saga (docs/design.md#gift-saga): debit before commit, refund when the
 //! commit fails, the recovery sweep for the crash window, and wallet refusals
 //! that leave nothing behind.
 
@@ -274,7 +274,9 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     .unwrap();
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
 
-    let repaired = harness.rooms.sweep_sagas(60_000).await.unwrap();
+    let repaired = room_service::sweeps::sweep_sagas(&harness.rooms, 60_000)
+        .await
+        .unwrap();
     assert_eq!(repaired, 1);
     assert_eq!(harness.wallet.balance("fan"), 1_000_000);
     assert_eq!(harness.wallet.stats().refunds, 1);
@@ -287,7 +289,12 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
         Some("debiting")
     );
     // Idempotent: a second sweep finds nothing and moves no money.
-    assert_eq!(harness.rooms.sweep_sagas(60_000).await.unwrap(), 0);
+    assert_eq!(
+        room_service::sweeps::sweep_sagas(&harness.rooms, 60_000)
+            .await
+            .unwrap(),
+        0
+    );
     assert_eq!(harness.wallet.stats().refunds, 1);
     harness.stop().await;
 }

@@ -48,7 +48,7 @@ fn mutation(room: &str, expected_version: u64, command_ids: &[&str]) -> Mutation
                 topic: "room.events".into(),
                 payload: vec![1, 2, 3],
                 traceparent: String::new(),
-                not_before_ms: now_ms,
+                next_retry_at_ms: now_ms,
                 created_at_ms: now_ms,
             }
         })

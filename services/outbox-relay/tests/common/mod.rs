@@ -9,8 +9,7 @@ use outbox_relay::{
     metrics::RelayMetrics,
     publish::{MqPublisher, Publishers},
 };
-use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, names, row, shard_of};
-use prost::Message as _;
+use outbox_schema::{EnvelopeContext, NewOutboxRow, envelope_for, names};
 use rdkafka::{
     ClientConfig, Message,
     consumer::{Consumer, StreamConsumer},
@@ -102,31 +101,18 @@ pub fn event_row(room_id: &str, seq: u64, kind: EventKind) -> NewOutboxRow {
         room_version: seq,
         command_id: format!("cmd-{room_id}-{seq}"),
         occurred_at_ms: now,
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
         ..EnvelopeContext::default()
     };
     let event = RoomEvent { seq, kind };
-    let event_id = uuid::Uuid::now_v7().to_string();
-    let envelope = envelope_for(&context, event_id.clone(), &event);
-    NewOutboxRow {
-        event_id,
-        app_code: "hyapp".into(),
-        room_id: room_id.into(),
-        shard: shard_of(room_id),
-        lane: row::LANE_CHAIN,
-        room_event_seq: seq,
-        event_type: envelope.event_type.clone(),
-        topic: names::TOPIC_ROOM_OUTBOX.into(),
-        payload: envelope.encode_to_vec(),
-        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
-        not_before_ms: now,
-        created_at_ms: now,
-    }
+    let envelope = envelope_for(&context, uuid::Uuid::now_v7().to_string(), &event);
+    NewOutboxRow::event(&envelope, now)
 }
 
 /// Inserts rows as room-service does (one transaction).
 pub async fn insert(pool: &MySqlPool, rows: &[NewOutboxRow]) {
     let mut tx = pool.begin().await.unwrap();
-    outbox_relay::insert_outbox_rows(&mut tx, rows)
+    outbox_store::insert_outbox_rows(&mut tx, rows)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -262,6 +248,7 @@ pub fn direct_relay(pool: &MySqlPool, fake_base_url: &str, worker: &OutboxWorker
             ..tencent_im::ImSection::default()
         },
         activity_endpoint: String::new(),
+        im_bridge: room_im::BridgeConfig::default(),
     };
     let mut registry = prometheus_client::registry::Registry::default();
     outbox_relay::app::build_relay(

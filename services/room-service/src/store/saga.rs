@@ -1,4 +1,4 @@
-//! The `room_gift_saga` local message table (seed 004). A row is written
+//! The `room_gift_saga` local message table (docs/design.md#gift-saga). A row is written
 //! (`debiting`) before the wallet debit, set to `committed` inside SaveMutation,
 //! or moved `compensating` → `compensated` around a refund. The move to
 //! `compensating` is a conditional UPDATE, which is what makes compensation and

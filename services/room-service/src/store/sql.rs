@@ -45,7 +45,7 @@ pub(super) async fn write_mutations(
         .iter()
         .flat_map(|mutation| mutation.outbox.iter())
         .collect();
-    outbox_relay::insert_outbox_rows(connection, &outbox)
+    outbox_store::insert_outbox_rows(connection, &outbox)
         .await
         .map_err(database)?;
     match write_metas(connection, mutations).await {

@@ -1,8 +1,8 @@
-//! Writing outbox rows. room-service calls [`insert_outbox_rows`] inside its
+//! The INSERT into `room_outbox`. room-service calls [`insert_outbox_rows`] inside its
 //! SaveMutation transaction, so the rows commit atomically with the command
 //! log and the room meta; this is the only INSERT into `room_outbox`.
 
-use outbox_schema::NewOutboxRow;
+use outbox_schema::{NewOutboxRow, OutboxStatus};
 use sqlx::{MySql, QueryBuilder};
 use std::borrow::Borrow;
 
@@ -32,8 +32,8 @@ pub async fn insert_outbox_rows<R: Borrow<NewOutboxRow> + Sync>(
             .push_bind(&new.topic)
             .push_bind(&new.payload)
             .push_bind(&new.traceparent)
-            .push_bind("pending")
-            .push_bind(new.not_before_ms)
+            .push_bind(OutboxStatus::Pending.as_str())
+            .push_bind(new.next_retry_at_ms)
             .push_bind(new.created_at_ms);
     });
     builder.build().execute(connection).await?;

@@ -10,12 +10,11 @@
 //!   a repeated `Random`).
 //!
 //! Rows older than the dedup horizon are deleted in bounded batches by
-//! [`run_purger`].
+//! [`purge_older_than`] (consumer-runtime schedules it per group).
 
-use crate::{Error, config::DedupPurge};
+use crate::Error;
 use sqlx::{MySqlConnection, MySqlPool, QueryBuilder, Row};
 use std::{collections::HashSet, time::Duration};
-use tokio_util::sync::CancellationToken;
 
 /// Width of `consumer_dedup.event_id`.
 pub const MAX_EVENT_ID_BYTES: usize = 36;
@@ -192,33 +191,5 @@ pub async fn purge_older_than(
         }
         // Let other work at the table between batches.
         tokio::task::yield_now().await;
-    }
-}
-
-/// Purges `group`'s old dedup rows per `purge` until `shutdown`.
-pub async fn run_purger(
-    pool: MySqlPool,
-    group: String,
-    purge: DedupPurge,
-    shutdown: CancellationToken,
-) {
-    let DedupPurge {
-        retention,
-        interval,
-        batch,
-    } = purge;
-    let mut ticker = tokio::time::interval(interval.max(Duration::from_secs(1)));
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        match purge_older_than(&pool, &group, retention, batch).await {
-            Ok(0) => {}
-            Ok(deleted) => tracing::info!(consumer_group = %group, deleted, "dedup rows purged"),
-            Err(error) => {
-                tracing::warn!(consumer_group = %group, %error, "dedup purge failed");
-            }
-        }
     }
 }

@@ -1,0 +1,36 @@
+//! The scheduled purge of a group's old `consumer_dedup` rows: the SQL is
+//! outbox-store's; when and how much is the consumer's [`DedupPurge`].
+
+use crate::config::DedupPurge;
+use outbox_store::dedup::purge_older_than;
+use sqlx::MySqlPool;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Purges `group`'s old dedup rows per `purge` until `shutdown`.
+pub async fn run_purger(
+    pool: MySqlPool,
+    group: String,
+    purge: DedupPurge,
+    shutdown: CancellationToken,
+) {
+    let DedupPurge {
+        retention,
+        interval,
+        batch,
+    } = purge;
+    let mut ticker = tokio::time::interval(interval.max(Duration::from_secs(1)));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        match purge_older_than(&pool, &group, retention, batch).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(consumer_group = %group, deleted, "dedup rows purged"),
+            Err(error) => {
+                tracing::warn!(consumer_group = %group, %error, "dedup purge failed");
+            }
+        }
+    }
+}
