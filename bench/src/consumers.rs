@@ -8,7 +8,6 @@ use crate::{
     relay_scenarios::PARTITIONS,
 };
 use consumer_runtime::ConsumerConfig;
-use tencent_im::ImSection as TencentImSection;
 use fake_tencent_im::{FakeImConfig, FakeImHandle};
 use rdkafka::{
     ClientConfig, Offset, TopicPartitionList,
@@ -17,6 +16,7 @@ use rdkafka::{
 };
 use service_kit::{duration::ConfigDuration, mq::MqConfig, time::now_ms};
 use std::{sync::Arc, time::Duration};
+use tencent_im::ImSection as TencentImSection;
 use tokio_util::sync::CancellationToken;
 
 /// Identity of the in-process fake IM.

@@ -5,7 +5,7 @@
 
 use crate::Error;
 use serde::{Deserialize, Serialize};
-use service_kit::{duration::ConfigDuration, mq::MqConfig};
+use service_kit::{backoff::Backoff, duration::ConfigDuration, mq::MqConfig};
 use std::{collections::BTreeMap, time::Duration};
 
 /// The `consumer` section of a consumer service's config.
@@ -76,26 +76,19 @@ impl Default for ConsumerConfig {
 /// Default of `consumer.max_message_bytes`: the envelope decoder's own limit.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = outbox_schema::envelope::MAX_ENVELOPE_BYTES;
 
-/// Exponential backoff between attempts of one message.
+/// The in-place retries of one message: the budget and the wait between
+/// attempts (exponential from `consumer.initial_backoff` up to
+/// `consumer.max_backoff`, with jitter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Delay after the first failure.
-    pub initial_backoff: Duration,
-    /// Delay cap.
-    pub max_backoff: Duration,
     /// Retries after the first attempt before the message is dead-lettered.
     pub max_reconsume_times: u32,
+    /// Wait before attempt `n + 1` after attempt `n` (1-based) failed:
+    /// `backoff.delay(n)`.
+    pub backoff: Backoff,
 }
 
 impl RetryPolicy {
-    /// Delay before attempt `attempt + 1`, given `attempt` (1-based) failed.
-    pub fn backoff(&self, attempt: u32) -> Duration {
-        let shift = attempt.saturating_sub(1).min(20);
-        self.initial_backoff
-            .saturating_mul(1u32 << shift)
-            .min(self.max_backoff)
-    }
-
     /// Total attempts a message gets.
     pub fn max_attempts(&self) -> u32 {
         self.max_reconsume_times.saturating_add(1)
@@ -203,15 +196,17 @@ impl ConsumerSettings {
             consumer_group,
             client_properties,
             retry: RetryPolicy {
-                initial_backoff: section
-                    .initial_backoff
-                    .positive_or(defaults.initial_backoff)
-                    .as_std(),
-                max_backoff: section
-                    .max_backoff
-                    .positive_or(defaults.max_backoff)
-                    .as_std(),
                 max_reconsume_times,
+                backoff: Backoff::exponential(
+                    section
+                        .initial_backoff
+                        .positive_or(defaults.initial_backoff)
+                        .as_std(),
+                    section
+                        .max_backoff
+                        .positive_or(defaults.max_backoff)
+                        .as_std(),
+                ),
             },
             max_batch: section.max_batch.max(1),
             partition_queue_limit: section.partition_queue_limit.max(1),
@@ -319,16 +314,26 @@ mod tests {
     #[test]
     fn backoff_doubles_and_caps() {
         let policy = RetryPolicy {
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_millis(1000),
             max_reconsume_times: 16,
+            backoff: Backoff::exponential(Duration::from_millis(100), Duration::from_millis(1000)),
         };
-        assert_eq!(policy.backoff(1), Duration::from_millis(100));
-        assert_eq!(policy.backoff(2), Duration::from_millis(200));
-        assert_eq!(policy.backoff(4), Duration::from_millis(800));
-        assert_eq!(policy.backoff(5), Duration::from_millis(1000));
-        assert_eq!(policy.backoff(60), Duration::from_millis(1000));
+        // The upper end of the jitter range is the un-jittered doubling.
+        let backoff = |attempt| policy.backoff.delay_with(attempt, 1.0);
+        assert_eq!(backoff(1), Duration::from_millis(100));
+        assert_eq!(backoff(2), Duration::from_millis(200));
+        assert_eq!(backoff(4), Duration::from_millis(800));
+        assert_eq!(backoff(5), Duration::from_millis(1000));
+        assert_eq!(backoff(60), Duration::from_millis(1000));
         assert_eq!(policy.max_attempts(), 17);
+        // With jitter: between half and all of it.
+        for (attempt, ceiling) in [(1, 100), (2, 200), (4, 800), (5, 1000), (60, 1000)] {
+            let delay = policy.backoff.delay(attempt);
+            let ceiling = Duration::from_millis(ceiling);
+            assert!(
+                delay >= ceiling / 2 && delay <= ceiling,
+                "{attempt}: {delay:?}"
+            );
+        }
     }
 
     #[test]
@@ -348,7 +353,7 @@ mod tests {
         assert_eq!(settings.consumer_group, "g1");
         assert_eq!(settings.topic, "prod.hyapp_room_outbox");
         assert_eq!(settings.dead_letter_topic, "prod.g1.dlq");
-        assert_eq!(settings.retry.initial_backoff, Duration::from_millis(200));
+        assert_eq!(settings.retry.backoff.initial(), Duration::from_millis(200));
         assert_eq!(settings.max_batch, 1);
         assert_eq!(settings.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
         let properties = settings.consumer_properties();

@@ -90,7 +90,8 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         handler: Arc<H>,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
-        let context = RebalanceContext::new(settings.consumer_group.clone(), settings.topic.clone());
+        let context =
+            RebalanceContext::new(settings.consumer_group.clone(), settings.topic.clone());
         let mut config = ClientConfig::new();
         for (key, value) in settings.consumer_properties() {
             config.set(key, value);

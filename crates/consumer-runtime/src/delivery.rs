@@ -4,7 +4,7 @@
 //! attempts is the shared [`service_kit::backoff::Backoff`].
 
 use serde::{Deserialize, Serialize};
-use service_kit::duration::ConfigDuration;
+use service_kit::{backoff::Backoff, duration::ConfigDuration};
 
 /// The retry budget and sweep cadence of one delivery table.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,19 +38,23 @@ impl Default for DeliveryRetryConfig {
 }
 
 impl DeliveryRetryConfig {
-    /// Delay before the next attempt after `attempts` failed ones.
-    pub fn backoff_ms(&self, attempts: u32) -> i64 {
+    /// The wait between attempts (the budget is `max_attempts`): exponential
+    /// from `initial_backoff` up to `max_backoff` (non-positive values fall
+    /// back to the defaults), with jitter.
+    pub fn backoff(&self) -> Backoff {
         let defaults = Self::default();
-        let initial = self
-            .initial_backoff
-            .positive_or(defaults.initial_backoff)
-            .as_millis();
-        let max = self
-            .max_backoff
-            .positive_or(defaults.max_backoff)
-            .as_millis();
-        let shift = attempts.saturating_sub(1).min(20);
-        initial.saturating_mul(1 << shift).min(max)
+        Backoff::exponential(
+            self.initial_backoff
+                .positive_or(defaults.initial_backoff)
+                .as_std(),
+            self.max_backoff.positive_or(defaults.max_backoff).as_std(),
+        )
+    }
+
+    /// Delay before the next attempt after `attempts` failed ones, ms:
+    /// `backoff().delay(attempts)`.
+    pub fn backoff_ms(&self, attempts: u32) -> i64 {
+        i64::try_from(self.backoff().delay(attempts).as_millis()).unwrap_or(i64::MAX)
     }
 
     /// The claim lease, ms.
@@ -75,8 +79,29 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let retry = DeliveryRetryConfig::default();
-        assert_eq!(retry.backoff_ms(1), 1_000);
-        assert_eq!(retry.backoff_ms(3), 4_000);
-        assert_eq!(retry.backoff_ms(30), 300_000);
+        // The upper end of the jitter range is the un-jittered doubling.
+        let ceiling_ms = |attempts| retry.backoff().delay_with(attempts, 1.0).as_millis();
+        assert_eq!(ceiling_ms(1), 1_000);
+        assert_eq!(ceiling_ms(3), 4_000);
+        assert_eq!(ceiling_ms(30), 300_000);
+        // With jitter: between half and all of it.
+        for (attempts, ceiling) in [(1, 1_000), (3, 4_000), (30, 300_000), (u32::MAX, 300_000)] {
+            let delay = retry.backoff_ms(attempts);
+            assert!(
+                delay >= ceiling / 2 && delay <= ceiling,
+                "{attempts}: {delay}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_positive_backoffs_fall_back_to_defaults() {
+        let retry = DeliveryRetryConfig {
+            initial_backoff: ConfigDuration::from_millis(0),
+            max_backoff: ConfigDuration::from_millis(-1),
+            ..DeliveryRetryConfig::default()
+        };
+        assert_eq!(retry.backoff(), DeliveryRetryConfig::default().backoff());
+        assert_eq!(retry.backoff().initial(), std::time::Duration::from_secs(1));
     }
 }

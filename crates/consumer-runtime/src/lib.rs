@@ -31,23 +31,25 @@ mod consumer;
 pub mod dead_letter;
 pub mod delivery;
 pub mod handler;
+pub mod host;
 mod kafka;
 pub mod message;
 pub mod metrics;
 mod offset_gap;
 pub mod purge;
+pub mod sweeper;
 pub mod testing;
 mod trace;
 mod worker;
 
 pub use config::{ConsumerConfig, ConsumerSettings, DedupPurge, RetryPolicy};
 pub use consumer::Consumer;
-/// `consumer_dedup` claims and records (owned by outbox-store, re-exported
-/// because every handler uses them).
-pub use outbox_store::dedup;
 pub use handler::{BatchError, Handler, HandlerError, Outcome};
 pub use message::{Decode, Delivery};
 pub use metrics::{ConsumerMetrics, GroupMetrics};
+/// `consumer_dedup` claims and records (owned by outbox-store, re-exported
+/// because every handler uses them).
+pub use outbox_store::dedup;
 
 /// Errors of the consumer runtime.
 #[derive(Debug, thiserror::Error)]

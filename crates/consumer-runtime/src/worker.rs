@@ -303,7 +303,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
             let room_id = delivery.message.room_id();
             if !error.is_permanent() && attempt < settings.retry.max_attempts() {
                 self.shared.metrics.retried.inc();
-                let delay = settings.retry.backoff(attempt);
+                let delay = settings.retry.backoff.delay(attempt);
                 tracing::warn!(
                     consumer_group = group,
                     event_id,
@@ -457,7 +457,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                     );
                     tokio::select! {
                         _ = self.shutdown.cancelled() => return Step::Stop,
-                        _ = tokio::time::sleep(self.shared.settings.retry.backoff(failures)) => {}
+                        _ = tokio::time::sleep(self.shared.settings.retry.backoff.delay(failures)) => {}
                     }
                 }
             }

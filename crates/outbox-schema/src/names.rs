@@ -70,7 +70,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_follow_the_seed() {
+    fn names_keep_their_original_spelling() {
         assert_eq!(namespaced("", TOPIC_ROOM_OUTBOX), "hyapp_room_outbox");
         assert_eq!(
             namespaced("prod", TOPIC_ROOM_OUTBOX),

@@ -137,7 +137,6 @@ mod tests {
             box_id: "box-1".into(),
             level: 2,
             open_at_ms: 9_000,
-            ..Default::default()
         };
         let envelope = pb::RoomOutboxEvent {
             event_id: "e-1".into(),
@@ -152,17 +151,36 @@ mod tests {
         };
         let event = NewOutboxRow::event(&envelope, 1_005);
         assert_eq!(
-            (event.lane, event.next_retry_at_ms, event.created_at_ms, event.room_event_seq),
+            (
+                event.lane,
+                event.next_retry_at_ms,
+                event.created_at_ms,
+                event.room_event_seq
+            ),
             (LANE_CHAIN, 1_000, 1_005, 7)
         );
-        assert_eq!((event.topic.as_str(), event.shard), (TOPIC_ROOM_OUTBOX, shard_of("room-1")));
-        assert_eq!(pb::RoomOutboxEvent::decode(event.payload.as_slice()).unwrap(), envelope);
+        assert_eq!(
+            (event.topic.as_str(), event.shard),
+            (TOPIC_ROOM_OUTBOX, shard_of("room-1"))
+        );
+        assert_eq!(
+            pb::RoomOutboxEvent::decode(event.payload.as_slice()).unwrap(),
+            envelope
+        );
         let wakeup = crate::wakeup_for(&envelope).unwrap();
         let row = NewOutboxRow::wakeup(&envelope, &wakeup, "w-1".into(), 1_005);
         assert_eq!(
-            (row.lane, row.next_retry_at_ms, row.event_type.as_str(), row.topic.as_str()),
+            (
+                row.lane,
+                row.next_retry_at_ms,
+                row.event_type.as_str(),
+                row.topic.as_str()
+            ),
             (LANE_DELAYED, 9_000, WAKEUP_EVENT_TYPE, TOPIC_TREASURE_OPEN)
         );
-        assert_eq!((row.event_id.as_str(), row.traceparent.as_str()), ("w-1", "tp"));
+        assert_eq!(
+            (row.event_id.as_str(), row.traceparent.as_str()),
+            ("w-1", "tp")
+        );
     }
 }

@@ -14,7 +14,7 @@ mod rejection;
 mod rules;
 mod state;
 
-pub use apply::{Applied, apply};
+pub use apply::{Applied, apply, gift_total};
 pub use command::{Command, LeaveReason};
 pub use event::{EventKind, RoomEvent};
 pub use rejection::{Rejection, RejectionKind};

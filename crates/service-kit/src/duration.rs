@@ -119,7 +119,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_seed_spellings() {
+    fn parses_the_original_duration_spellings() {
         assert_eq!(ConfigDuration::parse("1s").unwrap().as_millis(), 1_000);
         assert_eq!(ConfigDuration::parse("5m").unwrap().as_millis(), 300_000);
         assert_eq!(ConfigDuration::parse("250ms").unwrap().as_millis(), 250);

@@ -5,6 +5,7 @@
 
 pub mod admin_http;
 mod allocator;
+pub mod backoff;
 pub mod config;
 pub mod db;
 pub mod duration;

@@ -175,7 +175,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn maps_seed_keys_onto_kafka_properties() {
+    fn maps_the_original_rocketmq_keys_onto_kafka_properties() {
         let config = MqConfig {
             name_servers: vec!["b1:9092".into(), "b2:9092".into()],
             access_key: "user".into(),

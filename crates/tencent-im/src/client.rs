@@ -271,10 +271,7 @@ impl Client {
                 status: status.as_u16(),
             });
         }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| Error::from_reqwest(path, e))?;
+        let bytes = read_capped(path, response).await?;
         let decode_err = |e: serde_json::Error| Error::Decode {
             api: path,
             detail: truncate(&e.to_string()),
@@ -347,4 +344,40 @@ fn check_dropped(api: Api, reason: Option<&str>) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
+}
+
+/// Largest response body read. Tencent's answers to the calls this client
+/// makes are a few hundred bytes; a body past this is a misbehaving proxy or
+/// gateway, and reading it whole would let one response grow memory without
+/// bound. It is treated as a transient decode failure (retried, then
+/// dead-lettered by the caller's budget).
+pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// The response body, refused as soon as it passes [`MAX_RESPONSE_BYTES`]
+/// (by its announced length, or while it streams in).
+async fn read_capped(
+    path: &'static str,
+    mut response: reqwest::Response,
+) -> Result<Vec<u8>, Error> {
+    let too_large = |size: u64| Error::Decode {
+        api: path,
+        detail: format!("response body of {size} bytes exceeds {MAX_RESPONSE_BYTES}"),
+    };
+    if let Some(length) = response.content_length()
+        && length > MAX_RESPONSE_BYTES as u64
+    {
+        return Err(too_large(length));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| Error::from_reqwest(path, e))?
+    {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(too_large((body.len() + chunk.len()) as u64));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }

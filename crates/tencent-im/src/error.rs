@@ -343,7 +343,11 @@ mod tests {
             status: 403,
         };
         assert!(!rejected.is_retryable());
-        let api = Error::api_error("group_open_http_svc/send_group_msg", 10004, &"x".repeat(900));
+        let api = Error::api_error(
+            "group_open_http_svc/send_group_msg",
+            10004,
+            &"x".repeat(900),
+        );
         assert!(api.summary().starts_with("tencent im error_code=10004: "));
         let short = api.short_summary();
         assert!(short.len() <= 500 && short.starts_with("tencent im error_code=10004"));

@@ -15,7 +15,7 @@ pub mod section;
 mod types;
 pub mod usersig;
 
-pub use client::{Client, ClientStats};
+pub use client::{Client, ClientStats, MAX_RESPONSE_BYTES};
 pub use config::{
     ClientConfig, DEFAULT_RATE_LIMIT_PER_API, DEFAULT_REQUEST_TIMEOUT, DEFAULT_USERSIG_TTL, Secret,
     deserialize_duration, parse_duration,

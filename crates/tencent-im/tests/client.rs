@@ -401,3 +401,68 @@ async fn calls_beyond_the_client_rate_limit_wait_instead_of_failing() {
         "a burst of 5 passes, 7 waited for tokens"
     );
 }
+
+/// A server that answers every request with a 200 whose body is `size` bytes
+/// of JSON-looking padding, announced or streamed (chunked) as asked.
+async fn oversized_server(size: usize, announce_length: bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 64 * 1024];
+                let _ = socket.read(&mut request).await;
+                let body = format!(
+                    r#"{{"ActionStatus":"OK","ErrorCode":0,"Pad":"{}"}}"#,
+                    "x".repeat(size)
+                );
+                let head = if announce_length {
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    )
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_string()
+                };
+                let _ = socket.write_all(head.as_bytes()).await;
+                if announce_length {
+                    let _ = socket.write_all(body.as_bytes()).await;
+                } else {
+                    for piece in body.as_bytes().chunks(64 * 1024) {
+                        let chunk = format!("{:x}\r\n", piece.len());
+                        let _ = socket.write_all(chunk.as_bytes()).await;
+                        let _ = socket.write_all(piece).await;
+                        let _ = socket.write_all(b"\r\n").await;
+                    }
+                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn an_oversized_response_body_is_a_transient_error_not_a_whole_read() {
+    for announce_length in [true, false] {
+        let base = oversized_server(tencent_im::MAX_RESPONSE_BYTES + 1, announce_length).await;
+        let client = Client::new(ClientConfig::new(base, APP, ADMIN, KEY)).expect("valid config");
+        let error = client
+            .send_group_msg(&gift_event("evt-oversized"))
+            .await
+            .expect_err("an oversized body is refused");
+        assert!(
+            matches!(&error, Error::Decode { detail, .. } if detail.contains("exceeds")),
+            "announced={announce_length}: {error:?}"
+        );
+        assert_eq!(error.class(), ErrorClass::Transient);
+    }
+    // The same server with an ordinary body: the refusal was the size alone.
+    let base = oversized_server(1_000, true).await;
+    let client = Client::new(ClientConfig::new(base, APP, ADMIN, KEY)).expect("valid config");
+    client
+        .send_group_msg(&gift_event("evt-small"))
+        .await
+        .expect("a normal body decodes");
+}

@@ -29,7 +29,13 @@ fn workspace_root() -> PathBuf {
 /// `(from, to)` pairs between workspace packages, from `cargo metadata`.
 fn actual_edges(root: &Path) -> BTreeSet<(String, String)> {
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(root)
         .output()
         .expect("cargo metadata runs");
@@ -258,7 +264,9 @@ fn root_names(lib: &str, modules: &BTreeSet<String>) -> BTreeMap<String, String>
         else {
             continue;
         };
-        let path = path.trim_start_matches("crate::").trim_start_matches("self::");
+        let path = path
+            .trim_start_matches("crate::")
+            .trim_start_matches("self::");
         let module = ident_at(path);
         if !modules.contains(module) {
             continue;
@@ -385,10 +393,16 @@ fn the_cycle_scanner_finds_cycles_through_grouped_and_reexported_paths() {
     let src = dir.join("src");
     std::fs::create_dir_all(src.join("store")).expect("temp src");
     let write = |name: &str, text: &str| std::fs::write(src.join(name), text).expect("write");
-    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod store;\npub use a::Thing;\n");
+    write(
+        "lib.rs",
+        "pub mod a;\npub mod b;\npub mod c;\npub mod store;\npub use a::Thing;\n",
+    );
     // a -> b through a grouped path; b -> a through the root re-export; c -> store only.
     write("a.rs", "use crate::{b::Other, store};\npub struct Thing;\n");
-    write("b.rs", "// crate::c in a comment is not an import\nuse crate::Thing;\npub struct Other;\n");
+    write(
+        "b.rs",
+        "// crate::c in a comment is not an import\nuse crate::Thing;\npub struct Other;\n",
+    );
     write("c.rs", "use super::store::Store;\n");
     write("store/mod.rs", "pub mod sql;\npub struct Store;\n");
     write("store/sql.rs", "use super::Store;\n");

@@ -3,13 +3,14 @@
 
 use crate::Error;
 use consumer_runtime::{
-    ConsumerConfig, ConsumerSettings,
+    ConsumerConfig,
     delivery::DeliveryRetryConfig,
+    host::{ServiceConfig, SharedSections},
 };
 use outbox_schema::names::GROUP_ACTIVITY;
 use serde::{Deserialize, Serialize};
-use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
-use std::path::PathBuf;
+use service_kit::{db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
+use std::fmt::Display;
 use tencent_im::ImSection as TencentImSection;
 
 /// Whose score a gift raises on a leaderboard.
@@ -123,38 +124,28 @@ impl Default for Config {
     }
 }
 
-const LIST_KEYS: &[&str] = &["rocketmq.name_servers"];
+impl ServiceConfig for Config {
+    const SERVICE: &str = "activity-consumer";
+    const ENV_PREFIX: &str = "ACTIVITY";
 
-impl Config {
-    /// Loads the layered configuration and validates it.
-    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
-        Self::load_with_env(file, None)
-    }
-
-    /// Like [`Config::load`] with an explicit environment (tests).
-    pub fn load_with_env(
-        file: Option<PathBuf>,
-        env: Option<std::collections::HashMap<String, String>>,
-    ) -> Result<Self, Error> {
-        let config: Config = ConfigSources {
-            service: "activity-consumer",
-            env_prefix: "ACTIVITY",
-            file,
-            list_keys: LIST_KEYS,
+    fn shared(&self) -> SharedSections<'_> {
+        SharedSections {
+            log: &self.log,
+            mysql: &self.mysql,
+            rocketmq: &self.rocketmq,
+            consumer: &self.consumer,
+            default_group: GROUP_ACTIVITY,
+            http_listen: &self.http_listen,
         }
-        .load_with_env(env)?;
-        config.validate()?;
-        Ok(config)
     }
 
-    /// Refuses configurations that cannot work, naming the key.
-    pub fn validate(&self) -> Result<(), Error> {
-        self.consumer_settings()?;
+    fn check_tencent_im(&self) -> Result<(), impl Display> {
+        self.tencent_im.validate()
+    }
+
+    /// `grpc_listen` and the `activity` section.
+    fn validate_own(&self) -> Result<(), Error> {
         service_kit::config::check_listen("grpc_listen", &self.grpc_listen)?;
-        self.tencent_im
-            .validate()
-            .map_err(|error| Error::Config(error.to_string()))?;
-        service_kit::config::check_listen("http_listen", &self.http_listen)?;
         let mut ids = std::collections::HashSet::new();
         for rule in &self.activity.activities {
             if rule.id.is_empty() || rule.id.len() > 64 || !ids.insert(rule.id.as_str()) {
@@ -171,20 +162,12 @@ impl Config {
         }
         Ok(())
     }
-
-    /// The consumer of `rocketmq.room_outbox.topic` in the activity group.
-    pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
-        Ok(ConsumerSettings::room_outbox(
-            &self.rocketmq,
-            &self.consumer,
-            GROUP_ACTIVITY,
-        )?)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn shipped_config_files_load_with_env_overrides_and_redaction() {

@@ -4,6 +4,11 @@
 //! daily UTC gift leaderboards per activity, per-room contribution totals,
 //! and one global IM broadcast per big gift. The same code path serves the
 //! `activity.v1` gRPC entry the relay calls in direct mode.
+//!
+//! [`App`] is the consumer host ([`consumer_runtime::host`]) running
+//! [`Service`]: the [`processor::ActivityProcessor`] as handler, the
+//! broadcast sweeper as a background task and the gRPC entry as an extra
+//! server (named [`GRPC_SERVER`]).
 
 pub mod broadcast;
 pub mod config;
@@ -11,152 +16,71 @@ pub mod grpc;
 pub mod processor;
 pub mod validate;
 
-use broadcast::Broadcaster;
+use broadcast::{Broadcaster, Broadcasts};
 use config::Config;
-use consumer_runtime::{Consumer, ConsumerMetrics, DedupPurge};
+use consumer_runtime::host::{self, ConsumerService};
 use hyapp_api::activity::activity_service_server::ActivityServiceServer;
 use outbox_schema::pb;
 use processor::ActivityProcessor;
-use prometheus_client::registry::Registry;
-use service_kit::admin_http::{self, Readiness};
-use sqlx::MySqlPool;
-use std::{net::SocketAddr, sync::Arc};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use std::sync::Arc;
+use tonic::transport::server::TcpIncoming;
 
-/// Errors of the activity consumer.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The configuration cannot work; the message names the key.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// The consumer runtime failed.
-    #[error(transparent)]
-    Runtime(#[from] consumer_runtime::Error),
-    /// Shared plumbing (config loading, MySQL, listeners) failed.
-    #[error(transparent)]
-    Service(#[from] service_kit::Error),
-    /// The gRPC server failed.
-    #[error("grpc server: {0}")]
-    Grpc(#[from] tonic::transport::Error),
-}
+/// Errors of the activity consumer (the consumer services' one error type).
+pub use consumer_runtime::host::Error;
 
 /// The activity-consumer service: Kafka consumer, gRPC entry, broadcast
 /// sweeper, dedup purge and admin HTTP.
-#[derive(Debug)]
-pub struct App {
-    consumer: Consumer<pb::RoomOutboxEvent, ActivityProcessor>,
-    processor: Arc<ActivityProcessor>,
-    pool: MySqlPool,
-    consumer_group: String,
-    dedup_purge: DedupPurge,
-    readiness: Arc<Readiness>,
-    registry: Arc<Registry>,
-    admin: TcpListener,
-    grpc: TcpListener,
-}
+pub type App = host::Host<Service>;
 
-impl App {
-    /// Connects MySQL, builds the IM client, the consumer and the listeners.
-    pub async fn build(config: Config) -> Result<Self, Error> {
-        let settings = config.consumer_settings()?;
-        let pool = config.mysql.connect().await?;
-        let im = config
-            .tencent_im
-            .client()
-            .map_err(|error| Error::Config(error.to_string()))?;
-        let mut registry = Registry::default();
-        let metrics = ConsumerMetrics::register(&mut registry);
+/// The name of the `activity.v1` gRPC server: `App::server_addr(GRPC_SERVER)`
+/// is its address, and its failure reads `grpc server: …`.
+pub const GRPC_SERVER: &str = "grpc";
+
+/// The activity consumer as a consumer service.
+#[derive(Debug)]
+pub struct Service;
+
+impl ConsumerService for Service {
+    type Config = Config;
+    type Message = pb::RoomOutboxEvent;
+    type Handler = ActivityProcessor;
+    const ABOUT: &str = "Consumes room facts into activity leaderboards, totals and broadcasts";
+
+    async fn build(
+        config: &Config,
+        host: &mut host::Builder,
+    ) -> Result<Arc<ActivityProcessor>, Error> {
+        let im = config.tencent_im.client().map_err(Error::config)?;
         let broadcaster = Broadcaster::new(
-            im,
-            pool.clone(),
-            config.activity.broadcast_group_id.clone(),
+            Broadcasts::new(im, config.activity.broadcast_group_id.clone()),
+            host.pool().clone(),
             config.activity.broadcast.clone(),
         );
         let processor = Arc::new(ActivityProcessor::new(
-            pool.clone(),
-            settings.consumer_group.clone(),
+            host.pool().clone(),
+            host.consumer_group().to_string(),
             config.activity.clone(),
             broadcaster,
         ));
-        let consumer_group = settings.consumer_group.clone();
-        let dedup_purge = settings.dedup_purge;
-        let consumer = Consumer::new(settings, processor.clone(), &metrics)?;
-        let admin = admin_http::bind(&config.http_listen).await?;
-        let grpc = admin_http::bind(&config.grpc_listen).await?;
-        Ok(Self {
-            consumer,
-            processor,
-            pool,
-            consumer_group,
-            dedup_purge,
-            readiness: Arc::new(Readiness::default()),
-            registry: Arc::new(registry),
-            admin,
-            grpc,
-        })
-    }
-
-    /// The admin HTTP address.
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.local_addr().ok()
-    }
-
-    /// The gRPC address.
-    pub fn grpc_addr(&self) -> Option<SocketAddr> {
-        self.grpc.local_addr().ok()
-    }
-
-    /// Serves until `shutdown`; drains the consumer, then stops gRPC, the
-    /// sweeper and the admin server, then closes MySQL.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let background = CancellationToken::new();
-        let admin = tokio::spawn(admin_http::serve(
-            self.admin,
-            admin_http::router(self.readiness.clone(), self.registry.clone()),
-            background.clone(),
-        ));
-        let grpc = tokio::spawn({
-            let stop = shutdown.clone();
-            tonic::transport::Server::builder()
-                .add_service(ActivityServiceServer::new(grpc::ActivityGrpc::new(
-                    self.processor.clone(),
-                )))
-                .serve_with_incoming_shutdown(
-                    // Concurrent replies must not wait for delayed ACKs (Nagle).
-                    tonic::transport::server::TcpIncoming::from(self.grpc).with_nodelay(Some(true)),
-                    async move { stop.cancelled().await },
-                )
+        host.background("broadcast sweeper", {
+            let processor = processor.clone();
+            move |stop| async move { processor.broadcaster().run(stop).await }
         });
-        let sweeper = tokio::spawn({
-            let processor = self.processor.clone();
-            let stop = background.clone();
-            async move { processor.broadcaster().run_sweeper(stop).await }
-        });
-        let purger = tokio::spawn(consumer_runtime::purge::run_purger(
-            self.pool.clone(),
-            self.consumer_group.clone(),
-            self.dedup_purge,
-            background.clone(),
-        ));
-        self.readiness.set_ready();
-        let draining = tokio::spawn({
-            let readiness = self.readiness.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                shutdown.cancelled().await;
-                readiness.set_draining();
+        host.server(GRPC_SERVER, &config.grpc_listen, {
+            let processor = processor.clone();
+            move |listener, stop| {
+                tonic::transport::Server::builder()
+                    .add_service(ActivityServiceServer::new(grpc::ActivityGrpc::new(
+                        processor,
+                    )))
+                    .serve_with_incoming_shutdown(
+                        // Concurrent replies must not wait for delayed ACKs (Nagle).
+                        TcpIncoming::from(listener).with_nodelay(Some(true)),
+                        async move { stop.cancelled().await },
+                    )
             }
-        });
-        let consumed = self.consumer.run(shutdown.clone()).await;
-        shutdown.cancel();
-        let served = grpc.await.unwrap_or(Ok(()));
-        draining.abort();
-        background.cancel();
-        let _ = tokio::join!(sweeper, purger, admin);
-        self.pool.close().await;
-        consumed?;
-        served?;
-        Ok(())
+        })
+        .await?;
+        Ok(processor)
     }
 }

@@ -6,16 +6,10 @@
 //! answers INVALID_ARGUMENT naming the field, the topic consumer dead-letters
 //! the message at once instead of retrying a statement that can never succeed.
 
+use outbox_schema::ids::{
+    IdProblem, MAX_APP_CODE_LEN, MAX_COMMAND_ID_LEN, MAX_EVENT_ID_LEN, MAX_ID_LEN,
+};
 use outbox_schema::pb::{self, room_outbox_event::Payload};
-
-/// `event_id` column width (`CHAR(36)`, a UUID).
-const MAX_EVENT_ID_LEN: usize = 36;
-/// Room, user and gift id column width.
-const MAX_ID_LEN: usize = 64;
-/// Longest command_id / request_id (room-service's own limits).
-const MAX_COMMAND_ID_LEN: usize = 128;
-/// Longest app_code (room-service's `rooms.app_code`).
-const MAX_APP_CODE_LEN: usize = 32;
 /// Longest W3C trace header kept.
 const MAX_TRACE_LEN: usize = 512;
 
@@ -71,16 +65,13 @@ fn check_gift(gift: &pb::RoomGiftSent) -> Result<(), String> {
     if gift.unit_value == 0 {
         return Err(format!("{FIELD}.unit_value must be positive, got 0"));
     }
-    // Scores are BIGINT UNSIGNED sums; room-service keeps totals within i64.
-    let product = u64::from(gift.count)
-        .checked_mul(gift.unit_value)
-        .filter(|total| i64::try_from(*total).is_ok())
-        .ok_or_else(|| {
-            format!(
-                "{FIELD}.count × unit_value ({} × {}) overflows",
-                gift.count, gift.unit_value
-            )
-        })?;
+    // The same computation room-service charged the wallet with.
+    let product = room_core::gift_total(gift.count, gift.unit_value).ok_or_else(|| {
+        format!(
+            "{FIELD}.count × unit_value ({} × {}) overflows",
+            gift.count, gift.unit_value
+        )
+    })?;
     if gift.total_value != product {
         return Err(format!(
             "{FIELD}.total_value must be count × unit_value = {product}, got {}",
@@ -90,31 +81,24 @@ fn check_gift(gift: &pb::RoomGiftSent) -> Result<(), String> {
     Ok(())
 }
 
-/// Non-empty (unless `optional`), at most `max` bytes, `[A-Za-z0-9_.:-]`.
+/// The id rules of `outbox_schema::ids` (an empty value passes when
+/// `optional`). Valid ids are ASCII, so their characters are bytes: the
+/// message speaks of bytes, the unit of the columns' storage.
 fn check_id(field: &str, value: &str, max: usize, optional: bool) -> Result<(), String> {
-    if value.is_empty() {
-        return if optional {
-            Ok(())
-        } else {
-            Err(format!("{field} must not be empty"))
-        };
-    }
-    if value.len() > max {
-        return Err(format!(
-            "{field} must be at most {max} bytes, got {}",
-            value.len()
-        ));
-    }
-    if let Some((position, character)) = value
-        .chars()
-        .enumerate()
-        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
-    {
-        return Err(format!(
+    match outbox_schema::ids::check_id(value, max) {
+        Ok(()) => Ok(()),
+        Err(IdProblem::Empty) if optional => Ok(()),
+        Err(IdProblem::Empty) => Err(format!("{field} must not be empty")),
+        Err(IdProblem::TooLong { length, max }) => {
+            Err(format!("{field} must be at most {max} bytes, got {length}"))
+        }
+        Err(IdProblem::Forbidden {
+            position,
+            character,
+        }) => Err(format!(
             "{field} contains {character:?} at position {position}; allowed are [A-Za-z0-9_.:-]"
-        ));
+        )),
     }
-    Ok(())
 }
 
 /// Free text that ends up in logs: bounded, and no control characters (which

@@ -88,7 +88,7 @@ async fn fixture(partitions: i32) -> Fixture {
 impl Fixture {
     async fn start(&self) -> (CancellationToken, JoinHandle<()>, std::net::SocketAddr) {
         let app = App::build(self.config.clone()).await.unwrap();
-        let grpc = app.grpc_addr().unwrap();
+        let grpc = app.server_addr(activity_consumer::GRPC_SERVER).unwrap();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn({
             let shutdown = shutdown.clone();

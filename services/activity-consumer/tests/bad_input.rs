@@ -249,7 +249,7 @@ async fn rows(db: &testkit::TestDb) -> Vec<(&'static str, i64)> {
 async fn malformed_grpc_requests_name_the_field_and_write_nothing() {
     let db = testkit::TestDb::new().await;
     let app = App::build(config(&db).await).await.unwrap();
-    let grpc = app.grpc_addr().unwrap();
+    let grpc = app.server_addr(activity_consumer::GRPC_SERVER).unwrap();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn({
         let shutdown = shutdown.clone();

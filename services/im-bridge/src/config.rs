@@ -5,11 +5,14 @@
 //! the same keys room-service reads when it hosts the bridge in-process.
 
 use crate::Error;
-use consumer_runtime::{ConsumerConfig, ConsumerSettings};
-use tencent_im::ImSection as TencentImSection;
+use consumer_runtime::{
+    ConsumerConfig, ConsumerSettings,
+    host::{ServiceConfig, SharedSections},
+};
 use serde::{Deserialize, Serialize};
-use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
-use std::path::PathBuf;
+use service_kit::{db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
+use std::fmt::Display;
+use tencent_im::ImSection as TencentImSection;
 
 /// The `im_bridge` section (defined once in room-im: the relay's direct mode reads it too).
 pub use room_im::BridgeConfig;
@@ -48,35 +51,24 @@ impl Default for Config {
     }
 }
 
-const LIST_KEYS: &[&str] = &["rocketmq.name_servers", "im_bridge.silent_event_types"];
+impl ServiceConfig for Config {
+    const SERVICE: &str = "im-bridge";
+    const ENV_PREFIX: &str = "IM_BRIDGE";
+    const LIST_KEYS: &[&str] = &["rocketmq.name_servers", "im_bridge.silent_event_types"];
 
-impl Config {
-    /// Loads the layered configuration and validates it.
-    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
-        let config: Config = ConfigSources {
-            service: "im-bridge",
-            env_prefix: "IM_BRIDGE",
-            file,
-            list_keys: LIST_KEYS,
+    fn shared(&self) -> SharedSections<'_> {
+        SharedSections {
+            log: &self.log,
+            mysql: &self.mysql,
+            rocketmq: &self.rocketmq,
+            consumer: &self.consumer,
+            default_group: &self.rocketmq.room_outbox.tencent_im_consumer_group,
+            http_listen: &self.http_listen,
         }
-        .load()?;
-        config.validate()?;
-        Ok(config)
     }
 
-    /// Refuses configurations that cannot work, naming the key.
-    pub fn validate(&self) -> Result<(), Error> {
-        self.consumer_settings()?;
-        self.tencent_im
-            .validate()
-            .map_err(|error| Error::Config(error.to_string()))?;
-        service_kit::config::check_listen("http_listen", &self.http_listen)?;
-        Ok(())
-    }
-
-    /// The consumer of `rocketmq.room_outbox.topic` in the bridge's group.
-    pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
-        settings(&self.rocketmq, &self.consumer)
+    fn check_tencent_im(&self) -> Result<(), impl Display> {
+        self.tencent_im.validate()
     }
 }
 
@@ -95,24 +87,22 @@ pub fn settings(mq: &MqConfig, consumer: &ConsumerConfig) -> Result<ConsumerSett
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn shipped_config_files_load_and_env_overrides() {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/configs");
         for file in ["im-bridge.yaml", "im-bridge.docker.yaml"] {
-            let config = ConfigSources {
-                service: "im-bridge",
-                env_prefix: "IM_BRIDGE",
-                file: Some(PathBuf::from(format!("{root}/{file}"))),
-                list_keys: LIST_KEYS,
-            }
-            .load_with_env::<Config>(Some(
-                [(
-                    "IM_BRIDGE__IM_BRIDGE__SILENT_EVENT_TYPES".to_string(),
-                    "RoomHeatChanged,RoomRankChanged".to_string(),
-                )]
-                .into(),
-            ))
+            let config = Config::load_with_env(
+                Some(PathBuf::from(format!("{root}/{file}"))),
+                Some(
+                    [(
+                        "IM_BRIDGE__IM_BRIDGE__SILENT_EVENT_TYPES".to_string(),
+                        "RoomHeatChanged,RoomRankChanged".to_string(),
+                    )]
+                    .into(),
+                ),
+            )
             .unwrap();
             config.validate().unwrap();
             let settings = config.consumer_settings().unwrap();

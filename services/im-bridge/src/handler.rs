@@ -86,7 +86,10 @@ mod tests {
             api: "openim/sendmsg",
             status: 503,
         };
-        assert!(matches!(handler_error(&limited), HandlerError::Retryable(_)));
+        assert!(matches!(
+            handler_error(&limited),
+            HandlerError::Retryable(_)
+        ));
         let rejected = tencent_im::Error::HttpStatus {
             api: "openim/sendmsg",
             status: 403,

@@ -3,8 +3,8 @@
 //! [`handler`] for what each event does).
 //!
 //! Two ways to run it:
-//! - **standalone**: [`App`] (the `im-bridge` binary) — config, MySQL,
-//!   admin HTTP, then [`ImBridge::run`];
+//! - **standalone**: [`App`] (the `im-bridge` binary), the consumer host
+//!   ([`consumer_runtime::host`]) running [`Service`];
 //! - **in-process in room-service** (`rocketmq.room_outbox.tencent_im_consumer_enabled`):
 //!   build the consumer settings with [`config::settings`] from room-service's
 //!   own `rocketmq` section, then [`ImBridge::build`] with room-service's IM
@@ -15,38 +15,74 @@ pub mod config;
 pub mod handler;
 
 use config::{BridgeConfig, Config};
-use consumer_runtime::{Consumer, ConsumerMetrics, ConsumerSettings, DedupPurge};
+use consumer_runtime::{
+    ConsumerMetrics, ConsumerSettings,
+    host::{self, ConsumerService, EmbeddedConsumer},
+};
 use handler::ImBridgeHandler;
 use outbox_schema::pb;
-use prometheus_client::registry::Registry;
-use service_kit::admin_http::{self, Readiness};
 use sqlx::MySqlPool;
-use std::{net::SocketAddr, sync::Arc};
-use tokio::net::TcpListener;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Errors of the IM bridge.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The configuration cannot work; the message names the key.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// The consumer runtime failed.
-    #[error(transparent)]
-    Runtime(#[from] consumer_runtime::Error),
-    /// Shared plumbing (config loading, MySQL, listeners) failed.
-    #[error(transparent)]
-    Service(#[from] service_kit::Error),
+/// Errors of the IM bridge (the consumer services' one error type).
+pub use consumer_runtime::host::Error;
+
+/// The standalone im-bridge service.
+pub type App = host::Host<Service>;
+
+/// The im-bridge as a consumer service: [`ImBridgeHandler`] over `room_im`.
+#[derive(Debug)]
+pub struct Service;
+
+impl ConsumerService for Service {
+    type Config = Config;
+    type Message = pb::RoomOutboxEvent;
+    type Handler = ImBridgeHandler;
+    const ABOUT: &str = "Consumes room events and drives Tencent IM groups";
+
+    async fn build(
+        config: &Config,
+        host: &mut host::Builder,
+    ) -> Result<Arc<ImBridgeHandler>, Error> {
+        let im = config.tencent_im.client().map_err(Error::config)?;
+        let handler = bridge_handler(
+            config.im_bridge.clone(),
+            config.tencent_im.group_id_template.clone(),
+            im,
+            host.pool().clone(),
+            host.consumer_group(),
+        )?;
+        Ok(Arc::new(handler))
+    }
+}
+
+/// The handler, dedup'ing in `consumer_group`; refuses a group id template
+/// that cannot name a room's group.
+fn bridge_handler(
+    bridge: BridgeConfig,
+    group_id_template: String,
+    im: tencent_im::Client,
+    pool: MySqlPool,
+    consumer_group: &str,
+) -> Result<ImBridgeHandler, Error> {
+    if !group_id_template.contains("{room_id}") {
+        return Err(Error::Config(
+            "tencent_im.group_id_template must contain {room_id}".into(),
+        ));
+    }
+    Ok(ImBridgeHandler::new(room_im::RoomIm::new(
+        im,
+        pool,
+        consumer_group.to_string(),
+        group_id_template,
+        bridge,
+    )))
 }
 
 /// The bridge's consumer plus its dedup purge, embeddable anywhere.
 #[derive(Debug)]
-pub struct ImBridge {
-    consumer: Consumer<pb::RoomOutboxEvent, ImBridgeHandler>,
-    pool: MySqlPool,
-    consumer_group: String,
-    dedup_purge: DedupPurge,
-}
+pub struct ImBridge(EmbeddedConsumer<pb::RoomOutboxEvent, ImBridgeHandler>);
 
 impl ImBridge {
     /// Creates the consumer (subscribed, not yet consuming).
@@ -58,109 +94,23 @@ impl ImBridge {
         pool: MySqlPool,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
-        if !group_id_template.contains("{room_id}") {
-            return Err(Error::Config(
-                "tencent_im.group_id_template must contain {room_id}".into(),
-            ));
-        }
-        let consumer_group = settings.consumer_group.clone();
-        let dedup_purge = settings.dedup_purge;
-        let handler = ImBridgeHandler::new(room_im::RoomIm::new(
+        let handler = bridge_handler(
+            bridge,
+            group_id_template,
             im,
             pool.clone(),
-            consumer_group.clone(),
-            group_id_template,
-            bridge,
-        ));
-        let consumer = Consumer::new(settings, Arc::new(handler), metrics)?;
-        Ok(Self {
-            consumer,
+            &settings.consumer_group,
+        )?;
+        Ok(Self(EmbeddedConsumer::new(
+            settings,
+            Arc::new(handler),
             pool,
-            consumer_group,
-            dedup_purge,
-        })
+            metrics,
+        )?))
     }
 
     /// Consumes until `shutdown`, then drains and commits.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let purger = tokio::spawn(consumer_runtime::purge::run_purger(
-            self.pool.clone(),
-            self.consumer_group.clone(),
-            self.dedup_purge,
-            shutdown.child_token(),
-        ));
-        let result = self.consumer.run(shutdown).await;
-        purger.abort();
-        Ok(result?)
-    }
-}
-
-/// The standalone im-bridge service.
-#[derive(Debug)]
-pub struct App {
-    bridge: ImBridge,
-    pool: MySqlPool,
-    readiness: Arc<Readiness>,
-    registry: Arc<Registry>,
-    admin: TcpListener,
-}
-
-impl App {
-    /// Connects MySQL, builds the IM client and the consumer, binds the admin port.
-    pub async fn build(config: Config) -> Result<Self, Error> {
-        let pool = config.mysql.connect().await?;
-        let im = config
-            .tencent_im
-            .client()
-            .map_err(|error| Error::Config(error.to_string()))?;
-        let mut registry = Registry::default();
-        let metrics = ConsumerMetrics::register(&mut registry);
-        let bridge = ImBridge::build(
-            config.consumer_settings()?,
-            config.im_bridge.clone(),
-            config.tencent_im.group_id_template.clone(),
-            im,
-            pool.clone(),
-            &metrics,
-        )?;
-        let admin = admin_http::bind(&config.http_listen).await?;
-        Ok(Self {
-            bridge,
-            pool,
-            readiness: Arc::new(Readiness::default()),
-            registry: Arc::new(registry),
-            admin,
-        })
-    }
-
-    /// The admin HTTP address (useful with port 0).
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.local_addr().ok()
-    }
-
-    /// Serves until `shutdown`: drains the consumer first, then stops the
-    /// admin server and closes MySQL.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let admin_stop = CancellationToken::new();
-        let admin = tokio::spawn(admin_http::serve(
-            self.admin,
-            admin_http::router(self.readiness.clone(), self.registry.clone()),
-            admin_stop.clone(),
-        ));
-        self.readiness.set_ready();
-        let drained = {
-            let readiness = self.readiness.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                shutdown.cancelled().await;
-                readiness.set_draining();
-            })
-        };
-        let result = self.bridge.run(shutdown).await;
-        drained.abort();
-        admin_stop.cancel();
-        let _ = admin.await;
-        self.pool.close().await;
-        result
+        self.0.run(shutdown).await
     }
 }

@@ -1,15 +1,15 @@
 //! notice-consumer configuration: defaults → `configs/notice-consumer.yaml`
 //! (or `--config`) → `NOTICE__…` environment → validation.
 
-use crate::Error;
 use consumer_runtime::{
-    ConsumerConfig, ConsumerSettings,
+    ConsumerConfig,
     delivery::DeliveryRetryConfig,
+    host::{ServiceConfig, SharedSections},
 };
 use outbox_schema::names::GROUP_NOTICE;
 use serde::{Deserialize, Serialize};
-use service_kit::{config::ConfigSources, db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
-use std::path::PathBuf;
+use service_kit::{db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
+use std::fmt::Display;
 use tencent_im::ImSection as TencentImSection;
 
 /// The `notice` section.
@@ -54,54 +54,30 @@ impl Default for Config {
     }
 }
 
-const LIST_KEYS: &[&str] = &["rocketmq.name_servers"];
+impl ServiceConfig for Config {
+    const SERVICE: &str = "notice-consumer";
+    const ENV_PREFIX: &str = "NOTICE";
 
-impl Config {
-    /// Loads the layered configuration and validates it.
-    pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
-        Self::load_with_env(file, None)
-    }
-
-    /// Like [`Config::load`] with an explicit environment (tests).
-    pub fn load_with_env(
-        file: Option<PathBuf>,
-        env: Option<std::collections::HashMap<String, String>>,
-    ) -> Result<Self, Error> {
-        let config: Config = ConfigSources {
-            service: "notice-consumer",
-            env_prefix: "NOTICE",
-            file,
-            list_keys: LIST_KEYS,
+    fn shared(&self) -> SharedSections<'_> {
+        SharedSections {
+            log: &self.log,
+            mysql: &self.mysql,
+            rocketmq: &self.rocketmq,
+            consumer: &self.consumer,
+            default_group: GROUP_NOTICE,
+            http_listen: &self.http_listen,
         }
-        .load_with_env(env)?;
-        config.validate()?;
-        Ok(config)
     }
 
-    /// Refuses configurations that cannot work, naming the key, before
-    /// anything is connected.
-    pub fn validate(&self) -> Result<(), Error> {
-        self.consumer_settings()?;
-        self.tencent_im
-            .validate()
-            .map_err(|error| Error::Config(error.to_string()))?;
-        service_kit::config::check_listen("http_listen", &self.http_listen)?;
-        Ok(())
-    }
-
-    /// The consumer of `rocketmq.room_outbox.topic` in the notice group.
-    pub fn consumer_settings(&self) -> Result<ConsumerSettings, Error> {
-        Ok(ConsumerSettings::room_outbox(
-            &self.rocketmq,
-            &self.consumer,
-            GROUP_NOTICE,
-        )?)
+    fn check_tencent_im(&self) -> Result<(), impl Display> {
+        self.tencent_im.validate()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn shipped_config_files_load_with_env_overrides_and_redaction() {

@@ -4,17 +4,18 @@
 //! the same transaction as the event's dedup claim; each row then becomes
 //! one C2C IM message and is marked `delivered`. A failed delivery stays
 //! `pending` with a backoff and is retried from the table by the sweeper,
-//! until delivered or `failed` (permanent IM error or attempts spent).
+//! until delivered or `failed` (permanent IM error or attempts spent). The
+//! attempt/retry/sweep loop is the shared [`Sweeper`]; [`NoticeDeliveries`]
+//! says what the table is and how one row is sent.
 
 use consumer_runtime::{
     BatchError, Delivery, Handler, HandlerError, Outcome, dedup,
-    delivery::DeliveryRetryConfig,
+    sweeper::{DeliveryTable, Statement, Sweeper},
 };
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use serde_json::json;
 use sqlx::{FromRow, MySqlPool, QueryBuilder};
 use tencent_im::{MsgElement, SendC2cMsgRequest};
-use tokio_util::sync::CancellationToken;
 
 /// One notice to deliver.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -71,25 +72,27 @@ pub fn notices_of(event: &pb::RoomOutboxEvent) -> Vec<NoticeRow> {
 #[derive(Debug)]
 pub struct NoticeProcessor {
     pool: MySqlPool,
-    im: tencent_im::Client,
     consumer_group: String,
-    retry: DeliveryRetryConfig,
+    deliveries: Sweeper<NoticeDeliveries>,
 }
 
 impl NoticeProcessor {
-    /// A processor dedup'ing in `consumer_group`.
+    /// A processor dedup'ing in `consumer_group`, delivering through `deliveries`.
     pub fn new(
         pool: MySqlPool,
-        im: tencent_im::Client,
         consumer_group: String,
-        retry: DeliveryRetryConfig,
+        deliveries: Sweeper<NoticeDeliveries>,
     ) -> Self {
         Self {
             pool,
-            im,
             consumer_group,
-            retry,
+            deliveries,
         }
+    }
+
+    /// The deliveries, for their sweeper.
+    pub fn deliveries(&self) -> &Sweeper<NoticeDeliveries> {
+        &self.deliveries
     }
 
     /// Applies `events` in order: one transaction for their rows, then delivery.
@@ -130,7 +133,7 @@ impl NoticeProcessor {
                  room_id, content, status, next_attempt_at_ms, created_at_ms) ",
             );
             // The in-line attempt below owns the rows for one lease.
-            let lease_until_ms = now_ms + self.retry.lease_ms();
+            let lease_until_ms = now_ms + self.deliveries.lease_ms();
             insert.push_values(&rows, |mut row, notice| {
                 row.push_bind(&notice.event_id)
                     .push_bind(&notice.recipient_id)
@@ -144,121 +147,89 @@ impl NoticeProcessor {
             insert.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        for row in &rows {
-            self.deliver(row).await;
-        }
+        self.deliveries.deliver_all(&rows).await;
         Ok(outcomes)
     }
+}
 
-    /// One delivery attempt; the outcome is recorded on the row.
-    async fn deliver(&self, row: &NoticeRow) {
-        let attempts = row.attempts + 1;
-        let now_ms = service_kit::time::now_ms();
+/// The `notice_delivery_events` table: one C2C IM message per row.
+#[derive(Debug)]
+pub struct NoticeDeliveries {
+    im: tencent_im::Client,
+}
+
+impl NoticeDeliveries {
+    /// Notices sent through `im`.
+    pub fn new(im: tencent_im::Client) -> Self {
+        Self { im }
+    }
+}
+
+impl DeliveryTable for NoticeDeliveries {
+    const KIND: &str = "notice";
+    const DUE_SQL: &str = "SELECT id, next_attempt_at_ms FROM notice_delivery_events \
+         WHERE status = 'pending' AND next_attempt_at_ms <= ? \
+         ORDER BY next_attempt_at_ms LIMIT ?";
+    const CLAIM_SQL: &str = "UPDATE notice_delivery_events SET next_attempt_at_ms = ? \
+         WHERE id = ? AND status = 'pending' AND next_attempt_at_ms = ?";
+    const ROW_SQL: &str = "SELECT event_id, recipient_id, \
+         notice_type, room_id, \
+         content, attempts \
+         FROM notice_delivery_events WHERE id = ?";
+    const DELIVERED_SQL: &str = "UPDATE notice_delivery_events SET status = 'delivered', delivered_at_ms = ?, \
+         attempts = ?, last_error = '' \
+         WHERE event_id = ? AND recipient_id = ? AND status = 'pending'";
+    const FAILED_SQL: &str = "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
+         next_attempt_at_ms = ?, last_error = ? \
+         WHERE event_id = ? AND recipient_id = ? AND status = 'pending'";
+
+    type Key = u64;
+    type Row = NoticeRow;
+    type Error = tencent_im::Error;
+
+    fn attempts(row: &NoticeRow) -> u32 {
+        row.attempts
+    }
+
+    fn event_id(row: &NoticeRow) -> &str {
+        &row.event_id
+    }
+
+    fn bind_row_key<'q>(row: &'q NoticeRow, statement: Statement<'q>) -> Statement<'q> {
+        statement.bind(&row.event_id).bind(&row.recipient_id)
+    }
+
+    async fn send(&self, row: &NoticeRow) -> Result<(), tencent_im::Error> {
         let request = SendC2cMsgRequest::for_event(
             &row.recipient_id,
             &row.event_id,
             vec![MsgElement::custom(row.content.clone())],
         );
-        let update = match self.im.send_c2c_msg(&request).await {
-            Ok(_) => {
-                tracing::info!(event_id = %row.event_id, room_id = %row.room_id, recipient_id = %row.recipient_id, notice_type = %row.notice_type, "notice delivered");
-                sqlx::query(
-                    "UPDATE notice_delivery_events SET status = 'delivered', delivered_at_ms = ?, \
-                     attempts = ?, last_error = '' \
-                     WHERE event_id = ? AND recipient_id = ? AND status = 'pending'",
-                )
-                .bind(now_ms)
-                .bind(attempts)
-                .bind(&row.event_id)
-                .bind(&row.recipient_id)
-            }
-            Err(error) => {
-                let give_up = !error.is_retryable() || attempts >= self.retry.max_attempts;
-                tracing::warn!(
-                    event_id = %row.event_id,
-                    room_id = %row.room_id,
-                    recipient_id = %row.recipient_id,
-                    attempts,
-                    give_up,
-                    %error,
-                    "notice delivery failed"
-                );
-                sqlx::query(
-                    "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
-                     next_attempt_at_ms = ?, last_error = ? \
-                     WHERE event_id = ? AND recipient_id = ? AND status = 'pending'",
-                )
-                .bind(if give_up { "failed" } else { "pending" })
-                .bind(attempts)
-                .bind(now_ms + self.retry.backoff_ms(attempts))
-                .bind(error.short_summary())
-                .bind(&row.event_id)
-                .bind(&row.recipient_id)
-            }
-        };
-        if let Err(error) = update.execute(&self.pool).await {
-            // The lease runs out and the sweeper retries; MsgRandom dedups a resend.
-            tracing::warn!(event_id = %row.event_id, %error, "notice status update failed");
-        }
+        self.im.send_c2c_msg(&request).await.map(drop)
     }
 
-    /// One sweep over due rows, each claimed by compare-and-set on its due time.
-    pub async fn sweep_once(&self) -> Result<usize, sqlx::Error> {
-        let now_ms = service_kit::time::now_ms();
-        let due: Vec<(u64, i64)> = sqlx::query_as(
-            "SELECT id, next_attempt_at_ms FROM notice_delivery_events \
-             WHERE status = 'pending' AND next_attempt_at_ms <= ? \
-             ORDER BY next_attempt_at_ms LIMIT ?",
-        )
-        .bind(now_ms)
-        .bind(self.retry.sweep_batch.max(1))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut attempted = 0;
-        for (id, due_at_ms) in due {
-            let claimed = sqlx::query(
-                "UPDATE notice_delivery_events SET next_attempt_at_ms = ? \
-                 WHERE id = ? AND status = 'pending' AND next_attempt_at_ms = ?",
-            )
-            .bind(now_ms + self.retry.lease_ms())
-            .bind(id)
-            .bind(due_at_ms)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-            if claimed == 0 {
-                continue;
-            }
-            let row: Option<NoticeRow> = sqlx::query_as(
-                "SELECT event_id, recipient_id, \
-                 notice_type, room_id, \
-                 content, attempts \
-                 FROM notice_delivery_events WHERE id = ?",
-            )
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-            if let Some(row) = row {
-                self.deliver(&row).await;
-                attempted += 1;
-            }
-        }
-        Ok(attempted)
+    fn is_retryable(error: &tencent_im::Error) -> bool {
+        error.is_retryable()
     }
 
-    /// Sweeps every `sweep_interval` until `shutdown`.
-    pub async fn run_sweeper(&self, shutdown: CancellationToken) {
-        let mut ticker = tokio::time::interval(self.retry.sweep_every());
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = ticker.tick() => {}
-            }
-            if let Err(error) = self.sweep_once().await {
-                tracing::warn!(%error, "notice sweep failed");
-            }
-        }
+    fn error_text(error: &tencent_im::Error) -> String {
+        error.short_summary()
+    }
+
+    fn log_delivered(row: &NoticeRow) {
+        tracing::info!(event_id = %row.event_id, room_id = %row.room_id, recipient_id = %row.recipient_id, notice_type = %row.notice_type, "notice delivered");
+    }
+
+    fn log_failed(row: &NoticeRow, attempts: u32, give_up: bool, error: &tencent_im::Error) {
+        tracing::warn!(
+            event_id = %row.event_id,
+            room_id = %row.room_id,
+            recipient_id = %row.recipient_id,
+            attempts,
+            give_up,
+            %error,
+            "notice delivery failed"
+        );
     }
 }
 

@@ -155,7 +155,8 @@ impl ChainPublisher<'_> {
         outcomes
     }
 
-    /// Metrics and the failure log of one publish.
+    /// Metrics of one publish. The failure is logged where its new status is
+    /// known (`BatchProcessor::finish`), with the retry count it now has.
     fn observe(
         &self,
         row: &OutboxRow,
@@ -174,18 +175,8 @@ impl ChainPublisher<'_> {
                     self.metrics.commit_to_publish_lag_ms.observe(lag as f64);
                 }
             }
-            Err(failure) => {
+            Err(_) => {
                 self.metrics.publish_failure.inc();
-                tracing::warn!(
-                    worker = "room_outbox",
-                    node_id = %self.settings.node_id,
-                    event_id = %row.event_id,
-                    event_type = %row.event_type,
-                    room_id = %row.room_id,
-                    retry_count = row.retry_count,
-                    error = %failure.message,
-                    "outbox publish failed"
-                );
             }
         }
         result

@@ -23,15 +23,6 @@ pub enum PublishMode {
     Dual,
 }
 
-/// How the wait before the next attempt grows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryStrategy {
-    /// `initial_backoff * 2^(retry_count-1)`, capped at `max_backoff`, with jitter.
-    ExponentialBackoff,
-    /// Always `initial_backoff`.
-    FixedInterval,
-}
-
 /// The `outbox_worker` section (docs/design.md#configuration-names).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -46,7 +37,9 @@ pub struct OutboxWorkerConfig {
     pub batch_size: i64,
     /// Deadline of one event's publish.
     pub publish_timeout: ConfigDuration,
-    /// `exponential_backoff` or `fixed_interval`.
+    /// `exponential_backoff` (`initial_backoff * 2^(retry_count-1)`, capped at
+    /// `max_backoff`, with jitter) or `fixed_interval` (always
+    /// `initial_backoff`); resolved into a [`service_kit::backoff::Backoff`].
     pub retry_strategy: String,
     /// Attempts before a row becomes `failed` (dead letter).
     pub max_retry_count: i64,

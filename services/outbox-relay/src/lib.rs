@@ -6,7 +6,6 @@
 
 pub mod admin;
 pub mod app;
-pub mod backoff;
 mod chain;
 pub mod config;
 pub mod direct;

@@ -5,24 +5,31 @@
 
 use fred::prelude::*;
 use outbox_schema::names::NUDGE_CHANNEL;
+use service_kit::backoff::Backoff;
 use std::{sync::Arc, time::Duration};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// Wait between attempts to (re)connect the subscriber: from 100 ms doubling
+/// to 5 s, jittered so relays that lost the same Redis do not all reconnect at
+/// once. The Redis client's own reconnect policy uses the same bounds.
+const RECONNECT: Backoff = Backoff::exponential(Duration::from_millis(100), Duration::from_secs(5));
+
 /// Subscribes to the nudge channel and wakes `notify` on every message, until
 /// `shutdown`. Reconnects with backoff; never returns an error.
 pub async fn listen(redis_url: String, notify: Arc<Notify>, shutdown: CancellationToken) {
-    let mut delay = Duration::from_millis(100);
+    let mut failures: u32 = 0;
     while !shutdown.is_cancelled() {
         match subscribe_once(&redis_url, &notify, &shutdown).await {
             Ok(()) => return,
             Err(error) => {
+                failures = failures.saturating_add(1);
+                let delay = RECONNECT.delay(failures);
                 tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "nudge subscriber unavailable, polling only");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
                     _ = tokio::time::sleep(delay) => {}
                 }
-                delay = (delay * 2).min(Duration::from_secs(5));
             }
         }
     }
@@ -35,7 +42,12 @@ async fn subscribe_once(
 ) -> Result<(), Error> {
     let config = Config::from_url(redis_url)?;
     let subscriber = Builder::from_config(config)
-        .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
+        .set_policy(ReconnectPolicy::new_exponential(
+            0,
+            millis(RECONNECT.initial()),
+            millis(RECONNECT.max()),
+            2,
+        ))
         .build_subscriber_client()?;
     subscriber.init().await?;
     let resubscribe = subscriber.manage_subscriptions();
@@ -60,4 +72,8 @@ async fn subscribe_once(
     } else {
         Err(Error::new(ErrorKind::IO, "nudge subscription closed"))
     }
+}
+
+fn millis(duration: Duration) -> u32 {
+    u32::try_from(duration.as_millis()).unwrap_or(u32::MAX)
 }

@@ -7,9 +7,13 @@
 
 use crate::{
     Error,
-    config::{OutboxWorkerConfig, PublishMode, RetryStrategy},
+    config::{OutboxWorkerConfig, PublishMode},
 };
-use service_kit::{duration::ConfigDuration, mq::MqConfig};
+use service_kit::{
+    backoff::{Backoff, Jitter, Strategy},
+    duration::ConfigDuration,
+    mq::MqConfig,
+};
 use std::time::Duration;
 
 /// Largest accepted `batch_size`; bigger values are clamped (one claim
@@ -27,14 +31,11 @@ pub struct RelaySettings {
     pub batch_size: usize,
     /// Deadline of one publish.
     pub publish_timeout: Duration,
-    /// Backoff shape.
-    pub retry_strategy: RetryStrategy,
     /// Attempts before dead-lettering.
     pub max_retry_count: u32,
-    /// First retry delay.
-    pub initial_backoff: Duration,
-    /// Retry delay cap.
-    pub max_backoff: Duration,
+    /// Wait before a failed row is due again: `retry_strategy` from
+    /// `initial_backoff` up to `max_backoff`.
+    pub backoff: Backoff,
     /// Exclusive claim duration.
     pub claim_lease: Duration,
     /// Shard lease duration.
@@ -76,10 +77,10 @@ impl RelaySettings {
             )));
         }
         let retry_strategy = match worker.retry_strategy.as_str() {
-            "exponential_backoff" => RetryStrategy::ExponentialBackoff,
+            "exponential_backoff" => Strategy::Exponential,
             // An empty value means the phase-1 default
             // (docs/design.md#configuration-names).
-            "fixed_interval" | "" => RetryStrategy::FixedInterval,
+            "fixed_interval" | "" => Strategy::Fixed,
             other => {
                 return Err(Error::Config(format!(
                     "outbox_worker.retry_strategy `{other}` is not one of exponential_backoff, fixed_interval"
@@ -100,6 +101,14 @@ impl RelaySettings {
         };
         let initial_backoff = positive(worker.initial_backoff, defaults.initial_backoff);
         let max_backoff = positive(worker.max_backoff, defaults.max_backoff).max(initial_backoff);
+        // `fixed_interval` keeps its documented contract — exactly
+        // `initial_backoff` every time — so only the exponential strategy jitters.
+        let backoff = Backoff::new(retry_strategy, initial_backoff, max_backoff).with_jitter(
+            match retry_strategy {
+                Strategy::Exponential => Jitter::Equal,
+                Strategy::Fixed => Jitter::None,
+            },
+        );
         let node_id = if worker.node_id.is_empty() {
             default_node_id()
         } else {
@@ -112,10 +121,8 @@ impl RelaySettings {
                 .unwrap_or(MAX_BATCH_SIZE)
                 .min(MAX_BATCH_SIZE),
             publish_timeout: positive(worker.publish_timeout, defaults.publish_timeout),
-            retry_strategy,
             max_retry_count: u32::try_from(max_retry_count).unwrap_or(u32::MAX),
-            initial_backoff,
-            max_backoff,
+            backoff,
             claim_lease: positive(worker.claim_lease, defaults.claim_lease),
             shard_lease: positive(worker.shard_lease, defaults.shard_lease),
             nudge_enabled: worker.nudge_enabled,
@@ -221,7 +228,49 @@ mod tests {
             ..OutboxWorkerConfig::default()
         };
         let settings = RelaySettings::from_config(&worker, &MqConfig::default()).unwrap();
-        assert_eq!(settings.retry_strategy, RetryStrategy::FixedInterval);
+        assert_eq!(settings.backoff.strategy(), Strategy::Fixed);
         assert_eq!(settings.batch_size, MAX_BATCH_SIZE);
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn backoff(strategy: &str, max_secs: i64) -> Backoff {
+        let worker = OutboxWorkerConfig {
+            retry_strategy: strategy.into(),
+            initial_backoff: ConfigDuration::from_secs(1),
+            max_backoff: ConfigDuration::from_secs(max_secs),
+            ..OutboxWorkerConfig::default()
+        };
+        RelaySettings::from_config(&worker, &MqConfig::default())
+            .unwrap()
+            .backoff
+    }
+
+    #[test]
+    fn fixed_interval_never_grows() {
+        let backoff = backoff("fixed_interval", 60);
+        for count in [1, 2, 10, 1000] {
+            assert_eq!(backoff.delay_with(count, 0.7), SECOND);
+            assert_eq!(
+                backoff.delay(count),
+                SECOND,
+                "fixed_interval is not jittered"
+            );
+        }
+    }
+
+    #[test]
+    fn exponential_doubles_then_caps_with_bounded_jitter() {
+        let backoff = backoff("exponential_backoff", 10);
+        let delay = |count, jitter| backoff.delay_with(count, jitter);
+        assert_eq!(delay(1, 0.0), SECOND / 2);
+        assert_eq!(delay(1, 1.0), SECOND);
+        assert_eq!(delay(2, 1.0), SECOND * 2);
+        assert_eq!(delay(3, 1.0), SECOND * 4);
+        assert_eq!(delay(5, 1.0), SECOND * 10, "capped at max_backoff");
+        assert_eq!(delay(u32::MAX, 1.0), SECOND * 10, "no overflow");
+        assert!(delay(4, 0.5) >= SECOND * 4 && delay(4, 0.5) <= SECOND * 8);
+        let random = backoff.delay(4);
+        assert!(random >= SECOND * 4 && random <= SECOND * 8, "{random:?}");
     }
 }

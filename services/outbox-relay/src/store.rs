@@ -3,6 +3,7 @@
 //! mapped once, here, into [`crate::Error`]. All values are bound parameters.
 
 use crate::Error;
+use outbox_schema::OutboxStatus;
 use outbox_schema::row::LANE_CHAIN;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row, mysql::MySqlRow};
 
@@ -32,7 +33,7 @@ pub struct OutboxRow {
     /// W3C trace context.
     pub traceparent: String,
     /// Current status column.
-    pub status: String,
+    pub status: OutboxStatus,
     /// Failures so far.
     pub retry_count: u32,
     /// Earliest publish time.
@@ -47,11 +48,10 @@ impl OutboxRow {
     /// May this row be claimed at `now_ms`? Pending rows always; retryable
     /// rows once due; delivering rows once their claim expired.
     pub fn is_due(&self, now_ms: i64) -> bool {
-        match self.status.as_str() {
-            "pending" => self.next_retry_at_ms <= now_ms,
-            "retryable" => self.next_retry_at_ms <= now_ms,
-            "delivering" => self.lock_until_ms < now_ms,
-            _ => false,
+        match self.status {
+            OutboxStatus::Pending | OutboxStatus::Retryable => self.next_retry_at_ms <= now_ms,
+            OutboxStatus::Delivering => self.lock_until_ms < now_ms,
+            OutboxStatus::Delivered | OutboxStatus::Failed => false,
         }
     }
 }
@@ -72,7 +72,10 @@ fn row_from(row: &MySqlRow) -> Result<OutboxRow, sqlx::Error> {
         topic: row.try_get("topic")?,
         payload: row.try_get("payload")?,
         traceparent: row.try_get("traceparent")?,
-        status: row.try_get("status")?,
+        status: row
+            .try_get::<String, _>("status")?
+            .parse()
+            .map_err(|error: outbox_schema::Error| sqlx::Error::Decode(error.into()))?,
         retry_count: row.try_get("retry_count")?,
         next_retry_at_ms: row.try_get("next_retry_at_ms")?,
         lock_until_ms: row.try_get("lock_until_ms")?,
@@ -260,7 +263,12 @@ pub async fn mark_failure(
     next_retry_at_ms: i64,
     error: &str,
 ) -> Result<bool, Error> {
-    let status = if dead_letter { "failed" } else { "retryable" };
+    let status = if dead_letter {
+        OutboxStatus::Failed
+    } else {
+        OutboxStatus::Retryable
+    }
+    .as_str();
     let result = sqlx::query(
         "UPDATE room_outbox SET status = ?, retry_count = retry_count + 1, next_retry_at_ms = ?, \
          last_error = ?, lock_until_ms = 0 WHERE id = ? AND claim_token = ? AND status = 'delivering'",

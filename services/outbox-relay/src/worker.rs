@@ -11,13 +11,13 @@
 //! succeeds or is dead-lettered.
 
 use crate::{
-    backoff::retry_delay,
     chain::{ChainPublisher, Outcome},
     metrics::RelayMetrics,
     publish::Publishers,
     settings::RelaySettings,
     store::{self, OutboxRow},
 };
+use outbox_schema::OutboxStatus;
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
 use std::collections::{HashMap, HashSet};
@@ -267,19 +267,14 @@ impl BatchProcessor {
                 Outcome::Failed(row, failure) => {
                     let attempts = row.retry_count.saturating_add(1);
                     let dead = !failure.retryable || attempts >= self.settings.max_retry_count;
-                    let delay = retry_delay(
-                        self.settings.retry_strategy,
-                        self.settings.initial_backoff,
-                        self.settings.max_backoff,
-                        attempts,
-                        rand::random::<f64>(),
-                    );
+                    let delay = self.settings.backoff.delay(attempts);
+                    let next_retry_at_ms = now + millis(delay);
                     let marked = store::mark_failure(
                         &self.pool,
                         row.id,
                         token,
                         dead,
-                        now + millis(delay),
+                        next_retry_at_ms,
                         &failure.message,
                     )
                     .await?;
@@ -296,12 +291,25 @@ impl BatchProcessor {
                             event_type = %row.event_type,
                             room_id = %row.room_id,
                             retry_count = attempts,
-                            status = "failed",
+                            status = OutboxStatus::Failed.as_str(),
+                            final_failure = !failure.retryable,
                             error = %failure.message,
                             "outbox event dead-lettered; room moves on"
                         );
                     } else {
                         report.retried += 1;
+                        tracing::warn!(
+                            worker = "room_outbox",
+                            node_id = %self.settings.node_id,
+                            event_id = %row.event_id,
+                            event_type = %row.event_type,
+                            room_id = %row.room_id,
+                            retry_count = attempts,
+                            status = OutboxStatus::Retryable.as_str(),
+                            next_retry_at_ms,
+                            error = %failure.message,
+                            "outbox publish failed; retrying"
+                        );
                     }
                 }
             }

@@ -1,7 +1,8 @@
 //! The relay in `direct` mode against the faithful fake of Tencent IM
 //! (docs/design.md#publish-modes): EnsureGroup for RoomCreated, one message per
-//! event even when redelivered, IM outages retried until delivered, and a
-//! permanent IM error dead-lettering the event while the room moves on.
+//! event even when redelivered, the same `im_bridge` settings im-bridge reads,
+//! IM outages retried until delivered, and a permanent IM error dead-lettering
+//! the event while the room moves on.
 
 mod common;
 
@@ -106,6 +107,80 @@ async fn ensures_the_group_and_sends_each_event_once_even_when_redelivered() {
     assert_eq!(fake.group_messages("room_room-d").len(), 2);
 }
 
+/// A room's kick and heat change, after its creation and a join.
+fn kick_and_heat(room_id: &str) -> Vec<outbox_schema::NewOutboxRow> {
+    vec![
+        created(room_id),
+        event_row(
+            room_id,
+            2,
+            EventKind::RoomUserJoined {
+                user_id: "troll".into(),
+            },
+        ),
+        event_row(
+            room_id,
+            3,
+            EventKind::RoomUserKicked {
+                actor_id: "host".into(),
+                target_id: "troll".into(),
+                ban_until_ms: 0,
+            },
+        ),
+        event_row(room_id, 4, EventKind::RoomHeatChanged { heat: 5, delta: 5 }),
+    ]
+}
+
+#[tokio::test]
+async fn direct_mode_follows_the_im_bridge_settings() {
+    let db = testkit::TestDb::new().await;
+    let fake = fake_im().await;
+    // Defaults, as im-bridge ships them: heat is silent, a kick removes the member.
+    let relay = direct_relay(&db.pool, &fake.base_url(), &worker_config("relay-direct-a"));
+    let shards = own_all_shards(&relay).await;
+    insert(&db.pool, &kick_and_heat("room-da")).await;
+    drain(&relay, &db.pool, &shards).await;
+    let group = |id: &str| {
+        fake.groups()
+            .into_iter()
+            .find(|group| group.group_id == id)
+            .expect("group created")
+    };
+    assert_eq!(group("room_room-da").removed_members, ["troll"]);
+    assert!(group("room_room-da").muted_until.is_empty());
+    assert_eq!(
+        fake.group_messages("room_room-da").len(),
+        2,
+        "join and kick"
+    );
+
+    // The opposite settings: nothing silent, kicks mute instead of removing.
+    let settings = room_im::BridgeConfig {
+        kick_remove_member: false,
+        kick_mute: true,
+        silent_event_types: Vec::new(),
+        ..room_im::BridgeConfig::default()
+    };
+    // A database of its own: the first relay still holds every shard lease.
+    let db = testkit::TestDb::new().await;
+    let relay = direct_relay_with(
+        &db.pool,
+        &fake.base_url(),
+        &worker_config("relay-direct-b"),
+        settings,
+    );
+    let shards = own_all_shards(&relay).await;
+    insert(&db.pool, &kick_and_heat("room-db")).await;
+    drain(&relay, &db.pool, &shards).await;
+    assert!(group("room_room-db").removed_members.is_empty());
+    assert!(group("room_room-db").muted_until.contains_key("troll"));
+    assert_eq!(
+        fake.group_messages("room_room-db").len(),
+        3,
+        "join, kick and heat"
+    );
+}
+
 #[tokio::test]
 async fn im_outage_is_retried_with_backoff_until_delivered() {
     let db = testkit::TestDb::new().await;
@@ -141,6 +216,97 @@ async fn im_outage_is_retried_with_backoff_until_delivered() {
         ]
     );
     assert_eq!(fake.group_messages("room_room-outage").len(), 2);
+}
+
+/// The relay's log lines as JSON objects, captured for one test.
+#[derive(Clone, Default)]
+struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl CapturedLog {
+    fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
+        let sink = self.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_max_level(tracing::Level::WARN)
+            .with_writer(move || sink.clone())
+            .finish()
+    }
+
+    /// Every captured line whose message is `message`.
+    fn lines(&self, message: &str) -> Vec<serde_json::Value> {
+        let bytes = self.0.lock().unwrap().clone();
+        String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|line| line["message"] == message)
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_failure_is_logged_with_its_new_status_and_retry_count() {
+    let db = testkit::TestDb::new().await;
+    let fake = fake_im().await;
+    let relay = direct_relay(&db.pool, &fake.base_url(), &worker_config("relay-direct"));
+    let shards = own_all_shards(&relay).await;
+    insert(&db.pool, &[created("room-log")]).await;
+    drain(&relay, &db.pool, &shards).await;
+    let log = CapturedLog::default();
+    let _guard = tracing::subscriber::set_default(log.subscriber());
+
+    // A transient failure: retryable, its first failure counted.
+    fake.inject_fault(FaultRule::http_status(SEND_GROUP_MSG, 503).times(1));
+    let rows = room_rows("room-log", 2, 1);
+    insert(&db.pool, &rows).await;
+    assert_eq!(relay.run_batch(&shards).await.unwrap().retried, 1);
+    let retried = log.lines("outbox publish failed; retrying");
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    assert_eq!(retried[0]["status"], "retryable");
+    assert_eq!(retried[0]["retry_count"], 1);
+    assert_eq!(retried[0]["event_id"], rows[0].event_id.as_str());
+    assert!(retried[0]["next_retry_at_ms"].as_i64().unwrap() > 0);
+
+    // Deliver it, then a final failure: dead-lettered at once, status failed.
+    sqlx::query("UPDATE room_outbox SET next_retry_at_ms = 0 WHERE event_id = ?")
+        .bind(&rows[0].event_id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    drain(&relay, &db.pool, &shards).await;
+    fake.inject_fault(FaultRule::error_code(SEND_GROUP_MSG, 80001).times(1));
+    let poison = room_rows("room-log", 3, 1);
+    insert(&db.pool, &poison).await;
+    assert_eq!(relay.run_batch(&shards).await.unwrap().dead_lettered, 1);
+    let dead = log.lines("outbox event dead-lettered; room moves on");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(
+        (
+            &dead[0]["status"],
+            &dead[0]["retry_count"],
+            &dead[0]["final_failure"]
+        ),
+        (
+            &serde_json::json!("failed"),
+            &serde_json::json!(1),
+            &serde_json::json!(true)
+        )
+    );
+    assert!(dead[0]["error"].as_str().unwrap().contains("80001"));
 }
 
 #[tokio::test]

@@ -31,7 +31,6 @@ fn wakeup_row(room_id: &str, open_at_ms: i64) -> NewOutboxRow {
     NewOutboxRow::wakeup(&source, &wakeup, uuid::Uuid::now_v7().to_string(), now_ms())
 }
 
-
 #[tokio::test]
 async fn a_delayed_wakeup_is_published_at_open_at_and_never_blocks_its_room() {
     let db = testkit::TestDb::new().await;

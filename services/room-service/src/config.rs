@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 
 use outbox_relay::config::OutboxWorkerConfig;
-use tencent_im::ImSection as TencentImConfig;
 use room_core::RoomRules;
 use serde::{Deserialize, Serialize};
 use service_kit::config::ConfigSources;
@@ -14,6 +13,7 @@ use service_kit::db::MysqlConfig;
 use service_kit::duration::ConfigDuration;
 use service_kit::mq::MqConfig;
 use service_kit::telemetry::LogConfig;
+use tencent_im::ImSection as TencentImConfig;
 
 use crate::Error;
 use crate::validate::{MAX_APP_CODE_LEN, is_id_charset};
@@ -418,10 +418,33 @@ impl Config {
                 return invalid("tencent_im.group_id_template must contain {room_id}".into());
             }
         }
+        self.check_treasure_wakeups()?;
         self.shutdown_grace = self
             .shutdown_grace
             .positive_or(ConfigDuration::from_secs(20));
         Ok(self)
+    }
+
+    /// Treasure wake-ups travel only through the broker
+    /// (docs/design.md#treasure-wake-ups): an embedded relay without an MQ
+    /// publisher would dead-letter every wake-up, so writing them needs an
+    /// embedded relay in `mq` or `dual` mode (or none: a standalone relay then
+    /// publishes them).
+    fn check_treasure_wakeups(&self) -> Result<(), Error> {
+        if !self.rocketmq.treasure_open.enabled {
+            return Ok(());
+        }
+        if self.outbox_worker.enabled {
+            let relay =
+                outbox_relay::RelaySettings::from_config(&self.outbox_worker, &self.rocketmq)
+                    .map_err(|error| Error::Config(error.to_string()))?;
+            if !relay.uses_mq() {
+                return Err(Error::Config(
+                    "rocketmq.treasure_open.enabled needs outbox_worker.publish_mode mq or dual: the embedded relay publishes wake-ups to the broker, and in direct mode it would dead-letter them".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -434,6 +457,27 @@ mod tests {
         let config = Config::default().validate().unwrap();
         assert!(!config.node_id.is_empty());
         assert_eq!(config.room.rules.to_rules(), RoomRules::default());
+    }
+
+    #[test]
+    fn treasure_wakeups_need_a_relay_that_can_publish_them() {
+        let mut config = Config::default();
+        config.rocketmq.treasure_open.enabled = true;
+        config.outbox_worker.publish_mode = "direct".into();
+        let error = config.clone().validate().unwrap_err().to_string();
+        assert!(
+            error.contains("outbox_worker.publish_mode mq or dual"),
+            "{error}"
+        );
+        config.rocketmq.enabled = true;
+        config.rocketmq.room_outbox.enabled = true;
+        config.outbox_worker.publish_mode = "mq".into();
+        config.clone().validate().unwrap();
+        config.outbox_worker.publish_mode = "direct".into();
+        config.outbox_worker.enabled = false;
+        config
+            .validate()
+            .expect("a standalone relay publishes the wake-ups");
     }
 
     #[test]

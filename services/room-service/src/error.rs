@@ -126,7 +126,7 @@ pub enum Error {
         /// The sender.
         user_id: String,
         /// The gift's total value.
-        amount: i64,
+        amount: u64,
     },
     /// The wallet refused the debit for another reason.
     #[error("wallet refused the debit: {0}")]

@@ -34,7 +34,7 @@ pub(crate) async fn charge_gifts(
                 command_id: request.command_id.clone(),
                 room_id: request.room_id.clone(),
                 sender_id: sender_id.to_owned(),
-                amount: amount.unsigned_abs(),
+                amount,
             })
         })
         .collect();

@@ -99,7 +99,12 @@ pub fn build(
                 && let Some(wakeup) = wakeup_for(&envelope)
             {
                 let wakeup_id = uuid::Uuid::now_v7().to_string();
-                outbox.push(NewOutboxRow::wakeup(&envelope, &wakeup, wakeup_id, written_at_ms));
+                outbox.push(NewOutboxRow::wakeup(
+                    &envelope,
+                    &wakeup,
+                    wakeup_id,
+                    written_at_ms,
+                ));
             }
             outbox.push(NewOutboxRow::event(&envelope, written_at_ms));
             summaries.push(EventSummary {

@@ -57,13 +57,20 @@ impl Wallet {
         &self,
         command_id: &str,
         user_id: &str,
-        amount: i64,
+        amount: u64,
         reason: String,
     ) -> Result<(), DebitFailure> {
+        // The wallet's contract is a signed amount; `room_core::gift_total`
+        // keeps every gift within it, so this only refuses a caller's bug.
+        let Ok(signed) = i64::try_from(amount) else {
+            return Err(DebitFailure::Refused(Error::WalletRefused(format!(
+                "amount {amount} exceeds the wallet's range"
+            ))));
+        };
         let request = DebitRequest {
             idempotency_key: command_id.to_owned(),
             user_id: user_id.to_owned(),
-            amount,
+            amount: signed,
             reason,
         };
         match self.client.clone().debit(request).await {
@@ -91,7 +98,7 @@ impl Wallet {
     }
 }
 
-fn classify_debit(status: &tonic::Status, user_id: &str, amount: i64) -> DebitFailure {
+fn classify_debit(status: &tonic::Status, user_id: &str, amount: u64) -> DebitFailure {
     match status.code() {
         tonic::Code::FailedPrecondition if status.message().contains("insufficient balance") => {
             DebitFailure::Refused(Error::InsufficientBalance {

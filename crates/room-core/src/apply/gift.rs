@@ -96,9 +96,17 @@ fn total_value(rules: &RoomRules, count: u32, unit_value: u64) -> Result<u64, Re
         )));
     }
     // Default limits cannot overflow, but rules are per room and may be raised.
+    gift_total(count, unit_value).ok_or(Rejection::AmountOverflow)
+}
+
+/// The value of a gift, `count × unit_value`: the one place it is computed.
+/// `None` when it leaves the money range, `0..=i64::MAX` — the wallet's
+/// signed amount — so every later hop (saga row, wallet debit, outbox event,
+/// activity totals) holds it as the same `u64` without a lossy conversion.
+pub fn gift_total(count: u32, unit_value: u64) -> Option<u64> {
     u64::from(count)
         .checked_mul(unit_value)
-        .ok_or(Rejection::AmountOverflow)
+        .filter(|total| i64::try_from(*total).is_ok())
 }
 
 /// Starts a new heat day if `today` is later than the last heat change.

@@ -130,6 +130,29 @@ fn product_overflow_is_rejected() {
 }
 
 #[test]
+fn the_gift_total_stays_in_the_wallet_money_range() {
+    assert_eq!(crate::gift_total(3, 10), Some(30));
+    let max = u64::try_from(i64::MAX).unwrap();
+    assert_eq!(crate::gift_total(1, max), Some(max));
+    assert_eq!(
+        crate::gift_total(1, max + 1),
+        None,
+        "beyond the signed range"
+    );
+    assert_eq!(crate::gift_total(u32::MAX, u64::MAX), None, "u64 overflow");
+    let rules = RoomRules {
+        max_gift_count: u32::MAX,
+        max_gift_unit_value: u64::MAX,
+        ..RoomRules::default()
+    };
+    let room = ok(&open_room_with(rules), &join_cmd("u1"), T0).state;
+    assert_eq!(
+        err(&room, &gift_cmd("u1", "owner", 1, max + 1), T0),
+        Rejection::AmountOverflow
+    );
+}
+
+#[test]
 fn heat_overflow_is_rejected() {
     let mut room = room_with(&["u1"]);
     room.heat = u64::MAX;

@@ -13,6 +13,8 @@ mod mic;
 mod test_support;
 mod treasure;
 
+pub use gift::gift_total;
+
 use serde::{Deserialize, Serialize};
 
 use crate::command::Command;

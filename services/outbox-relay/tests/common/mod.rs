@@ -237,6 +237,21 @@ pub const IM_KEY: &str = "relay-test-key";
 
 /// A relay in `direct` mode whose IM sink talks to `fake`.
 pub fn direct_relay(pool: &MySqlPool, fake_base_url: &str, worker: &OutboxWorkerConfig) -> Relay {
+    direct_relay_with(
+        pool,
+        fake_base_url,
+        worker,
+        room_im::BridgeConfig::default(),
+    )
+}
+
+/// [`direct_relay`] with the given `direct.im_bridge` settings.
+pub fn direct_relay_with(
+    pool: &MySqlPool,
+    fake_base_url: &str,
+    worker: &OutboxWorkerConfig,
+    im_bridge: room_im::BridgeConfig,
+) -> Relay {
     let mut worker = worker.clone();
     worker.publish_mode = "direct".into();
     let direct = outbox_relay::config::DirectConfig {
@@ -248,7 +263,7 @@ pub fn direct_relay(pool: &MySqlPool, fake_base_url: &str, worker: &OutboxWorker
             ..tencent_im::ImSection::default()
         },
         activity_endpoint: String::new(),
-        im_bridge: room_im::BridgeConfig::default(),
+        im_bridge,
     };
     let mut registry = prometheus_client::registry::Registry::default();
     outbox_relay::app::build_relay(

@@ -17,14 +17,9 @@ pub use requests::{
     set_admin, take_mic, unlock_mic,
 };
 
-/// Longest room, user, actor, target and gift id.
-pub const MAX_ID_LEN: usize = 64;
-/// Longest command_id.
-pub const MAX_COMMAND_ID_LEN: usize = 128;
-/// Longest app_code (the `rooms.app_code` column).
-pub const MAX_APP_CODE_LEN: usize = 32;
-/// Longest request_id.
-pub const MAX_REQUEST_ID_LEN: usize = 128;
+pub use outbox_schema::ids::{
+    MAX_APP_CODE_LEN, MAX_COMMAND_ID_LEN, MAX_ID_LEN, MAX_REQUEST_ID_LEN, is_id_charset,
+};
 /// Longest room title in characters (the `rooms.title` column).
 pub const MAX_TITLE_CHARS: usize = 128;
 
@@ -52,50 +47,40 @@ pub struct CommandRequest {
 
 impl CommandRequest {
     /// The wallet charge of a SendGift: sender and total amount (validated to fit i64).
-    pub fn gift_charge(&self) -> Option<(&str, i64)> {
+    pub fn gift_charge(&self) -> Option<(&str, u64)> {
         match &self.command {
             Command::SendGift {
                 sender_id,
                 count,
                 unit_value,
                 ..
-            } => {
-                let total = u64::from(*count).checked_mul(*unit_value)?;
-                Some((sender_id.as_str(), i64::try_from(total).ok()?))
-            }
+            } => Some((
+                sender_id.as_str(),
+                room_core::gift_total(*count, *unit_value)?,
+            )),
             _ => None,
         }
     }
 }
 
-/// True when `value` only uses `[A-Za-z0-9_.:-]`.
-pub fn is_id_charset(value: &str) -> bool {
-    value
-        .bytes()
-        .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b':' | b'-'))
-}
-
-/// Checks an id field: non-empty, at most `max` characters, charset `[A-Za-z0-9_.:-]`.
+/// Checks an id field against `outbox_schema::ids`: non-empty, at most `max`
+/// characters, charset `[A-Za-z0-9_.:-]`.
 pub fn check_id(field: &str, value: &str, max: usize) -> Result<(), Error> {
-    if value.is_empty() {
-        return Err(Error::InvalidArgument(format!("{field} must not be empty")));
-    }
-    let length = value.chars().count();
-    if length > max {
-        return Err(Error::InvalidArgument(format!(
-            "{field} must be at most {max} characters, got {length}"
-        )));
-    }
-    if let Some((position, character)) = value
-        .chars()
-        .enumerate()
-        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
-    {
-        return Err(Error::InvalidArgument(format!(
-            "{field} contains {character:?} at position {position}; allowed are [A-Za-z0-9_.:-]"
-        )));
-    }
-    Ok(())
+    use outbox_schema::ids::{IdProblem, check_id};
+    check_id(value, max).map_err(|problem| {
+        Error::InvalidArgument(match problem {
+            IdProblem::Empty => format!("{field} must not be empty"),
+            IdProblem::TooLong { length, max } => {
+                format!("{field} must be at most {max} characters, got {length}")
+            }
+            IdProblem::Forbidden {
+                position,
+                character,
+            } => format!(
+                "{field} contains {character:?} at position {position}; allowed are [A-Za-z0-9_.:-]"
+            ),
+        })
+    })
 }
 
 /// Per-request context that does not come from the message body.

@@ -1,0 +1,258 @@
+//! [`Host`]: one consumer service as a process — MySQL pool, consumer with
+//! its metrics, admin HTTP with readiness, the dedup purge, the service's
+//! background tasks and extra servers — and the order they stop in.
+//!
+//! Shutdown order (the consumers' shape of
+//! docs/design.md#lifecycle-start-up-and-drain-order): readiness turns to
+//! draining and the extra servers stop taking requests as soon as shutdown
+//! starts; the consumer drains its in-flight messages and commits; then the
+//! background tasks (sweepers, purge) and the admin server stop; MySQL closes
+//! last, because everything before it may still write.
+
+use super::{ConsumerService, Error, ServiceConfig, error::BoxError};
+use crate::{Consumer, ConsumerMetrics, DedupPurge, purge};
+use prometheus_client::registry::Registry;
+use service_kit::admin_http::{self, Readiness};
+use sqlx::MySqlPool;
+use std::{future::Future, net::SocketAddr, pin::Pin, sync::Arc};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type BackgroundTask = Box<dyn FnOnce(CancellationToken) -> BoxFuture<()> + Send>;
+type ServeFn =
+    Box<dyn FnOnce(TcpListener, CancellationToken) -> BoxFuture<Result<(), BoxError>> + Send>;
+
+/// An extra server a service registered, bound at build time.
+struct ExtraServer {
+    name: &'static str,
+    listener: TcpListener,
+    serve: ServeFn,
+}
+
+/// What a service's [`ConsumerService::build`] gets: the shared resources,
+/// and where it registers the work the host runs beside the consumer.
+pub struct Builder {
+    pool: MySqlPool,
+    consumer_group: String,
+    background: Vec<(&'static str, BackgroundTask)>,
+    servers: Vec<ExtraServer>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("consumer_group", &self.consumer_group)
+            .field(
+                "background",
+                &self
+                    .background
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .iter()
+                    .map(|server| server.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// The service's MySQL pool (closed by the host after everything stopped).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The consumer group the service consumes in (its dedup group).
+    pub fn consumer_group(&self) -> &str {
+        &self.consumer_group
+    }
+
+    /// Registers a background task (a delivery sweeper, say), started by
+    /// [`Host::run`] and told to stop through its token once the consumer
+    /// has drained; the host waits for it before closing MySQL.
+    pub fn background<F, Fut>(&mut self, name: &'static str, task: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.background
+            .push((name, Box::new(move |stop| Box::pin(task(stop)))));
+    }
+
+    /// Binds `listen` (the value of config key `key`, for the error) for an
+    /// extra server named `name`, served by `serve` from [`Host::run`] until
+    /// its token is cancelled — when shutdown starts, so it takes no new
+    /// work while the consumer drains. Its failure fails `run` as
+    /// [`Error::Server`].
+    pub async fn server<F, Fut, E>(
+        &mut self,
+        name: &'static str,
+        listen: &str,
+        serve: F,
+    ) -> Result<(), Error>
+    where
+        F: FnOnce(TcpListener, CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let listener = admin_http::bind(listen).await?;
+        self.servers.push(ExtraServer {
+            name,
+            listener,
+            serve: Box::new(move |listener, stop| {
+                let served = serve(listener, stop);
+                Box::pin(async move { served.await.map_err(BoxError::from) })
+            }),
+        });
+        Ok(())
+    }
+}
+
+/// A consumer service, built and ready to [`Host::run`].
+pub struct Host<S: ConsumerService> {
+    consumer: Consumer<S::Message, S::Handler>,
+    pool: MySqlPool,
+    consumer_group: String,
+    dedup_purge: DedupPurge,
+    readiness: Arc<Readiness>,
+    registry: Arc<Registry>,
+    admin: TcpListener,
+    background: Vec<(&'static str, BackgroundTask)>,
+    servers: Vec<ExtraServer>,
+}
+
+impl<S: ConsumerService> std::fmt::Debug for Host<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("service", &S::Config::SERVICE)
+            .field("consumer", &self.consumer)
+            .field("admin", &self.admin_addr())
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .iter()
+                    .map(|server| server.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: ConsumerService> Host<S> {
+    /// Connects MySQL, builds the service's handler (and whatever it
+    /// registers), creates the consumer and binds the admin port. Nothing
+    /// runs until [`Host::run`].
+    pub async fn build(config: S::Config) -> Result<Self, Error> {
+        let settings = config.consumer_settings()?;
+        let shared = config.shared();
+        let pool = shared.mysql.connect().await?;
+        let mut registry = Registry::default();
+        let metrics = ConsumerMetrics::register(&mut registry);
+        let mut builder = Builder {
+            pool: pool.clone(),
+            consumer_group: settings.consumer_group.clone(),
+            background: Vec::new(),
+            servers: Vec::new(),
+        };
+        let handler = S::build(&config, &mut builder).await?;
+        let consumer_group = settings.consumer_group.clone();
+        let dedup_purge = settings.dedup_purge;
+        let consumer = Consumer::new(settings, handler, &metrics)?;
+        let admin = admin_http::bind(shared.http_listen).await?;
+        Ok(Self {
+            consumer,
+            pool,
+            consumer_group,
+            dedup_purge,
+            readiness: Arc::new(Readiness::default()),
+            registry: Arc::new(registry),
+            admin,
+            background: builder.background,
+            servers: builder.servers,
+        })
+    }
+
+    /// The admin HTTP address (useful with port 0).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.local_addr().ok()
+    }
+
+    /// The address of the extra server registered as `name` (useful with port 0).
+    pub fn server_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.servers
+            .iter()
+            .find(|server| server.name == name)
+            .and_then(|server| server.listener.local_addr().ok())
+    }
+
+    /// Serves until `shutdown`, then stops in order: the consumer drains
+    /// first; then the extra servers are awaited, the background tasks and
+    /// the admin server stop; MySQL closes last.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let background = CancellationToken::new();
+        let admin = tokio::spawn(admin_http::serve(
+            self.admin,
+            admin_http::router(self.readiness.clone(), self.registry.clone()),
+            background.clone(),
+        ));
+        // A child token: the servers also stop when the consumer ends on its
+        // own (an error), without cancelling the caller's token.
+        let servers_stop = shutdown.child_token();
+        let servers: Vec<_> = self
+            .servers
+            .into_iter()
+            .map(|server| {
+                let serving = (server.serve)(server.listener, servers_stop.clone());
+                (server.name, tokio::spawn(serving))
+            })
+            .collect();
+        let mut tasks: Vec<_> = self
+            .background
+            .into_iter()
+            .map(|(_, task)| tokio::spawn(task(background.clone())))
+            .collect();
+        tasks.push(tokio::spawn(purge::run_purger(
+            self.pool.clone(),
+            self.consumer_group,
+            self.dedup_purge,
+            background.clone(),
+        )));
+        self.readiness.set_ready();
+        let draining = tokio::spawn({
+            let readiness = self.readiness.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                shutdown.cancelled().await;
+                readiness.set_draining();
+            }
+        });
+        let consumed = self.consumer.run(shutdown).await;
+        servers_stop.cancel();
+        let mut served = Ok(());
+        for (name, server) in servers {
+            // A panicked server task is not an error of the service's run.
+            if let Ok(Err(source)) = server.await
+                && served.is_ok()
+            {
+                served = Err(Error::Server { name, source });
+            }
+        }
+        draining.abort();
+        background.cancel();
+        for task in tasks {
+            let _ = task.await;
+        }
+        let _ = admin.await;
+        self.pool.close().await;
+        consumed?;
+        served
+    }
+}

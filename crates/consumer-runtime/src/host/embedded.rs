@@ -1,0 +1,55 @@
+//! A consumer hosted by another process (room-service runs the IM bridge
+//! in-process): the consumer plus its group's dedup purge, without the admin
+//! HTTP, pool ownership or signal handling that [`super::Host`] adds for a
+//! standalone service.
+
+use super::Error;
+use crate::{Consumer, ConsumerMetrics, ConsumerSettings, Decode, DedupPurge, Handler, purge};
+use sqlx::MySqlPool;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A consumer and its dedup purge, embeddable in any process.
+#[derive(Debug)]
+pub struct EmbeddedConsumer<M, H> {
+    consumer: Consumer<M, H>,
+    pool: MySqlPool,
+    consumer_group: String,
+    dedup_purge: DedupPurge,
+}
+
+impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
+    /// Creates the consumer (subscribed, not yet consuming); `pool` holds
+    /// the group's `consumer_dedup` rows and stays the caller's to close.
+    pub fn new(
+        settings: ConsumerSettings,
+        handler: Arc<H>,
+        pool: MySqlPool,
+        metrics: &ConsumerMetrics,
+    ) -> Result<Self, Error> {
+        let consumer_group = settings.consumer_group.clone();
+        let dedup_purge = settings.dedup_purge;
+        let consumer = Consumer::new(settings, handler, metrics)?;
+        Ok(Self {
+            consumer,
+            pool,
+            consumer_group,
+            dedup_purge,
+        })
+    }
+
+    /// Consumes until `shutdown`, then drains and commits. The purge stops
+    /// with `shutdown` and is dropped once the consumer returned, so nothing
+    /// of it outlives this call (the caller closes the pool after).
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let purger = tokio::spawn(purge::run_purger(
+            self.pool,
+            self.consumer_group,
+            self.dedup_purge,
+            shutdown.child_token(),
+        ));
+        let result = self.consumer.run(shutdown).await;
+        purger.abort();
+        Ok(result?)
+    }
+}
