@@ -23,6 +23,14 @@ pub trait Decode: Sized + Send + Sync + 'static {
     /// When the fact happened (or was due), Unix ms; the lag metric measures
     /// from here. Zero means unknown.
     fn occurred_at_ms(&self) -> i64;
+
+    /// True for a message of a kind newer than this build: the runtime
+    /// acknowledges it without calling the handler and counts it
+    /// (`consumer_unknown_events_total`), so a rolling upgrade that adds an
+    /// event type fills no dead-letter topic.
+    fn is_unknown(&self) -> bool {
+        false
+    }
 }
 
 impl Decode for pb::RoomOutboxEvent {
@@ -42,6 +50,10 @@ impl Decode for pb::RoomOutboxEvent {
 
     fn occurred_at_ms(&self) -> i64 {
         self.occurred_at_ms
+    }
+
+    fn is_unknown(&self) -> bool {
+        self.is_unknown_type()
     }
 }
 

@@ -49,6 +49,7 @@ pub struct ConsumerMetrics {
     lag: HistogramFamily,
     gap_rewinds: Family<GroupLabels, Counter>,
     gaps_unrepaired: Family<GroupLabels, Counter>,
+    unknown: Family<GroupLabels, Counter>,
 }
 
 impl ConsumerMetrics {
@@ -63,6 +64,7 @@ impl ConsumerMetrics {
             lag: Family::new_with_constructor(lag_histogram),
             gap_rewinds: Family::default(),
             gaps_unrepaired: Family::default(),
+            unknown: Family::default(),
         };
         registry.register(
             "consumer_messages_consumed",
@@ -104,6 +106,11 @@ impl ConsumerMetrics {
             "Offset gaps that could not be filled: those messages were not consumed",
             metrics.gaps_unrepaired.clone(),
         );
+        registry.register(
+            "consumer_unknown_events",
+            "Messages of a kind newer than this build, acknowledged without the handler",
+            metrics.unknown.clone(),
+        );
         metrics
     }
 
@@ -135,6 +142,7 @@ impl ConsumerMetrics {
             lag: self.lag.get_or_create_owned(&labels),
             offset_gap_rewinds: self.gap_rewinds.get_or_create_owned(&labels),
             offset_gaps_unrepaired: self.gaps_unrepaired.get_or_create_owned(&labels),
+            unknown: self.unknown.get_or_create_owned(&labels),
         }
     }
 }
@@ -152,6 +160,8 @@ pub struct GroupMetrics {
     pub dead_lettered_handler: Counter,
     /// Dead-lettered because the payload did not decode.
     pub dead_lettered_undecodable: Counter,
+    /// Acknowledged without the handler: a message kind newer than this build.
+    pub unknown: Counter,
     /// Processing latency, seconds.
     pub processing: Histogram,
     /// Commit-to-consume lag, seconds.

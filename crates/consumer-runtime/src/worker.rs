@@ -144,6 +144,27 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         while batch.len() < self.shared.settings.max_batch {
             let Some(raw) = queue.front() else { break };
             match self.decode(raw) {
+                Ok(message) if message.is_unknown() => {
+                    if !batch.is_empty() {
+                        // Handle the run before it; the unknown one is next.
+                        break;
+                    }
+                    let Some(raw) = queue.pop_front() else {
+                        return Step::Continue;
+                    };
+                    tracing::info!(
+                        consumer_group = %self.shared.settings.consumer_group,
+                        event_id = message.event_id(),
+                        room_id = message.room_id(),
+                        partition = self.partition,
+                        offset = raw.offset(),
+                        "{} of a type this build does not know, acknowledged as ignored",
+                        M::KIND
+                    );
+                    self.shared.metrics.unknown.inc();
+                    self.store(raw.offset(), next_offset);
+                    return Step::Continue;
+                }
                 Ok(message) => {
                     batch.push(Delivery {
                         message: Arc::new(message),

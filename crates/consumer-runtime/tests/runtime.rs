@@ -300,6 +300,57 @@ async fn undecodable_message_goes_to_the_dead_letter_topic_and_the_partition_mov
     assert_eq!(header(&dead[0], HEADER_DLQ_ATTEMPTS).as_deref(), Some("1"));
 }
 
+/// An event of a type newer than this build — its payload is a field number
+/// the consumer does not know — is acknowledged as ignored and counted, never
+/// dead-lettered, and the partition moves on to the next event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_event_type_is_ignored_and_counted_not_dead_lettered() {
+    use prost::Message as _;
+    let (topic, group) = fixture(1).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    let producer = TestProducer::new(&bootstrap).unwrap();
+    let mut newer = pb::RoomOutboxEvent {
+        event_id: new_event_id(),
+        event_type: "RoomPollStarted".into(),
+        room_id: "room-u".into(),
+        room_event_seq: 1,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    // Field 99 (length-delimited): a payload variant this build has no field for.
+    newer.extend_from_slice(&[0x9a, 0x06, 3, 0x0a, 1, b'x']);
+    producer
+        .send_raw(&topic, "room-u", &newer, None)
+        .await
+        .unwrap();
+    let good = envelope(&new_event_id(), "room-u", 2, joined("u"));
+    producer.send_event(&topic, &good).await.unwrap();
+
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let consumer = start(&topic, &group, 16, recorder.clone(), &metrics);
+    assert!(wait_until(WAIT, || async { recorder.has(&good.event_id) }).await);
+    stop(consumer).await;
+
+    let group_metrics = metrics.for_group(&group);
+    assert_eq!(group_metrics.unknown.get(), 1);
+    assert_eq!(group_metrics.dead_lettered_undecodable.get(), 0);
+    assert_eq!(
+        recorder.count(),
+        1,
+        "the handler never saw the unknown event"
+    );
+    let dead = read_topic(
+        &bootstrap,
+        &dead_letter_topic(&group),
+        1,
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap_or_default();
+    assert!(dead.is_empty(), "nothing dead-lettered: {}", dead.len());
+}
+
 /// An envelope bigger than `consumer.max_message_bytes` is dead-lettered with
 /// a reason naming the setting, before the handler sees it, and the messages
 /// after it (garbage too) are handled as usual.

@@ -187,12 +187,44 @@ pub fn payload_event_type(payload: &pb::room_outbox_event::Payload) -> &'static 
     }
 }
 
+/// Every `event_type` this build knows: one per payload variant.
+pub const KNOWN_EVENT_TYPES: [&str; 15] = [
+    "RoomCreated",
+    "RoomClosed",
+    "RoomUserJoined",
+    "RoomUserLeft",
+    "RoomUserKicked",
+    "RoomAdminChanged",
+    "RoomMicTaken",
+    "RoomMicLeft",
+    "RoomMicLocked",
+    "RoomMicUnlocked",
+    "RoomGiftSent",
+    "RoomHeatChanged",
+    "RoomRankChanged",
+    "RoomTreasureCountdownStarted",
+    "RoomTreasureOpened",
+];
+
+impl pb::RoomOutboxEvent {
+    /// True for an event of a type newer than this build
+    /// (docs/design.md#consumer-semantics): [`decode_envelope`] accepted it
+    /// with no payload because its payload is a field this build does not
+    /// know. Consumers acknowledge it as ignored instead of dead-lettering it,
+    /// so a rolling upgrade that adds an event type floods no dead-letter topic.
+    pub fn is_unknown_type(&self) -> bool {
+        self.payload.is_none()
+    }
+}
+
 /// Largest envelope accepted by [`decode_envelope`]; anything larger is
 /// rejected before decoding (a room event is a few hundred bytes).
 pub const MAX_ENVELOPE_BYTES: usize = 256 * 1024;
 
 /// Decodes and validates an envelope: it must have an `event_id`, a
-/// `room_id`, a payload, and an `event_type` that names that payload.
+/// `room_id`, a payload, and an `event_type` that names that payload — or,
+/// from a newer producer, an `event_type` this build does not know and no
+/// payload it can read ([`pb::RoomOutboxEvent::is_unknown_type`]).
 pub fn decode_envelope(bytes: &[u8]) -> Result<pb::RoomOutboxEvent, Error> {
     const WHAT: &str = "RoomOutboxEvent";
     if bytes.len() > MAX_ENVELOPE_BYTES {
@@ -219,6 +251,12 @@ pub fn decode_envelope(bytes: &[u8]) -> Result<pb::RoomOutboxEvent, Error> {
         )));
     }
     let Some(payload) = &event.payload else {
+        // prost skips a oneof field number it does not know, so a newer
+        // event type arrives payload-less; a known type without its payload
+        // is broken.
+        if !event.event_type.is_empty() && !KNOWN_EVENT_TYPES.contains(&event.event_type.as_str()) {
+            return Ok(event);
+        }
         return Err(invalid(format!("event {} has no payload", event.event_id)));
     };
     let expected = payload_event_type(payload);
@@ -336,6 +374,46 @@ mod tests {
             assert_eq!(decoded, envelope);
             assert_eq!(decoded.room_event_seq, event.seq);
         }
+    }
+
+    #[test]
+    fn every_event_kind_is_a_known_event_type() {
+        let names: Vec<&str> = all_kinds().iter().map(|kind| kind.event_type()).collect();
+        assert_eq!(names.len(), KNOWN_EVENT_TYPES.len());
+        for name in names {
+            assert!(KNOWN_EVENT_TYPES.contains(&name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_newer_event_type_decodes_as_unknown_and_a_known_one_without_payload_does_not() {
+        let mut newer = pb::RoomOutboxEvent {
+            event_id: "e-1".into(),
+            event_type: "RoomPollStarted".into(),
+            room_id: "room-1".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        // Field 99, length-delimited, three bytes: a payload variant from a
+        // newer schema, which this build has no field for.
+        newer.extend_from_slice(&[0x9a, 0x06, 3, 0x0a, 1, b'x']);
+        let event = decode_envelope(&newer).unwrap();
+        assert!(event.is_unknown_type());
+        assert_eq!(event.event_type, "RoomPollStarted");
+
+        let broken = pb::RoomOutboxEvent {
+            event_id: "e-2".into(),
+            event_type: "RoomGiftSent".into(),
+            room_id: "room-1".into(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert!(
+            decode_envelope(&broken)
+                .unwrap_err()
+                .to_string()
+                .contains("no payload")
+        );
     }
 
     #[test]

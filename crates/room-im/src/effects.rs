@@ -93,6 +93,8 @@ impl RoomIm {
                 name: &created.title,
             },
             Some(Payload::RoomClosed(_)) => Action::DestroyGroup,
+            // A type newer than this build: nothing it knows to do in IM.
+            None => Action::Silent,
             _ if self.bridge.silent_event_types.contains(&event.event_type) => Action::Silent,
             _ => Action::Message,
         }

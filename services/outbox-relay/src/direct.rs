@@ -86,6 +86,17 @@ impl DirectSinks {
         let event = outbox_schema::decode_envelope(&row.payload).map_err(|error| {
             PublishFailure::permanent(format!("undecodable outbox payload: {error}"))
         })?;
+        if event.is_unknown_type() {
+            // Written by a newer room-service: no sink of this build knows
+            // it, and holding the room's chain for it would stop the room.
+            tracing::info!(
+                event_id = %event.event_id,
+                room_id = %event.room_id,
+                event_type = %event.event_type,
+                "event type unknown to this relay's direct sinks, delivered as ignored"
+            );
+            return Ok(());
+        }
         if let Some(im) = &self.im {
             let trace = service_kit::trace::context_from_traceparent(&row.traceparent);
             im.apply(&[(&event, trace)])
