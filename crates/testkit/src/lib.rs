@@ -8,6 +8,7 @@
 //! `HYAPP_TEST_KAFKA_BOOTSTRAP` (no default: the broker only exists inside a test run).
 
 pub mod binary;
+pub mod source_tree;
 
 use rdkafka::{
     ClientConfig,
