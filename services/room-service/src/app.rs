@@ -193,10 +193,13 @@ impl App {
         });
         let rooms = self.rooms.clone();
         let stuck_after = self.config.saga.stuck_after.as_millis();
+        let max_refund_attempts = self.config.saga.max_refund_attempts;
         let interval = self.config.saga.sweep_interval.as_std();
         self.workers.spawn("saga_sweep", move |token| async move {
             workers::every(interval, token, || async {
-                if let Err(error) = sweeps::sweep_sagas(&rooms, stuck_after).await {
+                if let Err(error) =
+                    sweeps::sweep_sagas(&rooms, stuck_after, max_refund_attempts).await
+                {
                     tracing::warn!(%error, "saga sweep failed");
                 }
             })

@@ -239,8 +239,12 @@ pub struct ActivityConfig {
 pub struct SagaConfig {
     /// How often the recovery sweep runs.
     pub sweep_interval: ConfigDuration,
-    /// A saga untouched this long is considered abandoned by a crash and compensated.
+    /// A saga untouched this long is considered abandoned by a crash and
+    /// compensated; also the wait after a failed refund before the next attempt.
     pub stuck_after: ConfigDuration,
+    /// Refund calls a saga gets (the pipeline's and the sweep's together)
+    /// before it ends `failed` and waits for an operator (docs/design.md#gift-saga).
+    pub max_refund_attempts: u32,
 }
 
 impl Default for SagaConfig {
@@ -248,6 +252,7 @@ impl Default for SagaConfig {
         Self {
             sweep_interval: ConfigDuration::from_secs(30),
             stuck_after: ConfigDuration::from_secs(60),
+            max_refund_attempts: 10,
         }
     }
 }
@@ -407,6 +412,9 @@ impl Config {
             .saga
             .stuck_after
             .positive_or(ConfigDuration::from_secs(60));
+        if self.saga.max_refund_attempts == 0 {
+            return invalid("saga.max_refund_attempts must be at least 1".into());
+        }
         if self.tencent_im.enabled {
             if self.tencent_im.sdk_app_id == 0 {
                 return invalid("tencent_im.sdk_app_id is required when tencent_im.enabled".into());
@@ -513,6 +521,16 @@ mod tests {
             let error = config.validate().unwrap_err().to_string();
             assert!(error.contains(key), "{error} should name {key}");
         }
+    }
+
+    #[test]
+    fn max_refund_attempts_must_be_at_least_one() {
+        let mut config = Config::default();
+        config.saga.max_refund_attempts = 0;
+        let error = config.clone().validate().unwrap_err().to_string();
+        assert!(error.contains("saga.max_refund_attempts"), "{error}");
+        config.saga.max_refund_attempts = 1;
+        assert_eq!(config.validate().unwrap().saga.max_refund_attempts, 1);
     }
 
     fn shipped(name: &str) -> PathBuf {

@@ -1,11 +1,15 @@
 //! The tonic `hyapp.room.v1.RoomService` over [`Rooms`]: validates each
 //! request (INVALID_ARGUMENT naming the field, before any I/O), reads the
 //! `traceparent` metadata for the outbox envelopes, and maps [`crate::Error`]
-//! to a status through its one conversion.
+//! to a status through its one conversion. A write request refused by
+//! validation still logs its `room_command_timing` line
+//! (docs/design.md#command-timing-log).
 
 use hyapp_api::room::room_service_server::RoomService;
+use std::time::Instant;
+
 use hyapp_api::room::{
-    CloseRoomRequest, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply,
+    CloseRoomRequest, CommandMeta, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply,
     HeartbeatRequest, JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest,
     ListRoomsReply, ListRoomsRequest, LockMicRequest, RoomListEntry, RoomSnapshot, SendGiftRequest,
     SetAdminRequest, TakeMicRequest, UnlockMicRequest,
@@ -14,10 +18,50 @@ use tonic::{Request, Response, Status};
 
 use crate::Error;
 use crate::service::Rooms;
+use crate::timing;
 use crate::validate::{self, CommandRequest, RequestContext};
 
 /// Longest accepted `traceparent` (the W3C format is 55 characters).
 const MAX_TRACEPARENT_LEN: usize = 64;
+
+/// A gateway write request: what the timing line of a request refused by
+/// validation can still read from it.
+trait WriteRequest {
+    /// The command's name, as `room_core::Command::name` gives it.
+    const COMMAND: &'static str;
+    /// The unvalidated `meta`.
+    fn meta(&self) -> Option<&CommandMeta>;
+    /// The unvalidated `room_id`.
+    fn room_id(&self) -> &str;
+}
+
+macro_rules! write_requests {
+    ($($request:ty => $command:literal),* $(,)?) => {$(
+        impl WriteRequest for $request {
+            const COMMAND: &'static str = $command;
+            fn meta(&self) -> Option<&CommandMeta> {
+                self.meta.as_ref()
+            }
+            fn room_id(&self) -> &str {
+                &self.room_id
+            }
+        }
+    )*};
+}
+
+write_requests! {
+    CreateRoomRequest => "CreateRoom",
+    CloseRoomRequest => "CloseRoom",
+    JoinRoomRequest => "JoinRoom",
+    LeaveRoomRequest => "LeaveRoom",
+    KickUserRequest => "KickUser",
+    SetAdminRequest => "SetAdmin",
+    TakeMicRequest => "TakeMic",
+    LeaveMicRequest => "LeaveMic",
+    LockMicRequest => "LockMic",
+    UnlockMicRequest => "UnlockMic",
+    SendGiftRequest => "SendGift",
+}
 
 /// The gRPC service.
 #[derive(Debug, Clone)]
@@ -31,12 +75,14 @@ impl GrpcRoomService {
         Self { rooms }
     }
 
-    /// Validates with `validate_fn` and runs the command.
-    async fn command<M>(
+    /// Validates with `validate_fn` and runs the command; a refusal is
+    /// logged as the command's timing line (the pipeline logs the others).
+    async fn command<M: WriteRequest>(
         &self,
         request: Request<M>,
         validate_fn: fn(&M, RequestContext<'_>) -> Result<CommandRequest, Error>,
     ) -> Result<Response<CommandReply>, Status> {
+        let started = Instant::now();
         let traceparent = request
             .metadata()
             .get("traceparent")
@@ -44,7 +90,21 @@ impl GrpcRoomService {
             .filter(|value| value.len() <= MAX_TRACEPARENT_LEN)
             .unwrap_or_default()
             .to_owned();
-        let command = validate_fn(request.get_ref(), self.rooms.context(&traceparent))?;
+        let message = request.get_ref();
+        let command = match validate_fn(message, self.rooms.context(&traceparent)) {
+            Ok(command) => command,
+            Err(error) => {
+                let command_id = message.meta().map_or("", |meta| meta.command_id.as_str());
+                timing::log_refused(
+                    M::COMMAND,
+                    message.room_id(),
+                    command_id,
+                    &error,
+                    started.elapsed(),
+                );
+                return Err(error.into());
+            }
+        };
         Ok(Response::new(self.rooms.execute(command).await?))
     }
 }
@@ -160,5 +220,146 @@ impl RoomService for GrpcRoomService {
                 .map(|(room_id, heat)| RoomListEntry { room_id, heat })
                 .collect(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> RequestContext<'static> {
+        RequestContext {
+            default_app_code: "hyapp",
+            traceparent: "",
+            now_ms: 1_000,
+        }
+    }
+
+    fn meta() -> Option<CommandMeta> {
+        Some(CommandMeta {
+            command_id: "c1".into(),
+            ..CommandMeta::default()
+        })
+    }
+
+    /// The name a refused request is logged under is the name its accepted
+    /// command is logged under.
+    fn assert_named<M: WriteRequest>(
+        request: &M,
+        validate_fn: fn(&M, RequestContext<'_>) -> Result<CommandRequest, Error>,
+    ) {
+        let command = validate_fn(request, context()).expect("valid request");
+        assert_eq!(M::COMMAND, command.command.name());
+        assert_eq!(request.room_id(), command.room_id);
+        assert_eq!(
+            request.meta().map(|meta| meta.command_id.as_str()),
+            Some(command.command_id.as_str())
+        );
+    }
+
+    #[test]
+    fn refused_requests_are_named_like_their_commands() {
+        let room_id = String::from("r1");
+        assert_named(
+            &CreateRoomRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                owner_id: "o".into(),
+                title: "t".into(),
+                mic_seat_count: 1,
+            },
+            validate::create_room,
+        );
+        assert_named(
+            &CloseRoomRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                actor_id: "o".into(),
+            },
+            validate::close_room,
+        );
+        assert_named(
+            &JoinRoomRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                user_id: "u".into(),
+            },
+            validate::join_room,
+        );
+        assert_named(
+            &LeaveRoomRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                user_id: "u".into(),
+            },
+            validate::leave_room,
+        );
+        assert_named(
+            &KickUserRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                actor_id: "o".into(),
+                target_id: "u".into(),
+                ..KickUserRequest::default()
+            },
+            validate::kick_user,
+        );
+        assert_named(
+            &SetAdminRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                actor_id: "o".into(),
+                target_id: "u".into(),
+                ..SetAdminRequest::default()
+            },
+            validate::set_admin,
+        );
+        assert_named(
+            &TakeMicRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                user_id: "u".into(),
+                ..TakeMicRequest::default()
+            },
+            validate::take_mic,
+        );
+        assert_named(
+            &LeaveMicRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                user_id: "u".into(),
+            },
+            validate::leave_mic,
+        );
+        assert_named(
+            &LockMicRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                actor_id: "o".into(),
+                ..LockMicRequest::default()
+            },
+            validate::lock_mic,
+        );
+        assert_named(
+            &UnlockMicRequest {
+                meta: meta(),
+                room_id: room_id.clone(),
+                actor_id: "o".into(),
+                ..UnlockMicRequest::default()
+            },
+            validate::unlock_mic,
+        );
+        assert_named(
+            &SendGiftRequest {
+                meta: meta(),
+                room_id,
+                sender_id: "s".into(),
+                receiver_id: "r".into(),
+                gift_id: "g".into(),
+                count: 1,
+                unit_value: 1,
+            },
+            validate::send_gift,
+        );
     }
 }

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub cells_loaded: Gauge,
     /// Sagas compensated (refund issued) by the pipeline or the sweep.
     pub sagas_compensated: Counter,
+    /// Sagas that ran out of refund attempts (debited, not refunded: refund by hand).
+    pub sagas_failed: Counter,
     /// Users removed by the presence worker.
     pub presence_expired: Counter,
     /// Best-effort projection writes that failed.
@@ -56,6 +58,7 @@ impl Metrics {
             shared_commit_rooms: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             cells_loaded: Gauge::default(),
             sagas_compensated: Counter::default(),
+            sagas_failed: Counter::default(),
             presence_expired: Counter::default(),
             projection_failures: Counter::default(),
         };
@@ -88,6 +91,11 @@ impl Metrics {
             "room_gift_sagas_compensated",
             "Gift sagas refunded",
             metrics.sagas_compensated.clone(),
+        );
+        registry.register(
+            "room_gift_sagas_failed",
+            "Gift sagas whose refund attempts ran out (sender debited, not refunded)",
+            metrics.sagas_failed.clone(),
         );
         registry.register(
             "room_presence_expired",

@@ -1,6 +1,7 @@
 //! [`Rooms`]: the service's transport-independent API. Write commands go
 //! through the room's actor (see `cells`); every one is logged as a
-//! `room_command_timing` line and counted. Also the internal entry points:
+//! `room_command_timing` line and counted (one refused by validation is
+//! logged, not counted). Also the internal entry points:
 //! [`Rooms::open_treasure`] for the treasure-open consumer and
 //! [`Rooms::expire_presence`] for the presence worker.
 
@@ -84,10 +85,10 @@ impl Rooms {
             }
             stages.tencent_im = im_started.elapsed();
         }
-        let outcome = match &result {
-            Ok(reply) if reply.replayed => "replayed",
-            Ok(_) => "ok",
-            Err(error) => error.code().label(),
+        let (outcome, reason) = match &result {
+            Ok(reply) if reply.replayed => ("replayed", ""),
+            Ok(_) => ("ok", ""),
+            Err(error) => (error.code().label(), error.reason()),
         };
         let total = started.elapsed();
         timing::log(
@@ -96,6 +97,7 @@ impl Rooms {
                 room_id: &room_id,
                 command_id: &command_id,
                 outcome,
+                reason,
             },
             &stages,
             total,
@@ -117,12 +119,27 @@ impl Rooms {
         level: u32,
         command_id: &str,
     ) -> Result<CommandReply, Error> {
-        check_id("room_id", room_id, MAX_ID_LEN)?;
-        check_id("command_id", command_id, MAX_COMMAND_ID_LEN)?;
-        if box_id.is_empty() || box_id.len() > 256 {
-            return Err(Error::InvalidArgument(
-                "box_id must be 1..=256 bytes".into(),
-            ));
+        let started = Instant::now();
+        let valid = check_id("room_id", room_id, MAX_ID_LEN)
+            .and_then(|()| check_id("command_id", command_id, MAX_COMMAND_ID_LEN))
+            .and_then(|()| {
+                if box_id.is_empty() || box_id.len() > 256 {
+                    Err(Error::InvalidArgument(
+                        "box_id must be 1..=256 bytes".into(),
+                    ))
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(error) = valid {
+            timing::log_refused(
+                "OpenTreasure",
+                room_id,
+                command_id,
+                &error,
+                started.elapsed(),
+            );
+            return Err(error);
         }
         let command = Command::OpenTreasure {
             box_id: box_id.to_owned(),

@@ -1,7 +1,8 @@
 //! The periodic sweeps the background workers run: the presence stale
 //! worker's sweep (expired users leave through a normal LeaveRoom command)
 //! and the gift-saga recovery sweep (sagas stuck between debit and
-//! commit/refund are refunded).
+//! commit/refund are refunded, within a budget of refund attempts after which
+//! they end `failed`).
 //!
 //! They are a module of their own, above the room API (`service`) they drive
 //! and below `app`, which schedules them in the worker slot (`workers`):
@@ -10,6 +11,7 @@
 use crate::Error;
 use crate::redis::split_presence_member;
 use crate::service::Rooms;
+use crate::store::saga::{EXHAUSTED_NOTE, SagaRow};
 
 /// Most presence entries handled per sweep.
 const PRESENCE_BATCH: i64 = 200;
@@ -70,10 +72,19 @@ pub async fn sweep_presence(rooms: &Rooms) -> Result<usize, Error> {
 const SAGA_BATCH: u32 = 100;
 
 /// One saga recovery sweep: every saga stuck between debit and commit/refund
-/// for longer than `stuck_after_ms` (a crash) is claimed, refunded and marked
-/// compensated. The claim excludes a late commit of a live pipeline.
+/// for longer than `stuck_after_ms` (a crash, or a refund that failed) is
+/// claimed, refunded and marked compensated. The claim excludes a late commit
+/// of a live pipeline. Each claim counts one refund attempt; a saga whose
+/// refund still fails after `max_refund_attempts` attempts (the pipeline's
+/// own included) becomes `failed`, is counted in `room_gift_sagas_failed_total`
+/// and is never picked again (docs/design.md#gift-saga). The wait between two
+/// attempts is `stuck_after_ms` after the failure, rounded up to the next sweep.
 /// Returns how many were refunded.
-pub async fn sweep_sagas(rooms: &Rooms, stuck_after_ms: i64) -> Result<usize, Error> {
+pub async fn sweep_sagas(
+    rooms: &Rooms,
+    stuck_after_ms: i64,
+    max_refund_attempts: u32,
+) -> Result<usize, Error> {
     let deps = &rooms.deps;
     let now_ms = service_kit::time::now_ms();
     let stale_before = now_ms.saturating_sub(stuck_after_ms);
@@ -84,32 +95,111 @@ pub async fn sweep_sagas(rooms: &Rooms, stuck_after_ms: i64) -> Result<usize, Er
         .map_err(|error| Error::database(&error))?;
     let mut repaired = 0;
     for saga in stuck {
-        let claimed = deps
-            .store
-            .claim_compensation(&saga.command_id, now_ms, Some(stale_before))
-            .await
-            .map_err(|error| Error::database(&error))?;
-        if !claimed {
-            continue;
-        }
-        match deps.wallet.refund(&saga.command_id, "saga recovery").await {
-            Ok(refunded) => {
-                deps.metrics.sagas_compensated.inc();
-                deps.store
-                    .mark_compensated(
-                        &saga.command_id,
-                        service_kit::time::now_ms(),
-                        &format!("recovered ({refunded:?})"),
-                    )
-                    .await
-                    .map_err(|error| Error::database(&error))?;
-                tracing::info!(command_id = %saga.command_id, room_id = %saga.room_id, ?refunded, "gift saga compensated");
-                repaired += 1;
-            }
-            Err(error) => {
-                tracing::warn!(command_id = %saga.command_id, %error, "saga refund failed, retrying next sweep");
-            }
+        let budget = SagaBudget {
+            now_ms,
+            stale_before,
+            max_refund_attempts,
+        };
+        if sweep_saga(rooms, &saga, budget).await? {
+            repaired += 1;
         }
     }
     Ok(repaired)
+}
+
+/// When one sweep runs and what it may spend on a saga.
+#[derive(Debug, Clone, Copy)]
+struct SagaBudget {
+    now_ms: i64,
+    stale_before: i64,
+    max_refund_attempts: u32,
+}
+
+/// Recovers one stuck saga: fails it if its budget is already spent, else
+/// claims it and makes one refund attempt. Returns whether it was refunded.
+async fn sweep_saga(rooms: &Rooms, saga: &SagaRow, budget: SagaBudget) -> Result<bool, Error> {
+    let deps = &rooms.deps;
+    if saga.refund_attempts >= budget.max_refund_attempts {
+        // Spent before this sweep: the last attempt failed in the pipeline
+        // (which cannot fail a saga) or a crash followed its claim.
+        let failed = deps
+            .store
+            .fail_saga(
+                &saga.command_id,
+                budget.now_ms,
+                budget.max_refund_attempts,
+                Some(budget.stale_before),
+                None,
+            )
+            .await
+            .map_err(|error| Error::database(&error))?;
+        if failed {
+            saga_failed(rooms, saga, saga.refund_attempts, EXHAUSTED_NOTE);
+        }
+        return Ok(false);
+    }
+    let claimed = deps
+        .store
+        .claim_compensation(&saga.command_id, budget.now_ms, Some(budget.stale_before))
+        .await
+        .map_err(|error| Error::database(&error))?;
+    if !claimed {
+        return Ok(false);
+    }
+    let attempt = saga.refund_attempts + 1;
+    match deps.wallet.refund(&saga.command_id, "saga recovery").await {
+        Ok(refunded) => {
+            deps.metrics.sagas_compensated.inc();
+            deps.store
+                .mark_compensated(
+                    &saga.command_id,
+                    service_kit::time::now_ms(),
+                    &format!("recovered ({refunded:?})"),
+                )
+                .await
+                .map_err(|error| Error::database(&error))?;
+            tracing::info!(command_id = %saga.command_id, room_id = %saga.room_id, ?refunded, "gift saga compensated");
+            Ok(true)
+        }
+        Err(error) => {
+            let error = error.to_string();
+            let now_ms = service_kit::time::now_ms();
+            let failed = deps
+                .store
+                .fail_saga(
+                    &saga.command_id,
+                    now_ms,
+                    budget.max_refund_attempts,
+                    None,
+                    Some(&error),
+                )
+                .await
+                .map_err(|error| Error::database(&error))?;
+            if failed {
+                saga_failed(rooms, saga, attempt, &error);
+            } else {
+                deps.store
+                    .record_refund_failure(&saga.command_id, now_ms, &error)
+                    .await
+                    .map_err(|error| Error::database(&error))?;
+                tracing::warn!(command_id = %saga.command_id, attempt, %error, "saga refund failed, retrying next sweep");
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// Counts and reports a saga that just became `failed`: the sender was
+/// debited and not refunded, so an operator must refund by hand.
+fn saga_failed(rooms: &Rooms, saga: &SagaRow, refund_attempts: u32, error: &str) {
+    rooms.deps.metrics.sagas_failed.inc();
+    tracing::error!(
+        command_id = %saga.command_id,
+        room_id = %saga.room_id,
+        sender_id = %saga.sender_id,
+        amount = saga.amount,
+        refund_attempts,
+        error,
+        "gift saga failed, refund by hand"
+    );
 }

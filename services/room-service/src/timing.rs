@@ -3,9 +3,14 @@
 //! command can be attributed
 //! (gifts: `wallet_debit_ms`; others: `save_mutation_ms`, `snapshot_ms`,
 //! `projection_ms`). Commands committed together in one group commit share
-//! the batch's stage times.
+//! the batch's stage times. A command refused by validation, before it
+//! reached the pipeline, logs the line too, with zero stages.
 
 use std::time::Duration;
+
+use outbox_schema::ids::{MAX_COMMAND_ID_LEN, MAX_ID_LEN, check_id};
+
+use crate::Error;
 
 /// Stage durations and async-outbox flags of one command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,8 +50,11 @@ pub struct CommandIdentity<'a> {
     pub room_id: &'a str,
     /// Idempotency key.
     pub command_id: &'a str,
-    /// `ok`, `replayed`, or the error label.
+    /// `ok`, `replayed`, or the error's code label ([`crate::error::ErrorCode::label`]).
     pub outcome: &'a str,
+    /// The error's stable reason (the `x-error-reason` of [`Error::reason`]);
+    /// empty when the command succeeded.
+    pub reason: &'a str,
 }
 
 /// Emits the `room_command_timing` line.
@@ -57,6 +65,7 @@ pub fn log(identity: CommandIdentity<'_>, stages: &StageTimings, total: Duration
         room_id = identity.room_id,
         command_id = identity.command_id,
         outcome = identity.outcome,
+        reason = identity.reason,
         idempotency_ms = millis(stages.idempotency),
         lease_ms = millis(stages.lease),
         wallet_debit_ms = millis(stages.wallet_debit),
@@ -71,6 +80,32 @@ pub fn log(identity: CommandIdentity<'_>, stages: &StageTimings, total: Duration
         tencent_im_async_outbox = stages.tencent_im_async_outbox,
         total_ms = millis(total),
         "room_command_timing"
+    );
+}
+
+/// Emits the line of a write command refused before it reached the room
+/// pipeline (a validation error): no stage ran, so every stage is zero.
+/// `room_id` and `command_id` come from the unvalidated request and are
+/// logged only when they are well-formed ids; otherwise they are empty, so a
+/// malformed request cannot put arbitrary text into the log.
+pub fn log_refused(command: &str, room_id: &str, command_id: &str, error: &Error, total: Duration) {
+    fn readable(value: &str, max: usize) -> &str {
+        if check_id(value, max).is_ok() {
+            value
+        } else {
+            ""
+        }
+    }
+    log(
+        CommandIdentity {
+            command,
+            room_id: readable(room_id, MAX_ID_LEN),
+            command_id: readable(command_id, MAX_COMMAND_ID_LEN),
+            outcome: error.code().label(),
+            reason: error.reason(),
+        },
+        &StageTimings::default(),
+        total,
     );
 }
 

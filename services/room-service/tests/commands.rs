@@ -198,16 +198,20 @@ async fn a_gift_storm_in_one_room_commits_every_gift_once() {
     .await;
     let room = testkit::unique("room-");
     room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
-    let gifts = (0..60).map(|index| {
-        let mut client = harness.client.clone();
-        let request = gift(&room, &format!("{room}-gift-{index}"), "fan", "owner", 1, 7);
-        tokio::spawn(async move {
-            client
-                .send_gift(request)
-                .await
-                .map(|reply| reply.into_inner())
+    // Collected before the first await: a lazy iterator would send the
+    // gifts one after another and the room would never see two at once.
+    let gifts: Vec<_> = (0..60)
+        .map(|index| {
+            let mut client = harness.client.clone();
+            let request = gift(&room, &format!("{room}-gift-{index}"), "fan", "owner", 1, 7);
+            tokio::spawn(async move {
+                client
+                    .send_gift(request)
+                    .await
+                    .map(|reply| reply.into_inner())
+            })
         })
-    });
+        .collect();
     let mut versions = Vec::new();
     for handle in gifts {
         versions.push(handle.await.unwrap().unwrap().room_version);
@@ -230,6 +234,13 @@ async fn a_gift_storm_in_one_room_commits_every_gift_once() {
     .await
     .unwrap();
     assert_eq!(committed, 60);
+    // Group commit did group: some batch held more than one gift.
+    let commands = harness.metric("room_group_commit_batch_size_sum").await;
+    let batches = harness.metric("room_group_commit_batch_size_count").await;
+    assert!(
+        commands > batches,
+        "{commands} commands in {batches} batches: never more than one per batch"
+    );
     harness.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! The SendGift wallet saga (docs/design.md#gift-saga): debit before commit, refund when the
-//! commit fails, the recovery sweep for the crash window, and wallet refusals
-//! that leave nothing behind.
+//! commit fails, the recovery sweep for the crash window, the refund budget
+//! after which a saga ends `failed`, and wallet refusals that leave nothing
+//! behind.
 
 mod common;
 
@@ -14,6 +15,45 @@ async fn saga_status(harness: &Harness, command_id: &str) -> Option<String> {
         .bind(command_id)
         .fetch_optional(&harness.pool)
         .await
+        .unwrap()
+}
+
+/// `(status, refund_attempts, last_error)` of a saga row.
+async fn saga_refunds(harness: &Harness, command_id: &str) -> (String, u32, String) {
+    sqlx::query_as(
+        "SELECT status, refund_attempts, last_error FROM room_gift_saga WHERE command_id = ?",
+    )
+    .bind(command_id)
+    .fetch_one(&harness.pool)
+    .await
+    .unwrap()
+}
+
+/// Makes a saga look untouched for ten minutes, so the next sweep (with a
+/// one-minute `stuck_after`) picks it up, as a later sweep would in production.
+async fn age_saga(harness: &Harness, command_id: &str) {
+    sqlx::query("UPDATE room_gift_saga SET updated_at_ms = ? WHERE command_id = ?")
+        .bind(service_kit::time::now_ms() - 10 * 60_000)
+        .bind(command_id)
+        .execute(&harness.pool)
+        .await
+        .unwrap();
+}
+
+/// The value of `room_gift_sagas_failed_total` on the admin port's `/metrics`.
+async fn sagas_failed_metric(harness: &Harness) -> f64 {
+    let metrics = reqwest::get(format!("{}/metrics", harness.http))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("room_gift_sagas_failed_total "))
+        .unwrap_or_else(|| panic!("no room_gift_sagas_failed_total in\n{metrics}"))
+        .trim()
+        .parse()
         .unwrap()
 }
 
@@ -274,7 +314,8 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     .unwrap();
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
 
-    let repaired = room_service::sweeps::sweep_sagas(&harness.rooms, 60_000)
+    let budget = harness.config.saga.max_refund_attempts;
+    let repaired = room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
         .await
         .unwrap();
     assert_eq!(repaired, 1);
@@ -290,11 +331,173 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     );
     // Idempotent: a second sweep finds nothing and moves no money.
     assert_eq!(
-        room_service::sweeps::sweep_sagas(&harness.rooms, 60_000)
+        room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
             .await
             .unwrap(),
         0
     );
     assert_eq!(harness.wallet.stats().refunds, 1);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
+    let harness = Harness::start_with(|config| config.saga.max_refund_attempts = 3).await;
+    let budget = harness.config.saga.max_refund_attempts;
+    let room = testkit::unique("room-");
+    let command_id = testkit::unique("gift-");
+    // The crash window: debited at the wallet, neither committed nor refunded.
+    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint())
+        .await
+        .unwrap();
+    wallet
+        .debit(DebitRequest {
+            idempotency_key: command_id.clone(),
+            user_id: "fan".into(),
+            amount: 70,
+            reason: "gift".into(),
+        })
+        .await
+        .unwrap();
+    let long_ago = service_kit::time::now_ms() - 10 * 60_000;
+    sqlx::query(
+        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, 'fan', 70, 'debiting', ?, ?)",
+    )
+    .bind(&command_id)
+    .bind(&room)
+    .bind(long_ago)
+    .bind(long_ago)
+    .execute(&harness.pool)
+    .await
+    .unwrap();
+    // Every refund fails, far more often than the budget allows.
+    harness
+        .wallet
+        .fail_next(Method::Refund, 100, FaultCode::Unavailable);
+
+    for attempt in 1..=budget {
+        let calls = harness.wallet.calls();
+        let refunded = room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
+            .await
+            .unwrap();
+        assert_eq!(refunded, 0);
+        assert_eq!(
+            harness.wallet.calls(),
+            calls + 1,
+            "one refund call per sweep"
+        );
+        let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
+        assert_eq!(attempts, attempt);
+        assert!(last_error.contains("injected fault"), "{last_error}");
+        if attempt < budget {
+            assert_eq!(status, "compensating", "attempt {attempt}");
+            assert_eq!(sagas_failed_metric(&harness).await, 0.0);
+        } else {
+            assert_eq!(status, "failed", "attempt {attempt}");
+        }
+        age_saga(&harness, &command_id).await;
+    }
+    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+
+    // Terminal: a later sweep neither calls the wallet nor touches the row.
+    let calls = harness.wallet.calls();
+    assert_eq!(
+        room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(harness.wallet.calls(), calls);
+    let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
+    assert_eq!((status.as_str(), attempts), ("failed", budget));
+    assert!(last_error.contains("injected fault"), "{last_error}");
+    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    // Debited and not refunded: what the alert asks an operator to fix.
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
+    assert_eq!(harness.wallet.stats().refunds, 0);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn the_pipelines_failed_refund_counts_against_the_budget() {
+    let mut harness = Harness::start_with(|config| config.saga.max_refund_attempts = 2).await;
+    let budget = harness.config.saga.max_refund_attempts;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
+    // The debit is applied but its reply is lost, and the pipeline's refund fails.
+    harness.wallet.inject(fake_wallet::FaultRule {
+        method: Method::Debit,
+        count: 1,
+        code: FaultCode::DeadlineExceeded,
+        after_apply: true,
+    });
+    harness
+        .wallet
+        .fail_next(Method::Refund, 100, FaultCode::Unavailable);
+    let command_id = testkit::unique("gift-");
+    let error = harness
+        .client
+        .send_gift(gift(&room, &command_id, "fan", "owner", 1, 40))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::Unavailable);
+    let (status, attempts, _) = saga_refunds(&harness, &command_id).await;
+    assert_eq!((status.as_str(), attempts), ("compensating", 1));
+
+    // The sweep has one attempt left; when it fails too the saga is failed.
+    age_saga(&harness, &command_id).await;
+    let calls = harness.wallet.calls();
+    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
+        .await
+        .unwrap();
+    assert_eq!(harness.wallet.calls(), calls + 1);
+    let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
+    assert_eq!((status.as_str(), attempts), ("failed", budget));
+    assert!(last_error.contains("injected fault"), "{last_error}");
+    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 40);
+
+    age_saga(&harness, &command_id).await;
+    let calls = harness.wallet.calls();
+    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
+        .await
+        .unwrap();
+    assert_eq!(harness.wallet.calls(), calls);
+    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_saga_whose_budget_a_crash_spent_is_failed_without_another_refund() {
+    let harness = Harness::start_with(|config| config.saga.max_refund_attempts = 2).await;
+    let budget = harness.config.saga.max_refund_attempts;
+    let command_id = testkit::unique("gift-");
+    // Claimed for its last attempt, then the process died before the refund.
+    let long_ago = service_kit::time::now_ms() - 10 * 60_000;
+    sqlx::query(
+        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
+         refund_attempts, last_error, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, 'fan', 9, 'compensating', 2, 'refund x: Unavailable earlier', ?, ?)",
+    )
+    .bind(&command_id)
+    .bind(testkit::unique("room-"))
+    .bind(long_ago)
+    .bind(long_ago)
+    .execute(&harness.pool)
+    .await
+    .unwrap();
+    let calls = harness.wallet.calls();
+    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
+        .await
+        .unwrap();
+    assert_eq!(harness.wallet.calls(), calls, "no refund beyond the budget");
+    let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
+    assert_eq!((status.as_str(), attempts), ("failed", 2));
+    assert_eq!(
+        last_error, "refund x: Unavailable earlier",
+        "the last error is kept"
+    );
+    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
     harness.stop().await;
 }

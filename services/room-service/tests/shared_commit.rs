@@ -315,5 +315,12 @@ async fn many_rooms_commit_concurrently_through_one_lane() {
             4
         );
     }
+    // The lane did share: some transaction carried more than one room.
+    let rooms_committed = harness.metric("room_shared_commit_rooms_sum").await;
+    let transactions = harness.metric("room_shared_commit_rooms_count").await;
+    assert!(
+        rooms_committed > transactions,
+        "{rooms_committed} room writes in {transactions} transactions: never shared"
+    );
     harness.stop().await;
 }

@@ -2,7 +2,9 @@
 //! (`debiting`) before the wallet debit, set to `committed` inside SaveMutation,
 //! or moved `compensating` → `compensated` around a refund. The move to
 //! `compensating` is a conditional UPDATE, which is what makes compensation and
-//! the room commit mutually exclusive.
+//! the room commit mutually exclusive. Each such claim counts one refund
+//! attempt; a saga whose attempts reach the budget and still fail ends
+//! `failed`, which no statement here moves out of again.
 
 use std::sync::Arc;
 
@@ -22,7 +24,14 @@ pub mod status {
     pub const COMPENSATING: &str = "compensating";
     /// Refunded.
     pub const COMPENSATED: &str = "compensated";
+    /// Terminal: the refund budget ran out; debited and not refunded, left to an operator.
+    pub const FAILED: &str = "failed";
 }
+
+/// `last_error` of a saga failed without any refund error on record (its
+/// last refund failed in the pipeline, which logs it, or never ran: a crash
+/// right after the claim).
+pub const EXHAUSTED_NOTE: &str = "refund attempts exhausted; no refund error recorded";
 
 /// A saga row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +46,8 @@ pub struct SagaRow {
     pub amount: u64,
     /// Current status.
     pub status: String,
+    /// Refund calls made (or about to be made), one per claim for compensation.
+    pub refund_attempts: u32,
 }
 
 /// A saga to start.
@@ -92,7 +103,8 @@ impl Store {
     /// Claims a saga for compensation: moves it to `compensating` unless the
     /// room commit got there first. With `stale_before`, only rows untouched
     /// since then are claimed (the sweep must not race a live pipeline).
-    /// Returns whether this caller now owns the refund.
+    /// Returns whether this caller now owns the refund; a successful claim
+    /// counts one refund attempt, since its owner calls the wallet next.
     pub async fn claim_compensation(
         &self,
         command_id: &str,
@@ -100,7 +112,8 @@ impl Store {
         stale_before: Option<i64>,
     ) -> Result<bool, sqlx::Error> {
         let done = sqlx::query(
-            "UPDATE room_gift_saga SET status = 'compensating', updated_at_ms = ? \
+            "UPDATE room_gift_saga SET status = 'compensating', \
+             refund_attempts = refund_attempts + 1, updated_at_ms = ? \
              WHERE command_id = ? AND status IN ('debiting', 'debited', 'compensating') \
              AND updated_at_ms < ?",
         )
@@ -132,15 +145,71 @@ impl Store {
         .map(drop)
     }
 
-    /// Sagas left between debit and commit/refund for longer than the stuck threshold.
+    /// Records a failed refund of a claimed saga that still has attempts left:
+    /// the wallet's error, and the time, from which the sweep waits
+    /// `saga.stuck_after` before it claims the saga again.
+    pub async fn record_refund_failure(
+        &self,
+        command_id: &str,
+        now_ms: i64,
+        error: &str,
+    ) -> Result<(), sqlx::Error> {
+        let error: String = error.chars().take(500).collect();
+        sqlx::query(
+            "UPDATE room_gift_saga SET last_error = ?, updated_at_ms = ? \
+             WHERE command_id = ? AND status = 'compensating'",
+        )
+        .bind(error)
+        .bind(now_ms)
+        .bind(command_id)
+        .execute(self.pool())
+        .await
+        .map(drop)
+    }
+
+    /// Moves a claimed saga whose refund budget is spent (`refund_attempts`
+    /// at least `max_refund_attempts`) to the terminal `failed`. `error` is
+    /// the refund failure that spent the budget; without one (the budget was
+    /// spent before, e.g. by a crash after a claim) the stored `last_error`
+    /// stays, or [`EXHAUSTED_NOTE`] when there is none. With `stale_before`, only
+    /// a row untouched since then moves (nobody is refunding it right now).
+    /// Returns whether the saga became failed.
+    pub async fn fail_saga(
+        &self,
+        command_id: &str,
+        now_ms: i64,
+        max_refund_attempts: u32,
+        stale_before: Option<i64>,
+        error: Option<&str>,
+    ) -> Result<bool, sqlx::Error> {
+        let error: Option<String> = error.map(|error| error.chars().take(500).collect());
+        let done = sqlx::query(
+            "UPDATE room_gift_saga SET status = 'failed', \
+             last_error = COALESCE(?, NULLIF(last_error, ''), ?), updated_at_ms = ? \
+             WHERE command_id = ? AND status = 'compensating' AND refund_attempts >= ? \
+             AND updated_at_ms < ?",
+        )
+        .bind(error)
+        .bind(EXHAUSTED_NOTE)
+        .bind(now_ms)
+        .bind(command_id)
+        .bind(max_refund_attempts)
+        .bind(stale_before.unwrap_or(i64::MAX))
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Sagas left between debit and commit/refund for longer than the stuck
+    /// threshold (`failed` ones are terminal and never returned).
     pub async fn stuck_sagas(
         &self,
         stale_before: i64,
         limit: u32,
     ) -> Result<Vec<SagaRow>, sqlx::Error> {
         let rows = sqlx::query(
-            "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga \
-             WHERE status IN ('debiting', 'debited', 'compensating') AND updated_at_ms < ? \
+            "SELECT command_id, room_id, sender_id, amount, status, refund_attempts \
+             FROM room_gift_saga WHERE status IN ('debiting', 'debited', 'compensating') AND updated_at_ms < ? \
              ORDER BY updated_at_ms LIMIT ?",
         )
         .bind(stale_before)
@@ -216,7 +285,8 @@ async fn start_saga(
 
 async fn saga_by_id(pool: &MySqlPool, command_id: &str) -> Result<Option<SagaRow>, sqlx::Error> {
     let row = sqlx::query(
-        "SELECT command_id, room_id, sender_id, amount, status FROM room_gift_saga WHERE command_id = ?",
+        "SELECT command_id, room_id, sender_id, amount, status, refund_attempts \
+         FROM room_gift_saga WHERE command_id = ?",
     )
     .bind(command_id)
     .fetch_optional(pool)
@@ -231,5 +301,6 @@ fn saga_row(row: &sqlx::mysql::MySqlRow) -> Result<SagaRow, sqlx::Error> {
         sender_id: row.try_get("sender_id")?,
         amount: row.try_get("amount")?,
         status: row.try_get("status")?,
+        refund_attempts: row.try_get("refund_attempts")?,
     })
 }

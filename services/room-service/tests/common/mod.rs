@@ -57,6 +57,24 @@ pub fn test_config(db: &TestDb, wallet: &fake_wallet::FakeWalletHandle) -> Confi
 }
 
 impl Harness {
+    /// The sum of every sample of `name` (all label sets) on the admin
+    /// port's `/metrics`, e.g. `room_group_commit_batch_size_sum`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.http))
+            .await
+            .expect("metrics endpoint")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .filter(|line| {
+                line.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Database + wallet + app with the default test config.
     pub async fn start() -> Harness {
         Self::start_with(|_| {}).await
