@@ -10,7 +10,7 @@ CREATE TABLE room_outbox (
     event_id          CHAR(36)         NOT NULL,
     app_code          VARCHAR(32)      NOT NULL,
     room_id           VARCHAR(64)      NOT NULL,
-    -- crc32(room_id) mod the shard count; the unit relays lease.
+    -- FNV-1a 32 of room_id mod the shard count (outbox_schema::shard_of); the unit relays lease.
     shard             SMALLINT UNSIGNED NOT NULL,
     lane              TINYINT UNSIGNED NOT NULL DEFAULT 0,
     room_event_seq    BIGINT UNSIGNED  NOT NULL,
@@ -25,7 +25,7 @@ CREATE TABLE room_outbox (
     next_retry_at_ms  BIGINT           NOT NULL,
     -- A claim (status delivering) is exclusive until this time.
     lock_until_ms     BIGINT           NOT NULL DEFAULT 0,
-    -- Fencing token of the claim: the claiming relay's shard-lease epoch.
+    -- Fencing token of the claim: a random token drawn per claim; marks require it.
     claim_token       BIGINT UNSIGNED  NOT NULL DEFAULT 0,
     claimed_by        VARCHAR(128)     NOT NULL DEFAULT '',
     last_error        VARCHAR(512)     NOT NULL DEFAULT '',
@@ -54,8 +54,9 @@ CREATE TABLE room_outbox (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci;
 
 -- Shard leases of the relay instances. `epoch` increments on every change of
--- owner and is the fencing token stamped on claims: a relay whose lease was
--- taken over cannot mark rows claimed under the newer epoch.
+-- owner; claims require a live lease in the same statement, so a relay whose
+-- lease was taken over claims nothing more, and its marks are refused by the
+-- random claim token of any newer claim.
 CREATE TABLE relay_shard_leases (
     shard           SMALLINT UNSIGNED NOT NULL,
     owner           VARCHAR(128)      NOT NULL DEFAULT '',

@@ -1,4 +1,4 @@
--- Local message table of the SendGift wallet saga (seed 004): written before
+-- Local message table of the SendGift wallet saga (docs/design.md#gift-saga): written before
 -- the wallet debit, moved to `committed` in the room's SaveMutation
 -- transaction, or to `compensated` after a refund. The recovery sweep finds
 -- rows stuck in `debiting`/`debited`/`compensating` via idx_sweep.

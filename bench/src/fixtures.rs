@@ -48,7 +48,7 @@ pub async fn fresh_database(env: &BenchEnv) -> anyhow::Result<(MySqlPool, String
         .max_connections(32)
         .connect(&format!("{}/{name}", env.mysql))
         .await?;
-    service_kit::db::MIGRATOR.run(&pool).await?;
+    service_kit::db::migrate(&pool).await?;
     Ok((pool, name))
 }
 

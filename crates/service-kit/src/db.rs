@@ -9,6 +9,70 @@ use std::str::FromStr;
 /// The workspace's migrations, embedded at build time.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
+/// Applied migrations whose files later changed in comments only, with the
+/// SHA-384 of the file as it was applied. sqlx refuses to start when an
+/// applied migration's checksum differs from the embedded file, which would
+/// freeze a stale or wrong comment forever; [`migrate`] instead moves a
+/// database that recorded exactly this old checksum to the current one. Only
+/// comment lines may change under an entry here: the statements ran already.
+pub const COMMENT_ONLY_EDITS: &[(i64, &str)] = &[
+    (
+        // Shard hash and claim token described as the code has them (FNV-1a,
+        // a random token per claim), not as crc32 and a lease epoch.
+        20261130000002,
+        "a6a0f890adc78b1ad285828d2483c7370a30cec8a306ba23763d47b4dccca0e0ee0112e579239b39f273debb942424e6",
+    ),
+    (
+        // Points at docs/design.md#gift-saga instead of a document outside the repository.
+        20261130000003,
+        "9547c8e6cad15e2e5d4f121cdad7e0be5e7b2a8a8ec99f65e1493d710cf81a632c82e9bfae05fc563c7dabad83d25132",
+    ),
+];
+
+/// Runs the embedded migrations, first accepting the comment-only edits of
+/// [`COMMENT_ONLY_EDITS`] on a database that applied the earlier text.
+pub async fn migrate(pool: &MySqlPool) -> Result<(), Error> {
+    let recorded: Option<String> = sqlx::query_scalar(
+        "SELECT table_name FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'",
+    )
+    .fetch_optional(pool)
+    .await?;
+    if recorded.is_some() {
+        for (version, applied_checksum) in COMMENT_ONLY_EDITS {
+            let Some(current) = MIGRATOR
+                .iter()
+                .find(|migration| migration.version == *version)
+            else {
+                continue;
+            };
+            let applied = decode_hex(applied_checksum).ok_or_else(|| {
+                Error::Config(format!("migration {version}: malformed recorded checksum"))
+            })?;
+            sqlx::query(
+                "UPDATE _sqlx_migrations SET checksum = ? WHERE version = ? AND checksum = ?",
+            )
+            .bind(current.checksum.as_ref())
+            .bind(version)
+            .bind(applied)
+            .execute(pool)
+            .await?;
+        }
+    }
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
 /// The `mysql` section of a service config.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -74,7 +138,7 @@ impl MysqlConfig {
             .connect_with(options)
             .await?;
         if self.run_migrations {
-            MIGRATOR.run(&pool).await?;
+            migrate(&pool).await?;
         }
         Ok(pool)
     }

@@ -88,8 +88,7 @@ impl TestDb {
             .connect(&url)
             .await
             .expect("connect test database");
-        service_kit::db::MIGRATOR
-            .run(&pool)
+        service_kit::db::migrate(&pool)
             .await
             .expect("run migrations");
         Self { pool, name, url }
