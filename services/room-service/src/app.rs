@@ -4,7 +4,7 @@
 //!
 //! 1. mark draining (`/readyz` 503, gRPC health NOT_SERVING)
 //! 2. cancel the workers (presence, saga sweep, embedded relay)
-//! 3. wait for them
+//! 3. wait for them, at most `shutdown_grace`; drop any still running then
 //! 4. gRPC graceful stop (in-flight commands finish and persist)
 //! 5. stop the room actors (leases released)
 //! 6. close the wallet client, MySQL, Redis; then the admin HTTP server.
@@ -281,11 +281,18 @@ impl App {
         step("draining");
         self.workers.cancel();
         step("workers_cancelled");
+        // MySQL never closes under a running worker: one that outlives the
+        // grace (the embedded relay waiting on a slow broker) is dropped.
         if tokio::time::timeout(grace, self.workers.wait())
             .await
             .is_err()
         {
-            tracing::warn!(?grace, "workers did not stop within the grace period");
+            tracing::warn!(
+                ?grace,
+                "workers did not stop within the grace period; aborting them"
+            );
+            self.workers.abort().await;
+            step("workers_aborted");
         }
         step("workers_stopped");
         grpc_stop.cancel();

@@ -16,6 +16,10 @@ use tokio_util::task::TaskTracker;
 pub struct Workers {
     tracker: TaskTracker,
     token: CancellationToken,
+    /// Fired when the grace is spent: each worker's future is dropped where
+    /// it waits (a publish to a broker that does not answer, say), so the
+    /// pools never close under a worker that is still running.
+    abort: CancellationToken,
 }
 
 impl Workers {
@@ -27,9 +31,14 @@ impl Workers {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let worker = make(self.token.child_token());
+        let abort = self.abort.clone();
         self.tracker.spawn(async move {
-            worker.await;
-            tracing::info!(worker = name, "worker stopped");
+            tokio::select! {
+                () = worker => tracing::info!(worker = name, "worker stopped"),
+                () = abort.cancelled() => {
+                    tracing::warn!(worker = name, "worker aborted: it did not stop within the grace period");
+                }
+            }
         });
     }
 
@@ -42,6 +51,15 @@ impl Workers {
     pub async fn wait(&self) {
         self.tracker.close();
         self.tracker.wait().await;
+    }
+
+    /// Drops every worker still running and waits until they are gone.
+    /// Whatever a worker held is released: an outbox row it had claimed stays
+    /// `delivering` until its claim expires and is then published again
+    /// (at least once, deduplicated by `event_id`).
+    pub async fn abort(&self) {
+        self.abort.cancel();
+        self.wait().await;
     }
 }
 

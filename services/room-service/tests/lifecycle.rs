@@ -13,6 +13,7 @@ use hyapp_api::room::HeartbeatRequest;
 use outbox_schema::pb::LeaveReason;
 use outbox_schema::pb::room_outbox_event::Payload;
 use prost::Message;
+use service_kit::duration::ConfigDuration;
 use sqlx::Row;
 
 async fn status_of(url: String) -> u16 {
@@ -269,4 +270,69 @@ async fn create_room_makes_the_im_group_and_survives_an_im_outage() {
     assert_eq!(created.room_version, 1);
     assert_eq!(harness.count("room_outbox", "room_id", &other).await, 1);
     harness.stop().await;
+}
+
+/// The embedded relay publishing to a broker that no longer answers: the
+/// drain waits the grace, then drops the relay, and only then closes MySQL.
+/// The claimed row is left `delivering` for a later claim, not marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_stuck_on_a_slow_broker_is_dropped_before_mysql_closes() {
+    let mut broker = testkit::PrivateBroker::start().await;
+    let bootstrap = broker.bootstrap.clone();
+    let harness = Harness::start_with(|config| {
+        config.rocketmq.enabled = true;
+        config.rocketmq.name_servers = vec![bootstrap];
+        config.rocketmq.namespace = testkit::unique("ns");
+        config.rocketmq.room_outbox.enabled = true;
+        config.outbox_worker.enabled = true;
+        config.outbox_worker.publish_mode = "mq".into();
+        config.outbox_worker.nudge_enabled = false;
+        config.outbox_worker.poll_interval = ConfigDuration::from_millis(50);
+        // Far longer than the grace: the publish outlives the drain.
+        config.outbox_worker.publish_timeout = ConfigDuration::from_secs(120);
+        config.shutdown_grace = ConfigDuration::from_millis(500);
+    })
+    .await;
+    broker.stop();
+    let room = testkit::unique("room-");
+    let mut client = harness.client.clone();
+    client.create_room(create(&room, "owner")).await.unwrap();
+    let claimed = async {
+        loop {
+            let status: Option<String> = sqlx::query_scalar(
+                "SELECT status FROM room_outbox WHERE room_id = ? ORDER BY id LIMIT 1",
+            )
+            .bind(&room)
+            .fetch_optional(&harness.pool)
+            .await
+            .unwrap();
+            if status.as_deref() == Some("delivering") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), claimed)
+        .await
+        .expect("the relay claimed the row and is publishing");
+
+    let (report, db, _) = harness.stop().await;
+    let aborted = report
+        .steps
+        .iter()
+        .position(|step| *step == "workers_aborted")
+        .expect("the stuck relay was aborted");
+    let closed = report
+        .steps
+        .iter()
+        .position(|step| *step == "mysql_closed")
+        .unwrap();
+    assert!(aborted < closed, "{:?}", report.steps);
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM room_outbox WHERE room_id = ? ORDER BY id LIMIT 1")
+            .bind(&room)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "delivering", "left for a later claim, not marked");
 }
