@@ -76,6 +76,13 @@ impl Default for ConsumerConfig {
 /// Default of `consumer.max_message_bytes`: the envelope decoder's own limit.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = outbox_schema::envelope::MAX_ENVELOPE_BYTES;
 
+/// librdkafka's default `message.max.bytes`.
+const LIBRDKAFKA_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
+/// Room for the key and headers of a dead letter beside a payload of
+/// `max_message_bytes` (the reason alone may be 1 KiB).
+const DEAD_LETTER_HEADER_ROOM: usize = 64 * 1024;
+
 /// The in-place retries of one message: the budget and the wait between
 /// attempts (exponential from `consumer.initial_backoff` up to
 /// `consumer.max_backoff`, with jitter).
@@ -301,9 +308,28 @@ impl ConsumerSettings {
                 "message.timeout.ms".to_string(),
                 self.send_timeout.as_millis().to_string(),
             ),
+            (
+                "message.max.bytes".to_string(),
+                self.dead_letter_max_bytes().to_string(),
+            ),
         ];
         properties.extend(self.client_properties.iter().cloned());
         properties
+    }
+
+    /// The dead-letter producer's `message.max.bytes`: librdkafka's default
+    /// (1,000,000, just under a default Kafka broker's per-batch limit of
+    /// 1,048,588, so what passes it is not refused by a default broker), or
+    /// more when `max_message_bytes` is raised above it — a message the
+    /// consumer agrees to decode and then gives up on is copied whole, with
+    /// room for the headers and key. A larger copy (an `oversized` message,
+    /// or a broker configured lower) is refused as too large and the dead
+    /// letter goes headers-only (`dead_letter`); it never stalls the
+    /// partition. Capped at librdkafka's own maximum.
+    pub(crate) fn dead_letter_max_bytes(&self) -> usize {
+        self.max_message_bytes
+            .saturating_add(DEAD_LETTER_HEADER_ROOM)
+            .clamp(LIBRDKAFKA_MESSAGE_MAX_BYTES, 1_000_000_000)
     }
 }
 
@@ -359,6 +385,36 @@ mod tests {
         let properties = settings.consumer_properties();
         assert!(properties.contains(&("enable.auto.offset.store".into(), "false".into())));
         assert!(properties.contains(&("bootstrap.servers".into(), "b:9092".into())));
+    }
+
+    #[test]
+    fn dead_letter_producer_takes_what_the_consumer_decodes() {
+        let mq = MqConfig {
+            name_servers: vec!["b:9092".into()],
+            ..MqConfig::default()
+        };
+        let resolve = |max_message_bytes| {
+            let section = ConsumerConfig {
+                max_message_bytes,
+                ..ConsumerConfig::default()
+            };
+            let settings = ConsumerSettings::resolve(&mq, &section, "t", "g", 16).unwrap();
+            settings
+                .producer_properties()
+                .into_iter()
+                .find(|(key, _)| key == "message.max.bytes")
+                .map(|(_, value)| value)
+        };
+        assert_eq!(
+            resolve(0).as_deref(),
+            Some("1000000"),
+            "librdkafka's default"
+        );
+        assert_eq!(
+            resolve(4_000_000).as_deref(),
+            Some((4_000_000 + 64 * 1024).to_string().as_str())
+        );
+        assert_eq!(resolve(usize::MAX).as_deref(), Some("1000000000"));
     }
 
     #[test]

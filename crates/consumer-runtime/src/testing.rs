@@ -46,6 +46,18 @@ impl TestProducer {
         Ok(Self { producer })
     }
 
+    /// A producer whose `message.max.bytes` is `max_bytes` instead of
+    /// librdkafka's 1,000,000: it can publish records over 1 MB.
+    pub fn with_max_message_bytes(bootstrap: &str, max_bytes: usize) -> Result<Self, Error> {
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("acks", "all")
+            .set("linger.ms", "2")
+            .set("message.max.bytes", max_bytes.to_string())
+            .create()?;
+        Ok(Self { producer })
+    }
+
     /// Publishes an envelope like the relay: key = room_id, relay headers.
     /// Returns the partition and offset it landed on.
     pub async fn send_event(

@@ -363,7 +363,10 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 "retries exhausted"
             };
             let reason = format!("{kind}: {error}");
-            if let Step::Stop = self.publish_dead_letter(raw, &reason, attempt).await {
+            if let Step::Stop = self
+                .publish_dead_letter(raw, &reason, attempt, Some(event_id))
+                .await
+            {
                 return Step::Stop;
             }
             self.shared.metrics.dead_lettered_handler.inc();
@@ -450,7 +453,10 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
             "{} message not decoded, dead-lettering",
             M::KIND
         );
-        if let Step::Stop = self.publish_dead_letter(raw, reason, 1).await {
+        if let Step::Stop = self
+            .publish_dead_letter(raw, reason, 1, event_id.as_deref())
+            .await
+        {
             return Step::Stop;
         }
         self.shared.metrics.dead_lettered_undecodable.inc();
@@ -459,29 +465,23 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
     }
 
     /// Publishes a dead letter, retrying until the broker takes it: the
-    /// partition waits rather than lose the message.
-    async fn publish_dead_letter(&self, raw: &OwnedMessage, reason: &str, attempts: u32) -> Step {
-        let mut failures = 0;
-        loop {
-            match self.shared.dead_letters.send(raw, reason, attempts).await {
-                Ok(()) => return Step::Continue,
-                Err(error) => {
-                    failures += 1;
-                    tracing::error!(
-                        consumer_group = %self.shared.settings.consumer_group,
-                        dead_letter_topic = self.shared.dead_letters.topic(),
-                        partition = self.partition,
-                        offset = raw.offset(),
-                        failures,
-                        %error,
-                        "dead-letter publish failed"
-                    );
-                    tokio::select! {
-                        _ = self.shutdown.cancelled() => return Step::Stop,
-                        _ = tokio::time::sleep(self.shared.settings.retry.backoff.delay(failures)) => {}
-                    }
-                }
-            }
+    /// partition waits rather than lose the message. A copy too large to
+    /// publish goes headers-only instead (`DeadLetterProducer::publish`).
+    async fn publish_dead_letter(
+        &self,
+        raw: &OwnedMessage,
+        reason: &str,
+        attempts: u32,
+        event_id: Option<&str>,
+    ) -> Step {
+        match self
+            .shared
+            .dead_letters
+            .publish(raw, reason, attempts, event_id, &self.shutdown)
+            .await
+        {
+            Ok(()) => Step::Continue,
+            Err(dead_letter::Stopped) => Step::Stop,
         }
     }
 

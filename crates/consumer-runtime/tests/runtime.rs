@@ -2,8 +2,9 @@
 //! write): order per partition, retries then dead letter while other
 //! partitions flow, malformed messages, commit on graceful shutdown, no
 //! duplicate effect after a kill between effect and commit, independent
-//! groups, a treasure-open wake-up handler, and no message skipped when
-//! consumption resumes inside a record batch.
+//! groups, a treasure-open wake-up handler, no message skipped when
+//! consumption resumes inside a record batch, and a record too large to copy
+//! dead-lettered headers-only.
 
 use consumer_runtime::{
     Consumer, ConsumerMetrics, Delivery, Handler, HandlerError, Outcome, dedup,
@@ -13,8 +14,8 @@ use consumer_runtime::{
 };
 use outbox_schema::{
     names::{
-        HEADER_DLQ_ATTEMPTS, HEADER_DLQ_GROUP, HEADER_DLQ_REASON, HEADER_DLQ_SOURCE,
-        HEADER_EVENT_ID, dead_letter_topic,
+        HEADER_DLQ_ATTEMPTS, HEADER_DLQ_GROUP, HEADER_DLQ_ORIGINAL_BYTES, HEADER_DLQ_REASON,
+        HEADER_DLQ_SOURCE, HEADER_EVENT_ID, HEADER_EVENT_TYPE, dead_letter_topic,
     },
     pb,
 };
@@ -419,6 +420,84 @@ async fn oversized_and_malformed_messages_are_dead_lettered_and_the_consumer_kee
         rdkafka::Message::payload(&dead[0]).map(<[u8]>::len),
         Some(prost::Message::encoded_len(&oversized)),
         "the payload is kept unchanged"
+    );
+}
+
+/// A record of 1.5 MB — oversized for the consumer, and too large for the
+/// dead-letter producer (`message.max.bytes` 1,000,000) to copy — is
+/// dead-lettered headers-only: its key, event id and type, the reason, where
+/// it is and how big it was. The next record of its partition is handled;
+/// the partition does not wait forever on a copy that can never be published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_too_large_to_copy_is_dead_lettered_headers_only_and_the_partition_moves_on() {
+    let (topic, group) = fixture(1).await;
+    let bootstrap = testkit::kafka_bootstrap();
+    // librdkafka's default `message.max.bytes` would refuse it before Tansu
+    // sees it; Tansu itself sets no record size limit.
+    let producer = TestProducer::with_max_message_bytes(&bootstrap, 4_000_000).unwrap();
+    // Valid in every respect except its size: a 1.5 MB user id.
+    let huge = envelope(
+        &new_event_id(),
+        "room-huge",
+        1,
+        joined(&"u".repeat(1_500_000)),
+    );
+    let huge_bytes = prost::Message::encoded_len(&huge);
+    let (partition, offset) = producer.send_event(&topic, &huge).await.unwrap();
+    let next = envelope(&new_event_id(), "room-huge", 2, joined("a"));
+    producer.send_event(&topic, &next).await.unwrap();
+
+    // Default fetch settings: librdkafka grows `fetch.message.max.bytes`
+    // (1 MiB) for a bigger record, and `fetch.max.bytes` (8 MiB, the fetch
+    // queue) and `receive.message.max.bytes` (100 MB) leave room for it.
+    let settings = test_settings(&bootstrap, &topic, &group, 16).unwrap();
+    assert!(huge_bytes > settings.max_message_bytes && huge_bytes > 1_000_000);
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let consumer = Consumer::new(settings, recorder.clone(), &metrics).unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(consumer.run(shutdown.clone()));
+    let moved_on = wait_until(WAIT, || async { recorder.has(&next.event_id) }).await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    assert!(moved_on, "the partition stalled behind the 1.5 MB record");
+    assert!(!recorder.has(&huge.event_id), "the handler never sees it");
+    assert_eq!(metrics.for_group(&group).dead_lettered_undecodable.get(), 1);
+
+    let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1);
+    let letter = &dead[0];
+    assert_eq!(
+        rdkafka::Message::payload(letter).map_or(0, <[u8]>::len),
+        0,
+        "headers only"
+    );
+    assert_eq!(consumer_runtime::testing::key_text(letter), "room-huge");
+    assert_eq!(
+        header(letter, HEADER_EVENT_ID).as_deref(),
+        Some(huge.event_id.as_str())
+    );
+    assert_eq!(
+        header(letter, HEADER_EVENT_TYPE).as_deref(),
+        Some(huge.event_type.as_str())
+    );
+    assert_eq!(
+        header(letter, HEADER_DLQ_ORIGINAL_BYTES),
+        Some(huge_bytes.to_string())
+    );
+    assert_eq!(
+        header(letter, HEADER_DLQ_SOURCE),
+        Some(format!("{topic}/{partition}/{offset}"))
+    );
+    assert_eq!(header(letter, HEADER_DLQ_ATTEMPTS).as_deref(), Some("1"));
+    let reason = header(letter, HEADER_DLQ_REASON).unwrap();
+    assert!(
+        reason.starts_with(&format!("oversized: {huge_bytes} bytes"))
+            && reason.contains("payload not copied")
+            && reason.contains("MessageSizeTooLarge"),
+        "{reason}"
     );
 }
 

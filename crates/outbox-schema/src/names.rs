@@ -49,6 +49,10 @@ pub const HEADER_DLQ_GROUP: &str = "dlq_group";
 pub const HEADER_DLQ_ATTEMPTS: &str = "dlq_attempts";
 /// Dead-letter header: source topic/partition/offset.
 pub const HEADER_DLQ_SOURCE: &str = "dlq_source";
+/// Dead-letter header, only on a headers-only dead letter: the size in bytes
+/// of the original payload, which was too large to copy into the dead letter
+/// (the original stays at `dlq_source` for as long as the topic retains it).
+pub const HEADER_DLQ_ORIGINAL_BYTES: &str = "dlq_original_bytes";
 
 /// Applies a namespace prefix (`<namespace>.<name>`); empty namespace → unchanged.
 pub fn namespaced(namespace: &str, name: &str) -> String {
