@@ -47,6 +47,7 @@ impl Relay {
                 settings,
                 publishers,
                 metrics,
+                stopping: CancellationToken::new(),
             },
             leases,
             nudge: Arc::new(Notify::new()),
@@ -76,7 +77,8 @@ impl Relay {
     /// Runs until `shutdown`: stops claiming new batches, lets the in-flight
     /// batch finish (each publish is bounded by `publish_timeout`), gives its
     /// shard leases back, and returns.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
+        self.processor.stopping = shutdown.clone();
         let settings = self.processor.settings.clone();
         self.leases.ensure_shards().await?;
         let tasks = TaskTracker::new();

@@ -22,6 +22,7 @@ use service_kit::time::now_ms;
 use sqlx::MySqlPool;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Scan pages per batch: rows of blocked rooms do not count towards the batch,
 /// so a few blocked rooms with long backlogs cannot starve the rest of a shard.
@@ -88,6 +89,9 @@ pub struct BatchProcessor {
     pub(crate) settings: RelaySettings,
     pub(crate) publishers: Publishers,
     pub(crate) metrics: RelayMetrics,
+    /// Cancelled when the relay starts to stop: a batch that has not claimed
+    /// yet claims nothing, so shutdown only waits for work already claimed.
+    pub(crate) stopping: CancellationToken,
 }
 
 impl BatchProcessor {
@@ -130,6 +134,9 @@ impl BatchProcessor {
             return Ok(None);
         }
         let scanned = started.elapsed();
+        if self.stopping.is_cancelled() {
+            return Ok(None);
+        }
         let token = claim_token();
         let ids: Vec<u64> = chosen.iter().map(|row| row.id).collect();
         let claimed: HashSet<u64> = store::claim(
@@ -333,7 +340,7 @@ impl BatchProcessor {
     ) -> Result<BatchReport, crate::Error> {
         let now = now_ms();
         let due = store::scan_delayed(&self.pool, shards, now, self.settings.batch_size).await?;
-        if due.is_empty() {
+        if due.is_empty() || self.stopping.is_cancelled() {
             return Ok(BatchReport::default());
         }
         let token = claim_token();
