@@ -5,7 +5,10 @@
 //!   every command and its outcome to `commands.jsonl`.
 //! - `chaos check`: waits for the system to settle, then verifies the
 //!   delivery ledger (see [`checks`]) and prints the table; exit code 1 when
-//!   any promise is broken.
+//!   any promise is broken. "Settled" means every rule passed twice, on
+//!   snapshots a quiet period apart with the same ledger in both
+//!   ([`checks::settle`]): the first all-pass snapshot may be a coincidence
+//!   of effects still in flight.
 
 mod checks;
 mod ledger;
@@ -26,6 +29,10 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start-up; boxing the checker's options buys nothing"
+)]
 enum Mode {
     /// Drive room-service with a seeded command mix.
     Workload {
@@ -80,6 +87,19 @@ enum Mode {
         /// Longest wait for the system to settle.
         #[arg(long, default_value_t = 180)]
         settle_secs: u64,
+        /// Quiet period: after the first all-pass snapshot, the checker waits
+        /// this long and observes again; that snapshot must pass too, with
+        /// the ledger unchanged. A bounded settle check, not synchronisation.
+        #[arg(long, default_value_t = 10)]
+        quiet_secs: u64,
+        /// Fewest acknowledged commands each room the workload sent commands
+        /// to must have (at least 1): a run that committed nothing fails.
+        #[arg(long, default_value_t = 1)]
+        min_acked_per_room: usize,
+        /// activity-consumer's group, whose consumer_dedup rows record which
+        /// gift events it credited.
+        #[arg(long, default_value = outbox_schema::names::GROUP_ACTIVITY)]
+        activity_group: String,
         /// Event types im-bridge does not send (comma separated); unset = its
         /// default, `outbox_schema::names::IM_SILENT_EVENT_TYPES`.
         #[arg(long)]
@@ -159,6 +179,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             commands,
             faults,
             settle_secs,
+            quiet_secs,
+            min_acked_per_room,
+            activity_group,
             im_silent,
             big_gift_threshold,
             broadcast_group,
@@ -166,6 +189,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dedup_groups,
             metrics,
         } => {
+            anyhow::ensure!(
+                min_acked_per_room >= 1,
+                "--min-acked-per-room must be at least 1"
+            );
             let commands = ledger::read_commands(&commands)?;
             let faults = ledger::read_faults(&faults)?;
             let expect = checks::Expectations {
@@ -182,6 +209,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 broadcast_group,
                 big_gift_threshold,
                 dedup_groups: list(&dedup_groups),
+                activity_group,
+                min_acked_per_room,
             };
             let metrics = metrics
                 .iter()
@@ -206,22 +235,42 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 metrics,
             };
             let started = Instant::now();
-            let deadline = started + Duration::from_secs(settle_secs);
+            let mut settler = checks::settle::Settler::new(
+                started + Duration::from_secs(settle_secs),
+                Duration::from_secs(3),
+                Duration::from_secs(quiet_secs),
+            );
             // The system converges after the faults stop; poll until every
-            // promise holds or the deadline passes, then report the last view.
+            // promise holds and still holds after a quiet period, or the
+            // deadline passes; then report the last view.
             let (seen, verdicts) = loop {
-                let attempt = sources.observe().await;
-                match attempt {
+                let wait = match sources.observe().await {
                     Ok(seen) => {
-                        let verdicts = checks::run(&commands, &seen, &expect);
-                        if verdicts.iter().all(|check| check.passed) || Instant::now() >= deadline {
-                            break (seen, verdicts);
+                        let mut verdicts = checks::run(&commands, &seen, &expect);
+                        let passed = verdicts.iter().all(|check| check.passed);
+                        let ledger = checks::settle::fingerprint(&seen);
+                        match settler.after(passed, ledger, Instant::now()) {
+                            checks::settle::Next::Done(settled) => {
+                                verdicts.push(settled);
+                                break (seen, verdicts);
+                            }
+                            checks::settle::Next::Confirm(quiet) => {
+                                eprintln!(
+                                    "chaos: every rule passes; confirming after a {}s quiet period",
+                                    quiet.as_secs()
+                                );
+                                quiet
+                            }
+                            checks::settle::Next::Wait(poll) => poll,
                         }
                     }
-                    Err(error) if Instant::now() >= deadline => return Err(error),
-                    Err(error) => eprintln!("chaos: observation failed, retrying: {error:#}"),
-                }
-                tokio::time::sleep(Duration::from_secs(3)).await;
+                    Err(error) if settler.expired(Instant::now()) => return Err(error),
+                    Err(error) => {
+                        eprintln!("chaos: observation failed, retrying: {error:#}");
+                        settler.unobserved()
+                    }
+                };
+                tokio::time::sleep(wait).await;
             };
             print!(
                 "{}",

@@ -1,10 +1,17 @@
 //! The expected effects of the scripted session, evaluated against what was
 //! observed. The demo polls until all hold or a deadline passes; the report
 //! prints each with the evidence (or what is missing and where to look).
+//!
+//! Effects are matched by event id: each room event has exactly one message
+//! in the room's IM group (silent ones none), each big gift one delivered
+//! broadcast row and one global-group message carrying its event id, the
+//! kick one notice row and one private message carrying the kick's event id;
+//! an expected refusal must carry exactly the expected gRPC code and reason.
 
-use crate::observe::Observed;
+use crate::observe::{ImMessage, Observed};
 use crate::script::{GiftSent, Step};
 use outbox_schema::pb::LeaveReason;
+use outbox_schema::pb::room_outbox_event::Payload;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Group names in `consumer_dedup`.
@@ -87,64 +94,137 @@ pub fn expected_sender_totals(gifts: &[GiftSent]) -> BTreeMap<String, u64> {
 
 /// Evaluates every expectation.
 pub fn evaluate(script: &Script<'_>, observed: &Observed) -> Vec<Check> {
-    let mut checks = Vec::new();
-    let unexpected: Vec<&str> = script
+    vec![
+        commands(script),
+        published(observed),
+        room_messages(script, observed),
+        removed_from_group(script, observed),
+        leaderboard(script, observed),
+        broadcasts(script, observed),
+        kick_notice(script, observed),
+        treasure(script, observed),
+        presence(script, observed),
+    ]
+}
+
+/// Check names, for the tests.
+pub const COMMANDS: &str = "room-service answered every command as expected";
+/// See [`evaluate`].
+pub const PUBLISHED: &str = "outbox-relay published every room event";
+/// See [`evaluate`].
+pub const ROOM_MESSAGES: &str = "im-bridge: one room group message per event";
+/// See [`evaluate`].
+pub const REMOVED: &str = "im-bridge: kicked user removed from the IM group";
+/// See [`evaluate`].
+pub const LEADERBOARD: &str = "activity-consumer: leaderboard equals the gifts sent";
+/// See [`evaluate`].
+pub const BROADCAST: &str = "activity-consumer: big gift broadcast to the global group";
+/// See [`evaluate`].
+pub const NOTICE: &str = "notice-consumer: kicked user gets a private notice";
+/// See [`evaluate`].
+pub const TREASURE: &str = "treasure box opened after its countdown";
+/// See [`evaluate`].
+pub const PRESENCE: &str = "presence: silent user left with PresenceExpired";
+
+fn commands(script: &Script<'_>) -> Check {
+    let unexpected: Vec<String> = script
         .steps
         .iter()
         .filter(|step| !step.as_expected())
-        .map(|step| step.label.as_str())
+        .map(|step| match &step.outcome {
+            Ok(_) => format!("{} → accepted", step.label),
+            Err(refusal) => format!("{} → {refusal}", step.label),
+        })
         .collect();
-    checks.push(check(
-        "room-service answered every command as expected",
-        unexpected.is_empty(),
+    check(
+        COMMANDS,
+        !script.steps.is_empty() && unexpected.is_empty(),
         if unexpected.is_empty() {
             format!("{} commands", script.steps.len())
         } else {
             format!("unexpected outcome: {}", unexpected.join("; "))
         },
-    ));
+    )
+}
 
+fn published(observed: &Observed) -> Check {
     let room_rows = observed.outbox.iter().filter(|row| row.lane == 0).count();
     let delivered = observed
         .outbox
         .iter()
         .filter(|row| row.lane == 0 && row.status == "delivered")
         .count();
-    checks.push(check(
-        "outbox-relay published every room event",
+    check(
+        PUBLISHED,
         room_rows > 0 && delivered == room_rows,
         format!("{delivered}/{room_rows} room_outbox rows delivered to hyapp_room_outbox"),
-    ));
+    )
+}
 
+/// Messages per event id.
+fn per_event<'m>(messages: impl Iterator<Item = &'m ImMessage>) -> BTreeMap<&'m str, usize> {
+    let mut counts = BTreeMap::new();
+    for message in messages {
+        if let Some(id) = message.event_id.as_deref() {
+            *counts.entry(id).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn room_messages(script: &Script<'_>, observed: &Observed) -> Check {
     let (wanted, silent) = im_events(observed, script.im_silent);
-    let seen: BTreeSet<&str> = observed
-        .room_messages
+    let counts = per_event(observed.room_messages.iter());
+    let times = |id: &str| counts.get(id).copied().unwrap_or(0);
+    let mut wrong: Vec<String> = wanted
         .iter()
-        .filter_map(|message| message.event_id.as_deref())
+        .filter(|id| times(id) != 1)
+        .map(|id| format!("{id} ×{}", times(id)))
         .collect();
-    let got = wanted.iter().filter(|id| seen.contains(*id)).count();
-    let leaked = silent.iter().filter(|id| seen.contains(*id)).count();
-    checks.push(check(
-        "im-bridge: one room group message per event",
-        !wanted.is_empty() && got == wanted.len() && leaked == 0 && observed.room_group_exists,
+    let leaked = silent.iter().filter(|id| times(id) > 0).count();
+    let known: BTreeSet<&str> = observed
+        .outbox
+        .iter()
+        .map(|row| row.event_id.as_str())
+        .collect();
+    wrong.extend(
+        counts
+            .keys()
+            .filter(|id| !known.contains(*id))
+            .map(|id| format!("{id} is not an event of this room")),
+    );
+    let once = wanted.len() - wanted.iter().filter(|id| times(id) != 1).count();
+    check(
+        ROOM_MESSAGES,
+        !wanted.is_empty() && wrong.is_empty() && leaked == 0 && observed.room_group_exists,
         format!(
-            "{got}/{} events in the IM group; {leaked}/{} silent events ({}) messaged; group exists: {}",
+            "{once}/{} events exactly once in the IM group{}; {leaked}/{} silent events ({}) messaged; group exists: {}",
             wanted.len(),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(" (wrong: {})", wrong.join(", "))
+            },
             silent.len(),
             script.im_silent.join(", "),
             observed.room_group_exists
         ),
-    ));
+    )
+}
+
+fn removed_from_group(script: &Script<'_>, observed: &Observed) -> Check {
     let removed = observed
         .removed_members
         .iter()
         .any(|member| member == script.kicked);
-    checks.push(check(
-        "im-bridge: kicked user removed from the IM group",
+    check(
+        REMOVED,
         removed,
         format!("removed_members = {:?}", observed.removed_members),
-    ));
+    )
+}
 
+fn leaderboard(script: &Script<'_>, observed: &Observed) -> Check {
     let expected = expected_sender_totals(script.gifts);
     let board: BTreeMap<String, u64> = observed
         .leaderboard
@@ -152,88 +232,185 @@ pub fn evaluate(script: &Script<'_>, observed: &Observed) -> Vec<Check> {
         .filter(|(activity, _, _)| activity == script.sender_board)
         .map(|(_, user, score)| (user.clone(), *score))
         .collect();
-    checks.push(check(
-        "activity-consumer: leaderboard equals the gifts sent",
+    check(
+        LEADERBOARD,
         !expected.is_empty() && board == expected,
         format!(
             "{}: expected {expected:?}, found {board:?}",
             script.sender_board
         ),
-    ));
+    )
+}
 
+/// Each big gift (by its event id): one delivered `activity_broadcasts` row
+/// and one global-group message; no row or message for any other event of
+/// the room.
+fn broadcasts(script: &Script<'_>, observed: &Observed) -> Check {
     let big: Vec<&GiftSent> = script
         .gifts
         .iter()
         .filter(|gift| gift.total_value >= script.big_gift_threshold)
         .collect();
-    let broadcast_rows = big
+    let big_ids: BTreeSet<&str> = big
         .iter()
-        .filter(|gift| {
-            observed
-                .broadcasts
-                .iter()
-                .any(|(event_id, _, _, status, _)| {
-                    Some(event_id) == gift.event_id.as_ref() && status == "delivered"
-                })
-        })
-        .count();
-    let broadcast_messages = observed.broadcast_messages.len();
-    checks.push(check(
-        "activity-consumer: big gift broadcast to the global group",
-        !big.is_empty() && broadcast_rows == big.len() && broadcast_messages >= big.len(),
+        .filter_map(|gift| gift.event_id.as_deref())
+        .collect();
+    let room_events: BTreeSet<&str> = observed
+        .outbox
+        .iter()
+        .map(|row| row.event_id.as_str())
+        .collect();
+    // The global group is shared; only this room's events are ours.
+    let messages = per_event(observed.broadcast_messages.iter().filter(|m| {
+        m.event_id
+            .as_deref()
+            .is_some_and(|id| room_events.contains(id))
+    }));
+    let mut wrong = Vec::new();
+    if big_ids.len() != big.len() {
+        wrong.push(format!(
+            "{} big gift(s) without an event id",
+            big.len() - big_ids.len()
+        ));
+    }
+    for id in &big_ids {
+        let rows: Vec<&str> = observed
+            .broadcasts
+            .iter()
+            .filter(|row| row.0 == *id)
+            .map(|row| row.3.as_str())
+            .collect();
+        if rows != ["delivered"] {
+            wrong.push(format!("{id}: rows {rows:?}"));
+        }
+        let times = messages.get(id).copied().unwrap_or(0);
+        if times != 1 {
+            wrong.push(format!("{id}: {times} messages"));
+        }
+    }
+    for row in observed
+        .broadcasts
+        .iter()
+        .filter(|row| !big_ids.contains(row.0.as_str()))
+    {
+        wrong.push(format!(
+            "{}: broadcast row for a gift that is not big",
+            row.0
+        ));
+    }
+    for id in messages.keys().filter(|id| !big_ids.contains(*id)) {
+        wrong.push(format!(
+            "{id}: broadcast message for an event that is not a big gift"
+        ));
+    }
+    check(
+        BROADCAST,
+        !big.is_empty() && wrong.is_empty(),
         format!(
-            "{} big gift(s) ≥ {}; {broadcast_rows} delivered activity_broadcasts row(s); {broadcast_messages} global group message(s)",
+            "{} big gift(s) ≥ {}; {} activity_broadcasts row(s); {} global group message(s) for this room{}",
             big.len(),
-            script.big_gift_threshold
+            script.big_gift_threshold,
+            observed.broadcasts.len(),
+            messages.values().sum::<usize>(),
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!(" (wrong: {})", wrong.join("; "))
+            }
         ),
-    ));
+    )
+}
 
-    let notice_rows = observed
-        .notices
+/// The kick's event (RoomUserKicked of the kicked user): one delivered
+/// notice row and one private message to the kicked user, both carrying it.
+fn kick_notice(script: &Script<'_>, observed: &Observed) -> Check {
+    let kicks: Vec<&str> = observed
+        .outbox
         .iter()
-        .filter(|(_, recipient, _, _, _)| recipient == script.kicked)
-        .count();
-    let c2c = observed
-        .c2c_messages
-        .iter()
-        .filter(|message| message.to_account.as_deref() == Some(script.kicked))
-        .count();
-    checks.push(check(
-        "notice-consumer: kicked user gets a private notice",
-        notice_rows > 0 && c2c > 0,
+        .filter(|row| {
+            matches!(
+                row.envelope.as_ref().and_then(|e| e.payload.as_ref()),
+                Some(Payload::RoomUserKicked(kicked)) if kicked.target_id == script.kicked
+            )
+        })
+        .map(|row| row.event_id.as_str())
+        .collect();
+    let mut wrong = Vec::new();
+    if kicks.len() != 1 {
+        wrong.push(format!(
+            "{} RoomUserKicked events in the outbox",
+            kicks.len()
+        ));
+    }
+    for kick in &kicks {
+        let rows: Vec<&str> = observed
+            .notices
+            .iter()
+            .filter(|row| row.0 == *kick && row.1 == script.kicked)
+            .map(|row| row.3.as_str())
+            .collect();
+        if rows != ["delivered"] {
+            wrong.push(format!("{kick}: notice rows {rows:?}"));
+        }
+        let c2c = observed
+            .c2c_messages
+            .iter()
+            .filter(|message| {
+                message.to_account.as_deref() == Some(script.kicked)
+                    && message.event_id.as_deref() == Some(kick)
+            })
+            .count();
+        if c2c != 1 {
+            wrong.push(format!("{kick}: {c2c} private messages"));
+        }
+    }
+    check(
+        NOTICE,
+        wrong.is_empty(),
         format!(
-            "{notice_rows} notice_delivery_events row(s) and {c2c} C2C message(s) for {}",
-            script.kicked
+            "kick event {kicks:?} → {}: {}",
+            script.kicked,
+            if wrong.is_empty() {
+                "one delivered notice row, one C2C message".to_string()
+            } else {
+                wrong.join("; ")
+            }
         ),
-    ));
+    )
+}
 
+fn treasure(script: &Script<'_>, observed: &Observed) -> Check {
     let wakeup = observed.outbox.iter().find(|row| row.lane == 1);
     let opened = observed
         .outbox
         .iter()
         .any(|row| row.event_type == "RoomTreasureOpened");
-    checks.push(check(
-        "treasure box opened after its countdown",
+    check(
+        TREASURE,
         opened && script.treasure_cleared,
         format!(
             "wake-up row: {}; RoomTreasureOpened in outbox: {opened}; GetRoom box cleared: {}",
             wakeup.map_or("none".to_string(), |row| row.status.clone()),
             script.treasure_cleared
         ),
-    ));
+    )
+}
 
+fn presence(script: &Script<'_>, observed: &Observed) -> Check {
     let expired = observed.outbox.iter().any(|row| {
         row.user_left().is_some_and(|left| {
             left.user_id == script.expired && left.reason == LeaveReason::PresenceExpired as i32
         })
     });
-    checks.push(check(
-        "presence: silent user left with PresenceExpired",
+    check(
+        PRESENCE,
         expired,
         format!(
             "RoomUserLeft{{{}, PresenceExpired}} in outbox: {expired}",
             script.expired
         ),
-    ));
-    checks
+    )
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,7 +15,7 @@ mod security;
 use anyhow::Context;
 use clap::Parser;
 use observe::{Observed, Sources};
-use script::Driver;
+use script::{Driver, Expect};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -110,6 +110,12 @@ fn now_ms() -> i64 {
 const HOST: &str = "host";
 const KICKED: &str = "dave";
 const SILENT: &str = "carol";
+/// How room-service refuses a banned user's JoinRoom (room-core's
+/// `Rejection::Banned`: a permission rejection with the stable code `banned`).
+const BANNED: Expect = Expect::Refused {
+    code: tonic::Code::PermissionDenied,
+    reason: "banned",
+};
 
 async fn run(args: Args) -> anyhow::Result<bool> {
     let room_id = args
@@ -146,7 +152,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let mut timed = String::from("\n2. Timed effects (shortened timers)\n");
     wait_warm(&sources, &args, &mut timed).await;
     for user in ["alice", "bob", SILENT, KICKED] {
-        driver.join(user, true).await;
+        driver.join(user, Expect::Accepted).await;
     }
     driver.take_mic("alice", 1).await;
     driver.take_mic("bob", 2).await;
@@ -156,7 +162,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let big = i64::try_from(args.big_gift_threshold + args.big_gift_threshold / 2)?;
     driver.gift(SILENT, "alice", "rocket", 1, big).await;
     driver.kick(HOST, KICKED, 600).await;
-    driver.join(KICKED, false).await;
+    driver.join(KICKED, BANNED).await;
     // Heat over the first treasure threshold with gifts below the big-gift threshold.
     let heat: u64 = driver.gifts.iter().map(|gift| gift.total_value).sum();
     let needed = args.treasure_threshold.saturating_sub(heat) + 1;

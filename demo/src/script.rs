@@ -14,23 +14,78 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
+/// What the script expects room-service to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// A reply: the command is committed.
+    Accepted,
+    /// A refusal with exactly this gRPC code and `x-error-reason`: any other
+    /// error (`UNAVAILABLE` from a dependency that is down, another rule's
+    /// rejection) is not the refusal the script exercises.
+    Refused {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// room-service's stable reason (`x-error-reason` metadata).
+        reason: &'static str,
+    },
+}
+
+/// A refusal as room-service sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// gRPC status code.
+    pub code: tonic::Code,
+    /// `x-error-reason` metadata (empty when absent).
+    pub reason: String,
+    /// Status message.
+    pub message: String,
+}
+
+impl From<tonic::Status> for Refusal {
+    fn from(status: tonic::Status) -> Self {
+        Self {
+            code: status.code(),
+            reason: status
+                .metadata()
+                .get("x-error-reason")
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_string(),
+            message: status.message().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} ({}): {}", self.code, self.reason, self.message)
+    }
+}
+
 /// One command of the session and what came back.
 #[derive(Debug)]
 pub struct Step {
     /// Human description, e.g. `SendGift carol → alice rose 1×100`.
     pub label: String,
-    /// Whether the script expects room-service to accept it.
-    pub expect_ok: bool,
-    /// The reply, or the gRPC status as text.
-    pub outcome: Result<CommandReply, String>,
+    /// What room-service should answer.
+    pub expect: Expect,
+    /// The reply, or the refusal.
+    pub outcome: Result<CommandReply, Refusal>,
     /// Round trip of the call.
     pub latency: Duration,
 }
 
 impl Step {
-    /// Accepted when expected, rejected when a rejection was expected.
+    /// Accepted when expected, refused with exactly the expected code and
+    /// reason when a refusal was expected.
     pub fn as_expected(&self) -> bool {
-        self.outcome.is_ok() == self.expect_ok
+        match (&self.outcome, self.expect) {
+            (Ok(_), Expect::Accepted) => true,
+            (Err(refusal), Expect::Refused { code, reason }) => {
+                refusal.code == code && refusal.reason == reason
+            }
+            _ => false,
+        }
     }
 }
 
@@ -85,17 +140,17 @@ impl Driver {
     fn record(
         &mut self,
         label: String,
-        expect_ok: bool,
+        expect: Expect,
         started: Instant,
         result: Result<tonic::Response<CommandReply>, tonic::Status>,
     ) -> Option<CommandReply> {
         let outcome = result
             .map(tonic::Response::into_inner)
-            .map_err(|status| format!("{:?}: {}", status.code(), status.message()));
+            .map_err(Refusal::from);
         let reply = outcome.as_ref().ok().cloned();
         self.steps.push(Step {
             label,
-            expect_ok,
+            expect,
             outcome,
             latency: started.elapsed(),
         });
@@ -115,15 +170,15 @@ impl Driver {
         let result = self.client.create_room(request).await;
         self.record(
             format!("CreateRoom owner={owner} \"{title}\" seats={seats}"),
-            true,
+            Expect::Accepted,
             started,
             result,
         );
         self.stay_present(owner);
     }
 
-    /// JoinRoom; `expect_ok = false` for a user who must be refused.
-    pub async fn join(&mut self, user: &str, expect_ok: bool) {
+    /// JoinRoom, expecting `expect` (a banned user is refused).
+    pub async fn join(&mut self, user: &str, expect: Expect) {
         let request = JoinRoomRequest {
             meta: self.meta(),
             room_id: self.room_id.clone(),
@@ -131,12 +186,13 @@ impl Driver {
         };
         let started = Instant::now();
         let result = self.client.join_room(request).await;
-        let label = if expect_ok {
-            format!("JoinRoom {user}")
-        } else {
-            format!("JoinRoom {user} (must be refused: banned)")
+        let label = match expect {
+            Expect::Accepted => format!("JoinRoom {user}"),
+            Expect::Refused { code, reason } => {
+                format!("JoinRoom {user} (must be refused: {code:?} {reason})")
+            }
         };
-        if self.record(label, expect_ok, started, result).is_some() {
+        if self.record(label, expect, started, result).is_some() {
             self.stay_present(user);
         }
     }
@@ -151,7 +207,12 @@ impl Driver {
         };
         let started = Instant::now();
         let result = self.client.take_mic(request).await;
-        self.record(format!("TakeMic {user} seat {seat}"), true, started, result);
+        self.record(
+            format!("TakeMic {user} seat {seat}"),
+            Expect::Accepted,
+            started,
+            result,
+        );
     }
 
     /// SendGift.
@@ -171,7 +232,7 @@ impl Driver {
             "SendGift {sender} → {receiver} {gift} {count}×{unit} = {}",
             count * unit
         );
-        if let Some(reply) = self.record(label, true, started, result) {
+        if let Some(reply) = self.record(label, Expect::Accepted, started, result) {
             self.gifts.push(GiftSent {
                 sender: sender.into(),
                 total_value: u64::try_from(count * unit).unwrap_or(0),
@@ -197,7 +258,7 @@ impl Driver {
         let result = self.client.kick_user(request).await;
         self.record(
             format!("KickUser {actor} kicks {target}, ban {ban_seconds}s"),
-            true,
+            Expect::Accepted,
             started,
             result,
         );

@@ -1,4 +1,5 @@
-//! `cargo xtask chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]`:
+//! `cargo xtask chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]
+//! [--min-acked-per-room N]`:
 //! the reliability run. A private MariaDB, a private Redis and a Tansu broker
 //! (all on free ports, files under `target/chaos/`) carry the whole stack
 //! with two relays; the `chaos` crate's workload drives
@@ -38,10 +39,13 @@ pub struct Options {
     pub faults: Vec<String>,
     /// Rooms of the workload.
     pub rooms: u32,
+    /// Fewest acknowledged commands every room must end with (the checker
+    /// fails a run that committed less: it would prove nothing).
+    pub min_acked_per_room: u32,
 }
 
 impl Options {
-    /// Parses `--seed`, `--duration`, `--faults`, `--rooms`.
+    /// Parses `--seed`, `--duration`, `--faults`, `--rooms`, `--min-acked-per-room`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut options = Options {
             seed: std::time::SystemTime::now()
@@ -51,6 +55,7 @@ impl Options {
             duration: Duration::from_secs(120),
             faults: faults::KINDS.iter().map(|kind| kind.to_string()).collect(),
             rooms: 40,
+            min_acked_per_room: 1,
         };
         let mut rest = args.iter();
         while let Some(flag) = rest.next() {
@@ -60,6 +65,11 @@ impl Options {
                 "--duration" => options.duration = parse_duration(value()?)?,
                 "--rooms" => {
                     options.rooms = value()?.parse().map_err(|_| "--rooms wants a number")?
+                }
+                "--min-acked-per-room" => {
+                    options.min_acked_per_room = value()?
+                        .parse()
+                        .map_err(|_| "--min-acked-per-room wants a number")?
                 }
                 "--faults" => {
                     let list: Vec<String> = value()?
@@ -80,7 +90,7 @@ impl Options {
                 other => {
                     return Err(format!(
                         "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
-                         [--duration 10m] [--faults {}] [--rooms N]",
+                         [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N]",
                         faults::KINDS.join(",")
                     ));
                 }
@@ -88,6 +98,9 @@ impl Options {
         }
         if options.rooms == 0 {
             return Err("--rooms must be positive".into());
+        }
+        if options.min_acked_per_room == 0 {
+            return Err("--min-acked-per-room must be positive: a run that committed nothing proves nothing".into());
         }
         Ok(options)
     }
@@ -213,6 +226,10 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         .arg(dir.join("faults.tsv"))
         .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
         .args(["--dedup-groups", DEDUP_GROUPS])
+        .args([
+            "--min-acked-per-room",
+            &options.min_acked_per_room.to_string(),
+        ])
         .args(["--dead-letter-topics", &dead_letter_topics()]);
     for (service, port) in [
         ("im-bridge", ports.im_bridge_http),
@@ -380,6 +397,17 @@ mod tests {
         let options = Options::parse(&args).unwrap();
         assert_eq!((options.seed, options.duration.as_secs()), (7, 120));
         assert_eq!(options.faults, ["kill", "broker"]);
+        assert_eq!(options.min_acked_per_room, 1);
+        let strict: Vec<String> = ["--min-acked-per-room", "5"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(Options::parse(&strict).unwrap().min_acked_per_room, 5);
+        let vacuous: Vec<String> = ["--min-acked-per-room", "0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(Options::parse(&vacuous).is_err());
         let bad: Vec<String> = ["--faults", "meteor"]
             .iter()
             .map(|s| s.to_string())

@@ -1,9 +1,15 @@
-//! Each rule passes on a consistent ledger and names the offender when one
-//! promise is broken.
+//! Each rule passes on a consistent ledger, and each broken ledger trips
+//! exactly the one rule whose promise it breaks (naming an offender): a rule
+//! that became a no-op, or one that fires on what another rule guards, fails
+//! here. The settle logic is tested the same way: a first all-pass snapshot
+//! alone never settles.
 
+use super::settle::{Next, SETTLED, Settler, fingerprint};
 use super::*;
 use crate::observe::{ImRecord, LogEntry, OutboxEvent, WalletTotals};
 use outbox_schema::pb;
+use outbox_schema::pb::room_outbox_event::Payload;
+use std::time::{Duration, Instant};
 
 fn expectations() -> Expectations {
     Expectations {
@@ -11,19 +17,22 @@ fn expectations() -> Expectations {
         room_group_prefix: "room_".into(),
         broadcast_group: "global".into(),
         big_gift_threshold: 1_000,
-        dedup_groups: vec!["activity".into()],
+        dedup_groups: vec!["im".into(), "activity".into()],
+        activity_group: "activity".into(),
+        min_acked_per_room: 1,
     }
 }
 
-fn event(id: &str, seq: u64, command: &str, payload: Payload) -> OutboxEvent {
+fn event(id: &str, room: &str, seq: u64, command: &str, payload: Payload) -> OutboxEvent {
     OutboxEvent {
         event_id: id.into(),
-        room_id: "r1".into(),
+        room_id: room.into(),
         lane: 0,
         seq,
         event_type: match &payload {
             Payload::RoomGiftSent(_) => "RoomGiftSent",
             Payload::RoomUserKicked(_) => "RoomUserKicked",
+            Payload::RoomHeatChanged(_) => "RoomHeatChanged",
             _ => "RoomUserJoined",
         }
         .into(),
@@ -34,6 +43,14 @@ fn event(id: &str, seq: u64, command: &str, payload: Payload) -> OutboxEvent {
     }
 }
 
+fn gift(value: u64, count: u32) -> Payload {
+    Payload::RoomGiftSent(pb::RoomGiftSent {
+        total_value: value,
+        count,
+        ..Default::default()
+    })
+}
+
 fn group_message(id: &str, group: &str) -> ImRecord {
     ImRecord {
         group_id: Some(group.into()),
@@ -42,13 +59,11 @@ fn group_message(id: &str, group: &str) -> ImRecord {
     }
 }
 
-/// A room with a join (c1), a big gift (c2) and a kick (c3), all delivered.
+/// Two rooms, every event delivered and applied:
+/// - r1: a join (c1 → e1), a big gift (c2 → e2) and a kick (c3 → e3);
+/// - r2: two small gifts of equal value (c5 → e4, c6 → e5) and a heat
+///   change (c7 → e6, IM-silent).
 fn consistent() -> (Vec<CommandRecord>, Observation) {
-    let gift = Payload::RoomGiftSent(pb::RoomGiftSent {
-        total_value: 1_500,
-        count: 3,
-        ..Default::default()
-    });
     let kick = Payload::RoomUserKicked(pb::RoomUserKicked {
         target_id: "bob".into(),
         ..Default::default()
@@ -56,35 +71,50 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
     let join = Payload::RoomUserJoined(pb::RoomUserJoined {
         user_id: "bob".into(),
     });
-    let outbox = vec![
-        event("e1", 1, "c1", join),
-        event("e2", 2, "c2", gift),
-        event("e3", 3, "c3", kick),
-    ];
-    let mut seen = Observation::default();
-    for (n, command) in ["c1", "c2", "c3"].iter().enumerate() {
-        let events = vec![format!("e{}", n + 1)];
+    let heat = Payload::RoomHeatChanged(pb::RoomHeatChanged::default());
+    let mut seen = Observation {
+        outbox: vec![
+            event("e1", "r1", 1, "c1", join),
+            event("e2", "r1", 2, "c2", gift(1_500, 3)),
+            event("e3", "r1", 3, "c3", kick),
+            event("e4", "r2", 1, "c5", gift(200, 1)),
+            event("e5", "r2", 2, "c6", gift(200, 1)),
+            event("e6", "r2", 3, "c7", heat),
+        ],
+        ..Observation::default()
+    };
+    for event in &seen.outbox {
         seen.log.insert(
-            command.to_string(),
+            event.command_id.clone(),
             LogEntry {
-                room_id: "r1".into(),
-                version: n as u64 + 1,
-                event_ids: events,
+                room_id: event.room_id.clone(),
+                version: event.seq,
+                event_ids: vec![event.event_id.clone()],
             },
         );
     }
     seen.rooms.insert("r1".into(), (3, 3));
-    seen.outbox = outbox;
+    seen.rooms.insert("r2".into(), (3, 3));
+    let dedup = |group: &str, id: &str| (group.to_string(), id.to_string());
     seen.dedup = vec![
-        ("activity".into(), "e1".into()),
-        ("activity".into(), "e2".into()),
-        ("activity".into(), "e3".into()),
+        dedup("im", "e1"),
+        dedup("activity", "e2"),
+        dedup("im", "e2"),
+        dedup("im", "e3"),
+        dedup("activity", "e4"),
+        dedup("im", "e4"),
+        dedup("activity", "e5"),
+        dedup("im", "e5"),
+        dedup("im", "e6"),
     ];
     seen.contributions.insert("r1".into(), (1_500, 3));
+    seen.contributions.insert("r2".into(), (400, 2));
     seen.broadcasts = vec![("e2".into(), "delivered".into())];
     seen.notices = vec![("e3".into(), "bob".into(), "r1".into(), "delivered".into())];
     seen.sagas = vec![
         ("c2".into(), "committed".into(), 1_500),
+        ("c5".into(), "committed".into(), 200),
+        ("c6".into(), "committed".into(), 200),
         ("c9".into(), "compensated".into(), 70),
     ];
     seen.im_messages = vec![
@@ -97,15 +127,18 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
             to_account: Some("bob".into()),
             event_id: Some("e3".into()),
         },
+        group_message("e4", "room_r2"),
+        group_message("e5", "room_r2"),
     ];
     seen.wallet = WalletTotals {
-        debited: 1_570,
+        debited: 1_970,
         refunded: 70,
         debit_replays: 0,
     };
-    let record = |id: &str, outcome| CommandRecord {
+    seen.dead_letter_topics = vec![("g.dlq".into(), 0)];
+    let record = |id: &str, room: &str, outcome| CommandRecord {
         command_id: id.into(),
-        room_id: "r1".into(),
+        room_id: room.into(),
         kind: "join".into(),
         outcome,
         detail: String::new(),
@@ -114,18 +147,28 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         event_ids: vec![],
     };
     let commands = vec![
-        record("c1", Outcome::Acked),
-        record("c2", Outcome::Unknown),
-        record("c4", Outcome::Rejected),
+        record("c1", "r1", Outcome::Acked),
+        record("c2", "r1", Outcome::Unknown),
+        record("c4", "r1", Outcome::Rejected),
+        record("c5", "r2", Outcome::Acked),
+        record("c6", "r2", Outcome::Unknown),
     ];
     (commands, seen)
 }
 
+/// Names of the failed rules, each with at least one offender.
 fn failed(commands: &[CommandRecord], seen: &Observation) -> Vec<&'static str> {
     run(commands, seen, &expectations())
         .into_iter()
-        .filter(|c| !c.passed)
-        .map(|c| c.name)
+        .filter(|check| !check.passed)
+        .inspect(|check| {
+            assert!(
+                !check.offenders.is_empty(),
+                "{} failed without naming an offender",
+                check.name
+            );
+        })
+        .map(|check| check.name)
         .collect()
 }
 
@@ -138,66 +181,200 @@ fn a_consistent_run_passes_every_rule() {
 /// Breaks one promise in a consistent observation or ledger.
 type Breaker = Box<dyn Fn(&mut Observation, &mut Vec<CommandRecord>)>;
 
-#[test]
-fn each_broken_promise_is_caught() {
-    let (commands, base) = consistent();
-    let cases: Vec<(&str, Breaker)> = vec![
+fn acked(id: &str, room: &str) -> CommandRecord {
+    CommandRecord {
+        command_id: id.into(),
+        room_id: room.into(),
+        kind: "join".into(),
+        outcome: Outcome::Acked,
+        detail: String::new(),
+        attempts: 1,
+        gift_value: 0,
+        event_ids: vec![],
+    }
+}
+
+/// `(label, the one rule that must fail, how the ledger is broken)`.
+fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
+    vec![
         (
-            "acknowledged",
-            Box::new(|seen, _| {
-                seen.log.remove("c1");
-            }),
+            "an acknowledged command that is not logged",
+            ACKNOWLEDGED,
+            Box::new(|_, commands| commands.push(acked("c8", "r1"))),
         ),
         (
-            "rejected",
+            "an acknowledged command logged with other events",
+            ACKNOWLEDGED,
+            Box::new(|_, commands| commands[0].event_ids = vec!["e9".into()]),
+        ),
+        (
+            "a rejected command that is logged",
+            REJECTED,
             Box::new(|_, commands| commands[2].command_id = "c3".into()),
         ),
         (
-            "partial",
+            "a room where nothing was acknowledged",
+            COMMITTED_ENOUGH,
+            Box::new(|_, commands| commands[3].outcome = Outcome::Unknown),
+        ),
+        (
+            "no commands at all",
+            COMMITTED_ENOUGH,
+            Box::new(|_, commands| commands.clear()),
+        ),
+        (
+            "a logged event without its outbox row",
+            ATOMIC,
             Box::new(|seen, _| {
-                seen.outbox.remove(1);
+                if let Some(entry) = seen.log.get_mut("c1") {
+                    entry.event_ids.push("e99".into());
+                }
             }),
         ),
         (
-            "published",
+            "a room row ahead of its command log",
+            ATOMIC,
+            Box::new(|seen, _| {
+                seen.rooms.insert("r2".into(), (4, 3));
+            }),
+        ),
+        (
+            "an event not yet published",
+            PUBLISHED,
             Box::new(|seen, _| seen.outbox[0].status = "retryable".into()),
         ),
         (
-            "activity",
+            // The totals still match: a duplicate credit of e4 would cover it.
+            "a gift lost while an equal one was credited twice",
+            ACTIVITY_PER_EVENT,
+            Box::new(|seen, _| {
+                seen.dedup
+                    .retain(|(g, id)| !(g == "activity" && id == "e5"))
+            }),
+        ),
+        (
+            "a non-gift event applied by activity",
+            ACTIVITY_PER_EVENT,
+            Box::new(|seen, _| seen.dedup.insert(0, ("activity".into(), "e1".into()))),
+        ),
+        (
+            "room totals that differ from the gifts",
+            ACTIVITY_TOTALS,
             Box::new(|seen, _| {
                 seen.contributions.insert("r1".into(), (3_000, 2));
             }),
         ),
         (
-            "im-bridge",
-            Box::new(|seen, _| seen.im_messages.push(group_message("e1", "room_r1"))),
+            "a big gift announced twice",
+            ACTIVITY_TOTALS,
+            Box::new(|seen, _| seen.im_messages.insert(3, group_message("e2", "global"))),
         ),
         (
-            "notices",
+            // Right after the first, so per-room order still holds.
+            "a room event sent twice",
+            IM_BRIDGE,
+            Box::new(|seen, _| seen.im_messages.insert(1, group_message("e1", "room_r1"))),
+        ),
+        (
+            "a room event sent to another room's group",
+            IM_BRIDGE,
+            Box::new(|seen, _| seen.im_messages[5] = group_message("e4", "room_r1")),
+        ),
+        (
+            "a room event also sent to another room's group",
+            IM_BRIDGE,
+            Box::new(|seen, _| seen.im_messages.insert(6, group_message("e4", "room_r1"))),
+        ),
+        (
+            "an IM-silent event messaged",
+            IM_BRIDGE,
+            Box::new(|seen, _| seen.im_messages.push(group_message("e6", "room_r2"))),
+        ),
+        (
+            "a notice left pending",
+            NOTICES,
             Box::new(|seen, _| seen.notices[0].3 = "pending".into()),
         ),
-        ("order", Box::new(|seen, _| seen.dedup.swap(0, 2))),
-        ("money", Box::new(|seen, _| seen.wallet.refunded = 0)),
         (
-            "dead",
-            Box::new(|seen, _| seen.dead_letter_topics.push(("g.dlq".into(), 2))),
+            "a consumer that applied a room's events out of order",
+            ORDER,
+            Box::new(|seen, _| seen.dedup.swap(0, 3)),
         ),
-    ];
-    for (label, break_it) in cases {
+        (
+            "a refund the ledger does not explain",
+            MONEY,
+            Box::new(|seen, _| seen.wallet.refunded = 0),
+        ),
+        (
+            "a saga left between debit and commit",
+            MONEY,
+            Box::new(|seen, _| seen.sagas[3].1 = "compensating".into()),
+        ),
+        (
+            "a saga failed without its refund",
+            MONEY,
+            Box::new(|seen, _| seen.sagas[3].1 = "failed".into()),
+        ),
+        (
+            "committed sagas that differ from the committed gifts",
+            MONEY,
+            Box::new(|seen, _| seen.sagas[1].2 = 150),
+        ),
+        (
+            "messages in a dead-letter topic",
+            DEAD_LETTERS,
+            Box::new(|seen, _| seen.dead_letter_topics[0].1 = 2),
+        ),
+        (
+            "an outbox row the relay gave up on",
+            DEAD_LETTERS,
+            Box::new(|seen, _| seen.outbox[0].status = "failed".into()),
+        ),
+        (
+            "a fake IM that forgot messages",
+            IM_RECORD,
+            Box::new(|seen, _| seen.im_forgotten = 3),
+        ),
+    ]
+}
+
+#[test]
+fn each_broken_promise_trips_exactly_its_rule() {
+    let (commands, base) = consistent();
+    for (label, rule, break_it) in broken_cases() {
         let mut seen = base.clone();
         let mut broken = commands.clone();
         break_it(&mut seen, &mut broken);
-        let failures = failed(&broken, &seen);
-        assert!(!failures.is_empty(), "{label}: no rule failed");
-        let offenders: Vec<String> = run(&broken, &seen, &expectations())
-            .into_iter()
-            .flat_map(|c| c.offenders)
-            .collect();
+        assert_eq!(failed(&broken, &seen), vec![rule], "{label}");
+    }
+}
+
+#[test]
+fn every_rule_has_a_broken_case() {
+    let (commands, seen) = consistent();
+    let covered: Vec<&str> = broken_cases().iter().map(|(_, rule, _)| *rule).collect();
+    for check in run(&commands, &seen, &expectations()) {
         assert!(
-            !offenders.is_empty(),
-            "{label}: failed without naming an offender"
+            covered.contains(&check.name),
+            "no broken ledger trips `{}`",
+            check.name
         );
     }
+}
+
+#[test]
+fn more_acknowledged_commands_per_room_can_be_required() {
+    let (commands, seen) = consistent();
+    let expect = Expectations {
+        min_acked_per_room: 2,
+        ..expectations()
+    };
+    let failures: Vec<&str> = run(&commands, &seen, &expect)
+        .into_iter()
+        .filter(|check| !check.passed)
+        .map(|check| check.name)
+        .collect();
+    assert_eq!(failures, vec![COMMITTED_ENOUGH]);
 }
 
 #[test]
@@ -206,4 +383,92 @@ fn gaps_are_described() {
     assert!(gap_in(vec![1, 3], 3).is_some());
     assert!(gap_in(vec![1, 2, 2], 2).is_some());
     assert!(gap_in(vec![1, 2], 3).is_some());
+}
+
+// ------------------------------------------------------------------ settling
+
+const POLL: Duration = Duration::from_secs(3);
+const QUIET: Duration = Duration::from_secs(10);
+
+fn settled(next: Next) -> Check {
+    match next {
+        Next::Done(check) => {
+            assert_eq!(check.name, SETTLED);
+            check
+        }
+        other => panic!("expected a verdict, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_first_all_pass_snapshot_is_confirmed_after_a_quiet_period() {
+    let (_, seen) = consistent();
+    let start = Instant::now();
+    let mut settler = Settler::new(start + Duration::from_secs(60), POLL, QUIET);
+    // A settler that stopped at the first pass would return a verdict here.
+    assert!(matches!(
+        settler.after(true, fingerprint(&seen), start),
+        Next::Confirm(QUIET)
+    ));
+    let check = settled(settler.after(true, fingerprint(&seen), start + QUIET));
+    assert!(check.passed, "{check:?}");
+}
+
+#[test]
+fn a_confirmation_that_fails_resumes_polling_and_fails_at_the_deadline() {
+    let (_, seen) = consistent();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(30);
+    let mut settler = Settler::new(deadline, POLL, QUIET);
+    assert!(matches!(
+        settler.after(true, fingerprint(&seen), start),
+        Next::Confirm(_)
+    ));
+    // A late duplicate broke a rule during the quiet period.
+    assert!(matches!(
+        settler.after(false, fingerprint(&seen), start + QUIET),
+        Next::Wait(POLL)
+    ));
+    let check = settled(settler.after(false, fingerprint(&seen), deadline));
+    assert!(!check.passed);
+    assert!(!check.offenders.is_empty());
+}
+
+#[test]
+fn a_ledger_that_moved_during_the_quiet_period_is_confirmed_again() {
+    let (_, seen) = consistent();
+    let mut moved = seen.clone();
+    moved.im_messages.push(group_message("e1", "room_r1"));
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(15);
+    let mut settler = Settler::new(deadline, POLL, QUIET);
+    assert!(matches!(
+        settler.after(true, fingerprint(&seen), start),
+        Next::Confirm(_)
+    ));
+    // Passing but different: not settled yet, another quiet period.
+    assert!(matches!(
+        settler.after(true, fingerprint(&moved), start + QUIET),
+        Next::Confirm(QUIET)
+    ));
+    // Still moving when the deadline has passed: a violation.
+    let check = settled(settler.after(true, fingerprint(&seen), deadline + QUIET));
+    assert!(!check.passed);
+    assert!(
+        check.offenders[0].contains("IM messages 8 → 7"),
+        "{:?}",
+        check.offenders
+    );
+}
+
+#[test]
+fn a_pass_at_the_deadline_still_gets_its_quiet_period() {
+    let (_, seen) = consistent();
+    let start = Instant::now();
+    let mut settler = Settler::new(start, POLL, QUIET);
+    assert!(matches!(
+        settler.after(true, fingerprint(&seen), start + POLL),
+        Next::Confirm(QUIET)
+    ));
+    assert!(settled(settler.after(true, fingerprint(&seen), start + POLL + QUIET)).passed);
 }
