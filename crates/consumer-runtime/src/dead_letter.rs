@@ -334,6 +334,19 @@ pub fn header_text(message: &OwnedMessage, key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message carrying only `headers`, to read them back as a consumer would.
+    fn carrying(headers: OwnedHeaders) -> OwnedMessage {
+        OwnedMessage::new(
+            None,
+            None,
+            "t".into(),
+            Timestamp::NotAvailable,
+            0,
+            0,
+            Some(headers),
+        )
+    }
     use rdkafka::Timestamp;
 
     #[test]
@@ -357,15 +370,7 @@ mod tests {
             Some(original),
         );
         let headers = dead_letter_headers(&message, "g", &"é".repeat(2000), 17);
-        let rebuilt = OwnedMessage::new(
-            None,
-            None,
-            "t".into(),
-            Timestamp::NotAvailable,
-            0,
-            0,
-            Some(headers),
-        );
+        let rebuilt = carrying(headers);
         assert_eq!(header_text(&rebuilt, "event_id").as_deref(), Some("e1"));
         assert_eq!(
             header_text(&rebuilt, HEADER_DLQ_GROUP).as_deref(),
@@ -404,15 +409,7 @@ mod tests {
             Some(original),
         );
         let headers = headers_only(&message, "g", "oversized: big", 1, Some("e9"), "too large");
-        let rebuilt = OwnedMessage::new(
-            None,
-            None,
-            "t".into(),
-            Timestamp::NotAvailable,
-            0,
-            0,
-            Some(headers),
-        );
+        let rebuilt = carrying(headers);
         assert_eq!(
             header_text(&rebuilt, HEADER_EVENT_ID).as_deref(),
             Some("e9"),

@@ -105,6 +105,20 @@ impl Handler<pb::RoomOutboxEvent> for Recorder {
     }
 }
 
+/// Consumes `topic` in `group` (budget 16) until `event_id` was handled, then stops.
+async fn consume_until_handled(
+    topic: &str,
+    group: &str,
+    event_id: &str,
+) -> (Arc<Recorder>, ConsumerMetrics) {
+    let recorder = Arc::new(Recorder::default());
+    let metrics = ConsumerMetrics::unregistered();
+    let consumer = start(topic, group, 16, recorder.clone(), &metrics);
+    assert!(wait_until(WAIT, || async { recorder.has(event_id) }).await);
+    stop(consumer).await;
+    (recorder, metrics)
+}
+
 fn start<H: Handler<pb::RoomOutboxEvent>>(
     topic: &str,
     group: &str,
@@ -285,11 +299,7 @@ async fn undecodable_message_goes_to_the_dead_letter_topic_and_the_partition_mov
     let good = envelope(&new_event_id(), "room-x", 1, joined("u"));
     producer.send_event(&topic, &good).await.unwrap();
 
-    let recorder = Arc::new(Recorder::default());
-    let metrics = ConsumerMetrics::unregistered();
-    let consumer = start(&topic, &group, 16, recorder.clone(), &metrics);
-    assert!(wait_until(WAIT, || async { recorder.has(&good.event_id) }).await);
-    stop(consumer).await;
+    let (_, metrics) = consume_until_handled(&topic, &group, &good.event_id).await;
 
     assert_eq!(metrics.for_group(&group).dead_lettered_undecodable.get(), 1);
     let dead = read_topic(&bootstrap, &dead_letter_topic(&group), 1, WAIT)
@@ -327,11 +337,7 @@ async fn an_unknown_event_type_is_ignored_and_counted_not_dead_lettered() {
     let good = envelope(&new_event_id(), "room-u", 2, joined("u"));
     producer.send_event(&topic, &good).await.unwrap();
 
-    let recorder = Arc::new(Recorder::default());
-    let metrics = ConsumerMetrics::unregistered();
-    let consumer = start(&topic, &group, 16, recorder.clone(), &metrics);
-    assert!(wait_until(WAIT, || async { recorder.has(&good.event_id) }).await);
-    stop(consumer).await;
+    let (recorder, metrics) = consume_until_handled(&topic, &group, &good.event_id).await;
 
     let group_metrics = metrics.for_group(&group);
     assert_eq!(group_metrics.unknown.get(), 1);

@@ -227,13 +227,7 @@ impl RoomService for GrpcRoomService {
 mod tests {
     use super::*;
 
-    fn context() -> RequestContext<'static> {
-        RequestContext {
-            default_app_code: "hyapp",
-            traceparent: "",
-            now_ms: 1_000,
-        }
-    }
+    use crate::validate::tests::context;
 
     fn meta() -> Option<CommandMeta> {
         Some(CommandMeta {

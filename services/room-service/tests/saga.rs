@@ -40,21 +40,38 @@ async fn age_saga(harness: &Harness, command_id: &str) {
         .unwrap();
 }
 
-/// The value of `room_gift_sagas_failed_total` on the admin port's `/metrics`.
-async fn sagas_failed_metric(harness: &Harness) -> f64 {
-    let metrics = reqwest::get(format!("{}/metrics", harness.http))
-        .await
-        .unwrap()
-        .text()
+/// The crash window: a gift of 70 debited at the wallet, its saga row left in
+/// `status` ten minutes ago, neither committed nor refunded. Returns the room
+/// and the gift's command id.
+async fn crash_window_saga(harness: &Harness, status: &str) -> (String, String) {
+    let room = testkit::unique("room-");
+    let command_id = testkit::unique("gift-");
+    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint())
         .await
         .unwrap();
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("room_gift_sagas_failed_total "))
-        .unwrap_or_else(|| panic!("no room_gift_sagas_failed_total in\n{metrics}"))
-        .trim()
-        .parse()
-        .unwrap()
+    wallet
+        .debit(DebitRequest {
+            idempotency_key: command_id.clone(),
+            user_id: "fan".into(),
+            amount: 70,
+            reason: "gift".into(),
+        })
+        .await
+        .unwrap();
+    let long_ago = service_kit::time::now_ms() - 10 * 60_000;
+    sqlx::query(
+        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, updated_at_ms) \
+         VALUES (?, ?, 'fan', 70, ?, ?, ?)",
+    )
+    .bind(&command_id)
+    .bind(&room)
+    .bind(status)
+    .bind(long_ago)
+    .bind(long_ago)
+    .execute(&harness.pool)
+    .await
+    .unwrap();
+    (room, command_id)
 }
 
 #[tokio::test]
@@ -272,33 +289,7 @@ async fn an_unknown_debit_outcome_is_compensated() {
 #[tokio::test]
 async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     let harness = Harness::start().await;
-    let room = testkit::unique("room-");
-    let command_id = testkit::unique("gift-");
-    // The crash window: debited at the wallet, neither committed nor refunded.
-    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint())
-        .await
-        .unwrap();
-    wallet
-        .debit(DebitRequest {
-            idempotency_key: command_id.clone(),
-            user_id: "fan".into(),
-            amount: 70,
-            reason: "gift".into(),
-        })
-        .await
-        .unwrap();
-    let long_ago = service_kit::time::now_ms() - 10 * 60_000;
-    sqlx::query(
-        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, updated_at_ms) \
-         VALUES (?, ?, 'fan', 70, 'debited', ?, ?)",
-    )
-    .bind(&command_id)
-    .bind(&room)
-    .bind(long_ago)
-    .bind(long_ago)
-    .execute(&harness.pool)
-    .await
-    .unwrap();
+    let (room, command_id) = crash_window_saga(&harness, "debited").await;
     // A fresh saga of a live pipeline must be left alone.
     let live = testkit::unique("gift-");
     sqlx::query(
@@ -344,33 +335,7 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
 async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
     let harness = Harness::start_with(|config| config.saga.max_refund_attempts = 3).await;
     let budget = harness.config.saga.max_refund_attempts;
-    let room = testkit::unique("room-");
-    let command_id = testkit::unique("gift-");
-    // The crash window: debited at the wallet, neither committed nor refunded.
-    let mut wallet = WalletServiceClient::connect(harness.wallet.endpoint())
-        .await
-        .unwrap();
-    wallet
-        .debit(DebitRequest {
-            idempotency_key: command_id.clone(),
-            user_id: "fan".into(),
-            amount: 70,
-            reason: "gift".into(),
-        })
-        .await
-        .unwrap();
-    let long_ago = service_kit::time::now_ms() - 10 * 60_000;
-    sqlx::query(
-        "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, created_at_ms, updated_at_ms) \
-         VALUES (?, ?, 'fan', 70, 'debiting', ?, ?)",
-    )
-    .bind(&command_id)
-    .bind(&room)
-    .bind(long_ago)
-    .bind(long_ago)
-    .execute(&harness.pool)
-    .await
-    .unwrap();
+    let (_, command_id) = crash_window_saga(&harness, "debiting").await;
     // Every refund fails, far more often than the budget allows.
     harness
         .wallet
@@ -392,13 +357,13 @@ async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
         assert!(last_error.contains("injected fault"), "{last_error}");
         if attempt < budget {
             assert_eq!(status, "compensating", "attempt {attempt}");
-            assert_eq!(sagas_failed_metric(&harness).await, 0.0);
+            assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 0.0);
         } else {
             assert_eq!(status, "failed", "attempt {attempt}");
         }
         age_saga(&harness, &command_id).await;
     }
-    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
 
     // Terminal: a later sweep neither calls the wallet nor touches the row.
     let calls = harness.wallet.calls();
@@ -412,7 +377,7 @@ async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
     let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
     assert_eq!((status.as_str(), attempts), ("failed", budget));
     assert!(last_error.contains("injected fault"), "{last_error}");
-    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
     // Debited and not refunded: what the alert asks an operator to fix.
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
     assert_eq!(harness.wallet.stats().refunds, 0);
@@ -455,7 +420,7 @@ async fn the_pipelines_failed_refund_counts_against_the_budget() {
     let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
     assert_eq!((status.as_str(), attempts), ("failed", budget));
     assert!(last_error.contains("injected fault"), "{last_error}");
-    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 40);
 
     age_saga(&harness, &command_id).await;
@@ -464,7 +429,7 @@ async fn the_pipelines_failed_refund_counts_against_the_budget() {
         .await
         .unwrap();
     assert_eq!(harness.wallet.calls(), calls);
-    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
     harness.stop().await;
 }
 
@@ -498,6 +463,6 @@ async fn a_saga_whose_budget_a_crash_spent_is_failed_without_another_refund() {
         last_error, "refund x: Unavailable earlier",
         "the last error is kept"
     );
-    assert_eq!(sagas_failed_metric(&harness).await, 1.0);
+    assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
     harness.stop().await;
 }

@@ -163,10 +163,11 @@ pub(crate) fn build<M: Message + Clone>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn context() -> RequestContext<'static> {
+    /// A request context for unit tests (validators and the gRPC layer's).
+    pub(crate) fn context() -> RequestContext<'static> {
         RequestContext {
             default_app_code: "hyapp",
             traceparent: "",
