@@ -100,6 +100,15 @@ pub enum Error {
         /// The spent id.
         command_id: String,
     },
+    /// A SendGift with this command_id failed, and its refund failed past its
+    /// budget (saga `failed`): operators refund it by hand; its id is spent.
+    #[error(
+        "command_id {command_id} belongs to a gift whose refund failed; it is left to operators; use a new command_id"
+    )]
+    GiftRefundFailed {
+        /// The spent id.
+        command_id: String,
+    },
     /// A SendGift with this command_id is still being processed or recovered.
     #[error("command_id {command_id} is still being processed; retry later")]
     GiftInFlight {
@@ -173,6 +182,7 @@ impl Error {
             },
             Error::CommandIdReused { .. } => ErrorCode::AlreadyExists,
             Error::GiftCompensated { .. }
+            | Error::GiftRefundFailed { .. }
             | Error::InsufficientBalance { .. }
             | Error::WalletRefused(_) => ErrorCode::FailedPrecondition,
             Error::GiftInFlight { .. } | Error::StaleOwner { .. } => ErrorCode::Aborted,
@@ -193,6 +203,7 @@ impl Error {
             Error::Rejected(rejection) => rejection.code(),
             Error::CommandIdReused { .. } => "command_id_reused",
             Error::GiftCompensated { .. } => "gift_compensated",
+            Error::GiftRefundFailed { .. } => "gift_refund_failed",
             Error::GiftInFlight { .. } => "gift_in_flight",
             Error::OwnedElsewhere { .. } => "room_owned_elsewhere",
             Error::StaleOwner { .. } => "stale_owner",

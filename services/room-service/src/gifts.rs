@@ -73,6 +73,9 @@ pub(crate) async fn charge_gifts(
                     None if row.status == status::COMPENSATED => Err(Error::GiftCompensated {
                         command_id: row.command_id,
                     }),
+                    None if row.status == status::FAILED => Err(Error::GiftRefundFailed {
+                        command_id: row.command_id,
+                    }),
                     None => Err(Error::GiftInFlight {
                         command_id: row.command_id,
                     }),

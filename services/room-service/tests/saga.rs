@@ -430,6 +430,22 @@ async fn the_pipelines_failed_refund_counts_against_the_budget() {
         .unwrap();
     assert_eq!(harness.wallet.calls(), calls);
     assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
+
+    // A retry of the gift is told its id is spent and why, not "in flight".
+    let retried = harness
+        .client
+        .send_gift(gift(&room, &command_id, "fan", "owner", 1, 40))
+        .await
+        .unwrap_err();
+    assert_eq!(retried.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        retried
+            .metadata()
+            .get("x-error-reason")
+            .map(|value| value.to_str().unwrap()),
+        Some("gift_refund_failed")
+    );
+    assert_eq!(harness.wallet.calls(), calls, "no second debit");
     harness.stop().await;
 }
 
