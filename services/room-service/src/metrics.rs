@@ -40,6 +40,10 @@ pub struct Metrics {
     pub sagas_compensated: Counter,
     /// Sagas that ran out of refund attempts (debited, not refunded: refund by hand).
     pub sagas_failed: Counter,
+    /// Sagas in `failed` now, as the last saga sweep counted them: the alert
+    /// holds while any waits for an operator, and resolves once each is
+    /// refunded by hand and marked.
+    pub sagas_failed_open: Gauge,
     /// Users removed by the presence worker.
     pub presence_expired: Counter,
     /// Best-effort projection writes that failed.
@@ -59,6 +63,7 @@ impl Metrics {
             cells_loaded: Gauge::default(),
             sagas_compensated: Counter::default(),
             sagas_failed: Counter::default(),
+            sagas_failed_open: Gauge::default(),
             presence_expired: Counter::default(),
             projection_failures: Counter::default(),
         };
@@ -96,6 +101,11 @@ impl Metrics {
             "room_gift_sagas_failed",
             "Gift sagas whose refund attempts ran out (sender debited, not refunded)",
             metrics.sagas_failed.clone(),
+        );
+        registry.register(
+            "room_gift_sagas_failed_open",
+            "Gift sagas in status failed (debited, not refunded) at the last saga sweep",
+            metrics.sagas_failed_open.clone(),
         );
         registry.register(
             "room_presence_expired",

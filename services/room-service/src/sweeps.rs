@@ -93,17 +93,24 @@ pub async fn sweep_sagas(
         .stuck_sagas(stale_before, SAGA_BATCH)
         .await
         .map_err(|error| Error::database(&error))?;
+    let budget = SagaBudget {
+        now_ms,
+        stale_before,
+        max_refund_attempts,
+    };
     let mut repaired = 0;
     for saga in stuck {
-        let budget = SagaBudget {
-            now_ms,
-            stale_before,
-            max_refund_attempts,
-        };
         if sweep_saga(rooms, &saga, budget).await? {
             repaired += 1;
         }
     }
+    // After this sweep's own failures, so the gauge includes them.
+    let failed_open = deps
+        .store
+        .count_failed_sagas()
+        .await
+        .map_err(|error| Error::database(&error))?;
+    deps.metrics.sagas_failed_open.set(failed_open);
     Ok(repaired)
 }
 

@@ -40,6 +40,15 @@ async fn age_saga(harness: &Harness, command_id: &str) {
         .unwrap();
 }
 
+/// One saga sweep with the harness's budget and a one-minute `stuck_after`;
+/// returns how many sagas it refunded.
+async fn sweep(harness: &Harness) -> usize {
+    let budget = harness.config.saga.max_refund_attempts;
+    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
+        .await
+        .unwrap()
+}
+
 /// The crash window: a gift of 70 debited at the wallet, its saga row left in
 /// `status` ten minutes ago, neither committed nor refunded. Returns the room
 /// and the gift's command id.
@@ -305,10 +314,7 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
     .unwrap();
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
 
-    let budget = harness.config.saga.max_refund_attempts;
-    let repaired = room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-        .await
-        .unwrap();
+    let repaired = sweep(&harness).await;
     assert_eq!(repaired, 1);
     assert_eq!(harness.wallet.balance("fan"), 1_000_000);
     assert_eq!(harness.wallet.stats().refunds, 1);
@@ -321,12 +327,7 @@ async fn the_sweep_refunds_a_saga_left_by_a_crash() {
         Some("debiting")
     );
     // Idempotent: a second sweep finds nothing and moves no money.
-    assert_eq!(
-        room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(sweep(&harness).await, 0);
     assert_eq!(harness.wallet.stats().refunds, 1);
     harness.stop().await;
 }
@@ -343,9 +344,7 @@ async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
 
     for attempt in 1..=budget {
         let calls = harness.wallet.calls();
-        let refunded = room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-            .await
-            .unwrap();
+        let refunded = sweep(&harness).await;
         assert_eq!(refunded, 0);
         assert_eq!(
             harness.wallet.calls(),
@@ -367,12 +366,7 @@ async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
 
     // Terminal: a later sweep neither calls the wallet nor touches the row.
     let calls = harness.wallet.calls();
-    assert_eq!(
-        room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(sweep(&harness).await, 0);
     assert_eq!(harness.wallet.calls(), calls);
     let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
     assert_eq!((status.as_str(), attempts), ("failed", budget));
@@ -381,6 +375,16 @@ async fn a_refund_that_keeps_failing_ends_failed_after_the_budget() {
     // Debited and not refunded: what the alert asks an operator to fix.
     assert_eq!(harness.wallet.balance("fan"), 1_000_000 - 70);
     assert_eq!(harness.wallet.stats().refunds, 0);
+    // The alert's gauge holds while the row waits, and clears once the
+    // operator has marked it (the runbook's last step).
+    assert_eq!(harness.metric("room_gift_sagas_failed_open").await, 1.0);
+    sqlx::query("UPDATE room_gift_saga SET status = 'compensated' WHERE command_id = ? AND status = 'failed'")
+        .bind(&command_id)
+        .execute(&harness.pool)
+        .await
+        .unwrap();
+    assert_eq!(sweep(&harness).await, 0);
+    assert_eq!(harness.metric("room_gift_sagas_failed_open").await, 0.0);
     harness.stop().await;
 }
 
@@ -413,9 +417,7 @@ async fn the_pipelines_failed_refund_counts_against_the_budget() {
     // The sweep has one attempt left; when it fails too the saga is failed.
     age_saga(&harness, &command_id).await;
     let calls = harness.wallet.calls();
-    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-        .await
-        .unwrap();
+    sweep(&harness).await;
     assert_eq!(harness.wallet.calls(), calls + 1);
     let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
     assert_eq!((status.as_str(), attempts), ("failed", budget));
@@ -425,9 +427,7 @@ async fn the_pipelines_failed_refund_counts_against_the_budget() {
 
     age_saga(&harness, &command_id).await;
     let calls = harness.wallet.calls();
-    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-        .await
-        .unwrap();
+    sweep(&harness).await;
     assert_eq!(harness.wallet.calls(), calls);
     assert_eq!(harness.metric("room_gift_sagas_failed_total").await, 1.0);
 
@@ -452,7 +452,6 @@ async fn the_pipelines_failed_refund_counts_against_the_budget() {
 #[tokio::test]
 async fn a_saga_whose_budget_a_crash_spent_is_failed_without_another_refund() {
     let harness = Harness::start_with(|config| config.saga.max_refund_attempts = 2).await;
-    let budget = harness.config.saga.max_refund_attempts;
     let command_id = testkit::unique("gift-");
     // Claimed for its last attempt, then the process died before the refund.
     let long_ago = service_kit::time::now_ms() - 10 * 60_000;
@@ -469,9 +468,7 @@ async fn a_saga_whose_budget_a_crash_spent_is_failed_without_another_refund() {
     .await
     .unwrap();
     let calls = harness.wallet.calls();
-    room_service::sweeps::sweep_sagas(&harness.rooms, 60_000, budget)
-        .await
-        .unwrap();
+    sweep(&harness).await;
     assert_eq!(harness.wallet.calls(), calls, "no refund beyond the budget");
     let (status, attempts, last_error) = saga_refunds(&harness, &command_id).await;
     assert_eq!((status.as_str(), attempts), ("failed", 2));

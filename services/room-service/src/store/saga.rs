@@ -200,6 +200,14 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// How many sagas are `failed` (one range of `idx_sweep`): each waits for
+    /// an operator's manual refund.
+    pub async fn count_failed_sagas(&self) -> Result<i64, sqlx::Error> {
+        sqlx::query_scalar("SELECT COUNT(*) FROM room_gift_saga WHERE status = 'failed'")
+            .fetch_one(self.pool())
+            .await
+    }
+
     /// Sagas left between debit and commit/refund for longer than the stuck
     /// threshold (`failed` ones are terminal and never returned).
     pub async fn stuck_sagas(
