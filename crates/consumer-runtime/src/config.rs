@@ -344,7 +344,7 @@ mod tests {
             backoff: Backoff::exponential(Duration::from_millis(100), Duration::from_millis(1000)),
         };
         // The upper end of the jitter range is the un-jittered doubling.
-        let backoff = |attempt| policy.backoff.delay_with(attempt, 1.0);
+        let backoff = |attempt| policy.backoff.ceiling(attempt);
         assert_eq!(backoff(1), Duration::from_millis(100));
         assert_eq!(backoff(2), Duration::from_millis(200));
         assert_eq!(backoff(4), Duration::from_millis(800));

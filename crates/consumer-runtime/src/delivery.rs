@@ -80,7 +80,7 @@ mod tests {
     fn backoff_doubles_up_to_the_cap() {
         let retry = DeliveryRetryConfig::default();
         // The upper end of the jitter range is the un-jittered doubling.
-        let ceiling_ms = |attempts| retry.backoff().delay_with(attempts, 1.0).as_millis();
+        let ceiling_ms = |attempts| retry.backoff().ceiling(attempts).as_millis();
         assert_eq!(ceiling_ms(1), 1_000);
         assert_eq!(ceiling_ms(3), 4_000);
         assert_eq!(ceiling_ms(30), 300_000);

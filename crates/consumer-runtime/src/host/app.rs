@@ -30,6 +30,11 @@ struct ExtraServer {
     serve: ServeFn,
 }
 
+/// The servers' names, for `Debug`.
+fn server_names(servers: &[ExtraServer]) -> Vec<&'static str> {
+    servers.iter().map(|server| server.name).collect()
+}
+
 /// What a service's [`ConsumerService::build`] gets: the shared resources,
 /// and where it registers the work the host runs beside the consumer.
 pub struct Builder {
@@ -51,14 +56,7 @@ impl std::fmt::Debug for Builder {
                     .map(|(name, _)| name)
                     .collect::<Vec<_>>(),
             )
-            .field(
-                "servers",
-                &self
-                    .servers
-                    .iter()
-                    .map(|server| server.name)
-                    .collect::<Vec<_>>(),
-            )
+            .field("servers", &server_names(&self.servers))
             .finish_non_exhaustive()
     }
 }
@@ -134,14 +132,7 @@ impl<S: ConsumerService> std::fmt::Debug for Host<S> {
             .field("service", &S::Config::SERVICE)
             .field("consumer", &self.consumer)
             .field("admin", &self.admin_addr())
-            .field(
-                "servers",
-                &self
-                    .servers
-                    .iter()
-                    .map(|server| server.name)
-                    .collect::<Vec<_>>(),
-            )
+            .field("servers", &server_names(&self.servers))
             .finish_non_exhaustive()
     }
 }
