@@ -1,7 +1,8 @@
 -- Collation note (all tables): ids are restricted by the services to
--- [A-Za-z0-9_.:-] and compared case-insensitively (utf8mb4_general_ci, which
--- exists in both MySQL 8 and MariaDB). A `_bin` collation would make drivers
--- report the columns as binary strings.
+-- [A-Za-z0-9_.:-]. Tables are utf8mb4_general_ci (in both MySQL 8 and
+-- MariaDB); their id columns compare byte-exactly since
+-- 20261210000010_ids_byte_exact.sql (docs/design.md#identifiers), and are read
+-- through service_kit::db::IdText, as drivers report `_bin` columns as binary.
 
 -- Room meta: one row per room. `version` is the compare-and-set fence of
 -- SaveMutation: a stale owner (one whose Redis lease was taken over) commits

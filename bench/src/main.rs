@@ -12,7 +12,9 @@ mod memory_scenarios;
 mod plots;
 mod relay_scenarios;
 mod report;
+mod room_load;
 mod room_scenarios;
+mod scale_out_scenarios;
 
 use clap::Parser;
 use report::Report;
@@ -67,6 +69,15 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("gift-storm") {
         room_scenarios::gift_storm(&env, &mut report).await?;
+    }
+    if selected("scale-out-mixed") {
+        scale_out_scenarios::mixed_one_vs_three(&env, &mut report).await?;
+    }
+    if selected("scale-out-handoff") {
+        scale_out_scenarios::handoff_gap(&env, &mut report).await?;
+    }
+    if selected("scale-out-takeover") {
+        scale_out_scenarios::takeover_gap(&env, &mut report).await?;
     }
     if selected("relay-drain") {
         relay_scenarios::backlog_drain(&env, &mut report).await?;

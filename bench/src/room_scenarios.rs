@@ -1,17 +1,16 @@
 //! room-service scenarios through the real gRPC server: a mixed command load
 //! over many rooms against a same-run baseline of the equivalent raw SQL
 //! writes, and a one-room gift storm with per-room group commit on and off
-//! (the fake wallet in the path).
+//! (the fake wallet in the path). The workload itself is `room_load`'s,
+//! shared with the scale-out scenarios.
 
 use crate::{
     fixtures::{self, BenchEnv},
     report::{Report, Row},
+    room_load::{CONCURRENCY, MIXED_SEED, Serving, bench_config, meta, millis_at, mixed_workload},
 };
 use hdrhistogram::Histogram;
-use hyapp_api::room::{
-    CommandMeta, CreateRoomRequest, JoinRoomRequest, LeaveMicRequest, LeaveRoomRequest,
-    SendGiftRequest, TakeMicRequest, room_service_client::RoomServiceClient,
-};
+use hyapp_api::room::{CreateRoomRequest, JoinRoomRequest, SendGiftRequest};
 use std::{
     sync::{
         Arc,
@@ -19,15 +18,9 @@ use std::{
     },
     time::{Duration, Instant},
 };
-use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
-
-const CONCURRENCY: usize = 64;
 
 struct RunningRoomService {
-    client: RoomServiceClient<Channel>,
-    shutdown: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
+    serving: Serving,
     _wallet: fake_wallet::FakeWalletHandle,
     db: String,
 }
@@ -40,34 +33,13 @@ async fn start_room_service(
     let (pool, db) = fixtures::fresh_database(env).await?;
     pool.close().await;
     let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default()).await?;
-    let mut config = room_service::Config::default();
-    config.mysql.url = format!("{}/{db}", env.mysql);
-    config.mysql.max_connections = 32;
-    config.redis.url = env.redis.clone();
-    config.grpc_listen = "127.0.0.1:0".into();
-    config.http_listen = "127.0.0.1:0".into();
-    config.node_id = format!("bench-{db}");
-    config.wallet.endpoint = wallet.endpoint();
-    config.outbox_worker.enabled = false;
-    config.tencent_im.enabled = false;
+    let mut config = bench_config(env, &db, wallet.endpoint());
     config.room.group_commit = group_commit;
     if !shared_commits {
         config.room.shared_commit_lanes = 0;
     }
-    let config = config.validate()?;
-    let app = room_service::App::build(config).await?;
-    let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr())).await?;
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let handle = tokio::spawn(async move {
-        if let Err(error) = app.run(token).await {
-            eprintln!("room-service stopped: {error}");
-        }
-    });
     Ok(RunningRoomService {
-        client,
-        shutdown,
-        handle,
+        serving: Serving::start(config).await?,
         _wallet: wallet,
         db,
     })
@@ -75,18 +47,9 @@ async fn start_room_service(
 
 impl RunningRoomService {
     async fn stop(self, env: &BenchEnv) -> anyhow::Result<()> {
-        self.shutdown.cancel();
-        let _ = self.handle.await;
+        self.serving.stop().await;
         fixtures::drop_database(env, &self.db).await
     }
-}
-
-fn meta(command_id: String) -> Option<CommandMeta> {
-    Some(CommandMeta {
-        command_id,
-        request_id: String::new(),
-        app_code: "hyapp".into(),
-    })
 }
 
 /// Scenario 1: mixed commands over many rooms with cross-room group commit
@@ -103,9 +66,9 @@ pub async fn mixed_commands(env: &BenchEnv, report: &mut Report) -> anyhow::Resu
     let latency = |histogram: &Histogram<u64>| {
         format!(
             "p50 {:.1} ms, p99 {:.1} ms, p999 {:.1} ms",
-            histogram.value_at_quantile(0.5) as f64 / 1000.0,
-            histogram.value_at_quantile(0.99) as f64 / 1000.0,
-            histogram.value_at_quantile(0.999) as f64 / 1000.0
+            millis_at(histogram, 0.5),
+            millis_at(histogram, 0.99),
+            millis_at(histogram, 0.999)
         )
     };
     report.add(Row {
@@ -148,7 +111,7 @@ pub async fn mixed_commands(env: &BenchEnv, report: &mut Report) -> anyhow::Resu
     Ok(())
 }
 
-/// The mixed command load through the real gRPC server for `seconds`:
+/// The mixed command load through one real gRPC server for `seconds`:
 /// commands/s and the latency histogram (µs).
 async fn mixed_through_grpc(
     env: &BenchEnv,
@@ -157,126 +120,16 @@ async fn mixed_through_grpc(
     shared_commits: bool,
 ) -> anyhow::Result<(f64, Histogram<u64>)> {
     let service = start_room_service(env, true, shared_commits).await?;
-    let histogram = Arc::new(std::sync::Mutex::new(Histogram::<u64>::new(3)?));
-    // Each task owns a disjoint set of rooms, so its command sequence is valid by construction.
-    let mut setup = Vec::new();
-    for task in 0..CONCURRENCY {
-        let mut client = service.client.clone();
-        setup.push(tokio::spawn(async move {
-            for room in (task..rooms).step_by(CONCURRENCY) {
-                let room_id = format!("mixed-{room}");
-                client
-                    .create_room(CreateRoomRequest {
-                        meta: meta(format!("create-{room_id}")),
-                        room_id: room_id.clone(),
-                        owner_id: "host".into(),
-                        title: "bench".into(),
-                        mic_seat_count: 8,
-                    })
-                    .await?;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for task in setup {
-        task.await??;
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let mut workers = Vec::new();
-    for task in 0..CONCURRENCY {
-        let mut client = service.client.clone();
-        let stop = Arc::clone(&stop);
-        let histogram = Arc::clone(&histogram);
-        workers.push(tokio::spawn(async move {
-            let owned: Vec<usize> = (task..rooms).step_by(CONCURRENCY).collect();
-            let mut done = 0u64;
-            let mut round = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                for room in &owned {
-                    let room_id = format!("mixed-{room}");
-                    let user = format!("u{task}-{round}");
-                    let id = |kind: &str| format!("{kind}-{room_id}-{round}");
-                    let mut time = |started: Instant| {
-                        let _ = histogram
-                            .lock()
-                            .map(|mut h| h.record(started.elapsed().as_micros() as u64));
-                        done += 1;
-                    };
-                    let at = Instant::now();
-                    client
-                        .join_room(JoinRoomRequest {
-                            meta: meta(id("join")),
-                            room_id: room_id.clone(),
-                            user_id: user.clone(),
-                        })
-                        .await?;
-                    time(at);
-                    let at = Instant::now();
-                    client
-                        .take_mic(TakeMicRequest {
-                            meta: meta(id("mic")),
-                            room_id: room_id.clone(),
-                            user_id: user.clone(),
-                            seat_index: 1,
-                        })
-                        .await?;
-                    time(at);
-                    for gift in 0..2 {
-                        let at = Instant::now();
-                        client
-                            .send_gift(SendGiftRequest {
-                                meta: meta(format!("{}-{gift}", id("gift"))),
-                                room_id: room_id.clone(),
-                                sender_id: user.clone(),
-                                receiver_id: "host".into(),
-                                gift_id: "rose".into(),
-                                count: 1,
-                                unit_value: 1,
-                            })
-                            .await?;
-                        time(at);
-                    }
-                    let at = Instant::now();
-                    client
-                        .leave_mic(LeaveMicRequest {
-                            meta: meta(id("unmic")),
-                            room_id: room_id.clone(),
-                            user_id: user.clone(),
-                        })
-                        .await?;
-                    time(at);
-                    let at = Instant::now();
-                    client
-                        .leave_room(LeaveRoomRequest {
-                            meta: meta(id("leave")),
-                            room_id: room_id.clone(),
-                            user_id: user.clone(),
-                        })
-                        .await?;
-                    time(at);
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                }
-                round += 1;
-            }
-            anyhow::Ok(done)
-        }));
-    }
-    tokio::time::sleep(Duration::from_secs(seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut total = 0;
-    for worker in workers {
-        total += worker.await??;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
+    let outcome = mixed_workload(
+        std::slice::from_ref(&service.serving.target),
+        rooms,
+        seconds,
+        MIXED_SEED,
+    )
+    .await;
     service.stop(env).await?;
-    let histogram = histogram
-        .lock()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?
-        .clone();
-    Ok((total as f64 / elapsed, histogram))
+    let outcome = outcome?;
+    Ok((outcome.rate, outcome.all))
 }
 
 /// The same writes per command as room-service makes, with no service.
@@ -363,7 +216,7 @@ pub async fn gift_storm(env: &BenchEnv, report: &mut Report) -> anyhow::Result<(
     let mut rates = Vec::new();
     for group_commit in [false, true] {
         let service = start_room_service(env, group_commit, true).await?;
-        let mut client = service.client.clone();
+        let mut client = service.serving.target.client.clone();
         client
             .create_room(CreateRoomRequest {
                 meta: meta("create-hot".into()),
@@ -387,7 +240,7 @@ pub async fn gift_storm(env: &BenchEnv, report: &mut Report) -> anyhow::Result<(
         let started = Instant::now();
         let mut workers = Vec::new();
         for sender in 0..CONCURRENCY {
-            let mut client = service.client.clone();
+            let mut client = service.serving.target.client.clone();
             let stop = Arc::clone(&stop);
             let histogram = Arc::clone(&histogram);
             workers.push(tokio::spawn(async move {
@@ -432,8 +285,8 @@ pub async fn gift_storm(env: &BenchEnv, report: &mut Report) -> anyhow::Result<(
     let latency = |histogram: &Histogram<u64>| {
         format!(
             "p50 {:.1} ms, p99 {:.1} ms",
-            histogram.value_at_quantile(0.5) as f64 / 1000.0,
-            histogram.value_at_quantile(0.99) as f64 / 1000.0
+            millis_at(histogram, 0.5),
+            millis_at(histogram, 0.99)
         )
     };
     report.add(Row {

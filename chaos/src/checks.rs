@@ -4,14 +4,16 @@
 //! transaction); every consumer effect is compared against the outbox events.
 //!
 //! This file holds the rules about the command log and the outbox, and
-//! that the run committed anything at all; [`effects`] the consumers'
-//! effects, [`money`] the wallet and the dead letters, and [`settle`] when
-//! a verdict counts (it must hold again after a quiet period). Every rule's
+//! that the run committed anything at all; [`ownership`] that each room had
+//! one writer at a time across the room-service instances; [`effects`] the
+//! consumers' effects, [`money`] the wallet and the dead letters, and
+//! [`settle`] when a verdict counts (it must hold again after a quiet period). Every rule's
 //! name is a constant here, so the tests can name the one rule a broken
 //! ledger must trip.
 
 mod effects;
 mod money;
+mod ownership;
 pub mod settle;
 
 use crate::ledger::{CommandRecord, Outcome};
@@ -26,6 +28,9 @@ pub const REJECTED: &str = "a rejected command wrote nothing";
 pub const COMMITTED_ENOUGH: &str = "every room the workload touched has acknowledged commands";
 /// Rule: log, outbox and rooms row agree.
 pub const ATOMIC: &str = "no partial writes (log, outbox and room row agree)";
+/// Rule: one writer per room across the room-service instances.
+pub const ONE_WRITER: &str =
+    "one writer per room: log versions 1..n, each reply at its logged version";
 /// Rule: every outbox row was published.
 pub const PUBLISHED: &str = "every committed event was published";
 /// Rule: each gift applied once, by its own event id.
@@ -104,6 +109,7 @@ pub fn run(commands: &[CommandRecord], seen: &Observation, expect: &Expectations
         rejected_wrote_nothing(commands, seen),
         committed_enough(commands, expect),
         writes_are_atomic(seen),
+        ownership::one_writer_per_room(commands, seen),
         outbox_delivered(seen),
         effects::activity_per_event(seen, expect),
         effects::activity_totals(seen, expect),
@@ -239,8 +245,16 @@ fn writes_are_atomic(seen: &Observation) -> Check {
             .push(event.seq);
     }
     for (room, (version, event_seq)) in &seen.rooms {
-        if let Some(gap) = gap_in(versions.remove(room.as_str()).unwrap_or_default(), *version) {
-            offenders.push(format!("room {room} command log versions: {gap}"));
+        // How the log's versions run (no gap, no repeat) is the one-writer
+        // rule's; here the room row must stand at the log's newest version.
+        let newest = versions
+            .remove(room.as_str())
+            .and_then(|logged| logged.into_iter().max())
+            .unwrap_or(0);
+        if newest != *version {
+            offenders.push(format!(
+                "room {room} row at version {version}, its command log ends at {newest}"
+            ));
         }
         if let Some(gap) = gap_in(seqs.remove(room.as_str()).unwrap_or_default(), *event_seq) {
             offenders.push(format!("room {room} outbox event seqs: {gap}"));

@@ -38,6 +38,17 @@ pub struct CommandRecord {
     pub gift_value: u64,
     /// Event ids of the reply (acked only).
     pub event_ids: Vec<String>,
+    /// The room-service instance each call went to, in order (one per attempt).
+    #[serde(default)]
+    pub sent_to: Vec<String>,
+    /// The instance that executed the final answer (its `x-room-served-by`
+    /// header); empty when the answer carried none (a transport failure).
+    #[serde(default)]
+    pub served_by: String,
+    /// The room version in the reply (acked only, else 0): the version the
+    /// command's log row must have.
+    #[serde(default)]
+    pub reply_version: u64,
 }
 
 /// Writes `records` as JSON lines.
@@ -72,10 +83,11 @@ pub fn read_commands(path: &Path) -> anyhow::Result<Vec<CommandRecord>> {
 pub struct FaultRecord {
     /// Milliseconds since the run started.
     pub at_ms: u64,
-    /// `kill`, `broker-outage`, `redis-restart`, `mysql-restart`, `im-fault`,
-    /// `wallet-fault`, or `unexpected-exit` (a process died on its own).
+    /// `kill`, `graceful-restart`, `broker-outage`, `redis-restart`,
+    /// `mysql-restart`, `im-fault`, `wallet-fault`, or `unexpected-exit` (a
+    /// process died on its own).
     pub kind: String,
-    /// The process or system affected.
+    /// The process (instance name, e.g. `room-service-2`) or system affected.
     pub target: String,
     /// Free text (durations, codes).
     pub detail: String,
@@ -124,10 +136,21 @@ mod tests {
             attempts: 3,
             gift_value: 200,
             event_ids: vec![],
+            sent_to: vec!["room-service-2".into(), "room-service".into()],
+            served_by: "room-service-3".into(),
+            reply_version: 0,
         }];
         let path = dir.join("commands.jsonl");
         write_commands(&path, &records).unwrap();
         assert_eq!(read_commands(&path).unwrap(), records);
+        // A ledger written before scale-out still reads.
+        std::fs::write(
+            &path,
+            r#"{"command_id":"c0","room_id":"r1","kind":"join","outcome":"acked","detail":"","attempts":1,"gift_value":0,"event_ids":[]}"#,
+        )
+        .unwrap();
+        let old = read_commands(&path).unwrap();
+        assert!(old[0].sent_to.is_empty() && old[0].served_by.is_empty());
 
         let faults = dir.join("faults.tsv");
         std::fs::write(

@@ -1,8 +1,9 @@
 //! `chaos`: the two halves of `cargo xtask chaos` that need async clients
 //! (xtask itself stays std-only and owns the processes and the faults).
 //!
-//! - `chaos workload`: the seeded command mix against room-service; writes
-//!   every command and its outcome to `commands.jsonl`.
+//! - `chaos workload`: the seeded command mix against room-service, each call
+//!   to a random instance; writes every command, its outcome and the
+//!   instances involved to `commands.jsonl`.
 //! - `chaos check`: waits for the system to settle, then verifies the
 //!   delivery ledger (see [`checks`]) and prints the table; exit code 1 when
 //!   any promise is broken. "Settled" means every rule passed twice, on
@@ -14,6 +15,7 @@ mod checks;
 mod ledger;
 mod observe;
 mod report;
+mod routing;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -36,9 +38,10 @@ struct Cli {
 enum Mode {
     /// Drive room-service with a seeded command mix.
     Workload {
-        /// room-service gRPC URL.
-        #[arg(long)]
-        grpc: String,
+        /// A room-service instance, `NAME=URL` or `URL` (repeatable): each
+        /// call goes to a random one, and the ledger records it by name.
+        #[arg(long, required = true)]
+        grpc: Vec<String>,
         /// Fake wallet admin URL (users are funded up front).
         #[arg(long)]
         wallet_admin: String,
@@ -166,7 +169,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 concurrency,
                 retry_budget: Duration::from_secs(retry_budget_secs),
             };
-            let records = workload::run(&grpc, &wallet_admin, &shape).await?;
+            let instances = grpc
+                .iter()
+                .map(|spec| routing::Instance::parse(spec))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let records = workload::run(&instances, &wallet_admin, &shape).await?;
             ledger::write_commands(&out, &records)?;
             println!("{}", report::workload_line(&records));
             Ok(ExitCode::SUCCESS)

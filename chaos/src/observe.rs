@@ -20,6 +20,8 @@ pub struct LogEntry {
     pub version: u64,
     /// Event ids in the stored reply.
     pub event_ids: Vec<String>,
+    /// Room version in the stored reply (0 when it does not decode).
+    pub reply_version: u64,
 }
 
 /// A `room_outbox` row, decoded.
@@ -121,7 +123,19 @@ pub struct Sources {
     pub metrics: Vec<(String, String)>,
 }
 
-type RawOutbox = (String, String, u8, u64, String, String, i64, Vec<u8>);
+/// An id column's bytes. Id columns compare byte-exactly (`utf8mb4_bin`,
+/// docs/design.md#identifiers) and sqlx refuses to decode such a column as a
+/// `String`; the services read them through `service_kit::db::IdText`, which
+/// the checker (linked to the API crates only) reads as bytes instead, as the
+/// demo does. Bytes decode from the older case-insensitive columns too.
+type IdBytes = Vec<u8>;
+
+/// The text of an id column.
+fn id(bytes: IdBytes) -> String {
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+type RawOutbox = (IdBytes, IdBytes, u8, u64, String, String, i64, Vec<u8>);
 
 impl Sources {
     /// Reads everything; any source that cannot be read is an error (the
@@ -133,36 +147,33 @@ impl Sources {
                 .as_millis() as i64,
             ..Observation::default()
         };
-        let log: Vec<(String, String, u64, Vec<u8>)> =
+        let log: Vec<(IdBytes, IdBytes, u64, Vec<u8>)> =
             sqlx::query_as("SELECT command_id, room_id, room_version, reply FROM room_command_log")
                 .fetch_all(&self.pool)
                 .await?;
         for (command_id, room_id, version, reply) in log {
-            let event_ids = hyapp_api::room::CommandReply::decode(reply.as_slice())
-                .map(|reply| {
-                    reply
+            let reply = hyapp_api::room::CommandReply::decode(reply.as_slice()).unwrap_or_default();
+            seen.log.insert(
+                id(command_id),
+                LogEntry {
+                    room_id: id(room_id),
+                    version,
+                    event_ids: reply
                         .events
                         .into_iter()
                         .map(|event| event.event_id)
-                        .collect()
-                })
-                .unwrap_or_default();
-            seen.log.insert(
-                command_id,
-                LogEntry {
-                    room_id,
-                    version,
-                    event_ids,
+                        .collect(),
+                    reply_version: reply.room_version,
                 },
             );
         }
-        let rooms: Vec<(String, u64, u64)> =
+        let rooms: Vec<(IdBytes, u64, u64)> =
             sqlx::query_as("SELECT room_id, version, event_seq FROM rooms")
                 .fetch_all(&self.pool)
                 .await?;
         seen.rooms = rooms
             .into_iter()
-            .map(|(room, version, seq)| (room, (version, seq)))
+            .map(|(room, version, seq)| (id(room), (version, seq)))
             .collect();
         let outbox: Vec<RawOutbox> = sqlx::query_as(
             "SELECT event_id, room_id, lane, room_event_seq, event_type, status, next_retry_at_ms, payload \
@@ -178,8 +189,8 @@ impl Sources {
                         .then(|| outbox_schema::decode_envelope(&payload).ok())
                         .flatten();
                     OutboxEvent {
-                        event_id,
-                        room_id,
+                        event_id: id(event_id),
+                        room_id: id(room_id),
                         lane,
                         seq,
                         event_type,
@@ -194,31 +205,51 @@ impl Sources {
                 },
             )
             .collect();
-        seen.dedup = sqlx::query_as(
+        let dedup: Vec<(IdBytes, IdBytes)> = sqlx::query_as(
             "SELECT consumer_group, event_id FROM consumer_dedup ORDER BY applied_seq",
         )
         .fetch_all(&self.pool)
         .await?;
-        let contributions: Vec<(String, u64, u64)> = sqlx::query_as(
+        seen.dedup = dedup
+            .into_iter()
+            .map(|(group, event_id)| (id(group), id(event_id)))
+            .collect();
+        let contributions: Vec<(IdBytes, u64, u64)> = sqlx::query_as(
             "SELECT room_id, total_value, gift_count FROM activity_room_contribution",
         )
         .fetch_all(&self.pool)
         .await?;
         seen.contributions = contributions
             .into_iter()
-            .map(|(room, total, count)| (room, (total, count)))
+            .map(|(room, total, count)| (id(room), (total, count)))
             .collect();
-        seen.broadcasts = sqlx::query_as("SELECT event_id, status FROM activity_broadcasts")
-            .fetch_all(&self.pool)
-            .await?;
-        seen.notices = sqlx::query_as(
+        let broadcasts: Vec<(IdBytes, String)> =
+            sqlx::query_as("SELECT event_id, status FROM activity_broadcasts")
+                .fetch_all(&self.pool)
+                .await?;
+        seen.broadcasts = broadcasts
+            .into_iter()
+            .map(|(event_id, status)| (id(event_id), status))
+            .collect();
+        let notices: Vec<(IdBytes, IdBytes, IdBytes, String)> = sqlx::query_as(
             "SELECT event_id, recipient_id, room_id, status FROM notice_delivery_events ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await?;
-        seen.sagas = sqlx::query_as("SELECT command_id, status, amount FROM room_gift_saga")
-            .fetch_all(&self.pool)
-            .await?;
+        seen.notices = notices
+            .into_iter()
+            .map(|(event_id, recipient, room, status)| {
+                (id(event_id), id(recipient), id(room), status)
+            })
+            .collect();
+        let sagas: Vec<(IdBytes, String, u64)> =
+            sqlx::query_as("SELECT command_id, status, amount FROM room_gift_saga")
+                .fetch_all(&self.pool)
+                .await?;
+        seen.sagas = sagas
+            .into_iter()
+            .map(|(command_id, status, amount)| (id(command_id), status, amount))
+            .collect();
         self.observe_fakes(&mut seen).await?;
         seen.dead_letter_topics = self.dead_letter_sizes().await?;
         for (service, url) in &self.metrics {

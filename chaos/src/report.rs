@@ -1,5 +1,6 @@
-//! The checker's printed table: faults injected by kind, the counts, then
-//! one row per promise with PASS/FAIL and the offending ids of a failure.
+//! The checker's printed table: faults injected by kind, the counts (with
+//! how the calls spread over the room-service instances), then one row per
+//! promise with PASS/FAIL and the offending ids of a failure.
 
 use crate::checks::Check;
 use crate::ledger::{CommandRecord, FaultRecord, Outcome};
@@ -19,6 +20,24 @@ pub fn workload_line(records: &[CommandRecord]) -> String {
         count(Outcome::Rejected),
         count(Outcome::Unknown)
     )
+}
+
+/// `name count, …` over instance names; an empty name (no `x-room-served-by`
+/// header on the answer) counts as `unnamed`.
+fn per_instance<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in names {
+        let name = if name.is_empty() { "unnamed" } else { name };
+        *counts.entry(name).or_default() += 1;
+    }
+    if counts.is_empty() {
+        return "none".into();
+    }
+    counts
+        .iter()
+        .map(|(name, count)| format!("{name} {count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The whole report.
@@ -83,6 +102,19 @@ pub fn render(
                 .filter(|r| r.attempts > 1)
                 .count()
                 .to_string(),
+        ),
+        (
+            "calls per room-service instance",
+            per_instance(commands.iter().flat_map(|r| r.sent_to.iter())),
+        ),
+        (
+            "acknowledged, by executing instance",
+            per_instance(
+                commands
+                    .iter()
+                    .filter(|r| r.outcome == Outcome::Acked)
+                    .map(|r| &r.served_by),
+            ),
         ),
         (
             "commands in the log (incl. system)",

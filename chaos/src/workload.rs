@@ -2,9 +2,14 @@
 //! gift / kick commands from several concurrent clients, each command sent
 //! with a recorded `command_id` and retried with the SAME id while the answer
 //! is not definite (the service crashed, MySQL is down, a deadline passed).
-//! Every command's final outcome goes into the ledger the checker reads.
+//! Every call goes to a random room-service instance ([`crate::routing`]),
+//! as behind a load balancer, so retries of one command land on different
+//! instances.
+//! Every command's final outcome, the instances it was sent to and the one
+//! that executed it (`x-room-served-by`) go into the ledger the checker reads.
 
 use crate::ledger::{CommandRecord, Outcome};
+use crate::routing::{Instance, Router, served_by};
 use hyapp_api::room::room_service_client::RoomServiceClient;
 use hyapp_api::room::{
     CommandMeta, CommandReply, CreateRoomRequest, JoinRoomRequest, KickUserRequest,
@@ -13,7 +18,7 @@ use hyapp_api::room::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// Shape of the workload.
 #[derive(Debug, Clone)]
@@ -37,9 +42,6 @@ const SEATS: u32 = 8;
 /// Gift unit values: small ones, and large ones that cross the big-gift and
 /// treasure thresholds the stack is configured with.
 const UNIT_VALUES: [i64; 5] = [10, 50, 100, 1_000, 3_000];
-/// Per-call deadline.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// One command to send.
 #[derive(Debug, Clone)]
 enum Command {
@@ -102,31 +104,37 @@ pub fn user_id(n: u32, i: u32) -> String {
     format!("r{n:03}u{i}")
 }
 
-/// Runs the workload and returns every command's record.
+/// Runs the workload against `instances` and returns every command's record.
 pub async fn run(
-    grpc: &str,
+    instances: &[Instance],
     wallet_admin: &str,
     shape: &Shape,
 ) -> anyhow::Result<Vec<CommandRecord>> {
-    let channel = Endpoint::from_shared(grpc.to_string())?
-        .connect_timeout(Duration::from_secs(2))
-        .timeout(CALL_TIMEOUT)
-        .connect_lazy();
-    let client = RoomServiceClient::new(channel);
+    anyhow::ensure!(!instances.is_empty(), "no room-service instance to send to");
     fund_users(wallet_admin, shape).await?;
 
     let mut records = Vec::new();
+    let mut router = Router::new(instances, shape.seed, u64::from(u32::MAX));
     for n in 0..shape.rooms {
         let room = room_id(shape.seed, n);
         let command = Command::Create {
             owner: user_id(n, 0),
         };
-        records.push(execute(&client, &room, format!("{room}-create"), &command, shape).await);
+        records.push(
+            execute(
+                &mut router,
+                &room,
+                format!("{room}-create"),
+                &command,
+                shape,
+            )
+            .await,
+        );
     }
     let deadline = Instant::now() + shape.duration;
     let mut workers = Vec::new();
     for worker in 0..shape.concurrency {
-        let client = client.clone();
+        let mut router = Router::new(instances, shape.seed, u64::from(worker));
         let shape = shape.clone();
         workers.push(tokio::spawn(async move {
             let mut rng =
@@ -139,7 +147,7 @@ pub async fn run(
                 let command = pick(&mut rng, n, shape.users_per_room);
                 sequence += 1;
                 let command_id = format!("{room}-w{worker}-{sequence}");
-                records.push(execute(&client, &room, command_id, &command, &shape).await);
+                records.push(execute(&mut router, &room, command_id, &command, &shape).await);
             }
             records
         }));
@@ -185,12 +193,18 @@ fn pick(rng: &mut StdRng, n: u32, users: u32) -> Command {
             seat: rng.random_range(0..SEATS),
         },
         55..63 => Command::LeaveMic { user: user(rng) },
-        63..95 => Command::Gift {
-            sender: user(rng),
-            receiver: user(rng),
-            count: rng.random_range(1..=3),
-            unit: UNIT_VALUES[rng.random_range(0..UNIT_VALUES.len())],
-        },
+        63..95 => {
+            // Never to oneself: room-core refuses self-gifts, so they would
+            // only be refusals taking a gift's place in the mix.
+            let sender = rng.random_range(0..users);
+            let receiver = (sender + rng.random_range(1..users.max(2))) % users;
+            Command::Gift {
+                sender: user_id(n, sender),
+                receiver: user_id(n, receiver),
+                count: rng.random_range(1..=3),
+                unit: UNIT_VALUES[rng.random_range(0..UNIT_VALUES.len())],
+            }
+        }
         _ => Command::Kick {
             actor: user_id(n, 0),
             target: user_id(n, rng.random_range(1..users.max(2))),
@@ -212,9 +226,10 @@ fn is_indefinite(code: tonic::Code) -> bool {
     )
 }
 
-/// Sends `command` until a definite answer or the retry budget runs out.
+/// Sends `command` (each call to an instance `router` picks) until a
+/// definite answer or the retry budget runs out.
 async fn execute(
-    client: &RoomServiceClient<Channel>,
+    router: &mut Router,
     room: &str,
     command_id: String,
     command: &Command,
@@ -222,24 +237,34 @@ async fn execute(
 ) -> CommandRecord {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(200);
-    let mut attempts = 0;
+    let mut sent_to = Vec::new();
     loop {
-        attempts += 1;
-        let result = send(client.clone(), room, &command_id, command).await;
-        let (outcome, detail, event_ids) = match result {
-            Ok(reply) => (
-                Outcome::Acked,
-                String::new(),
-                reply
-                    .events
-                    .into_iter()
-                    .map(|event| event.event_id)
-                    .collect(),
-            ),
+        let instance = router.pick();
+        sent_to.push(instance.name.clone());
+        let result = send(instance.client(), room, &command_id, command).await;
+        let served_by = match &result {
+            Ok(response) => served_by(response.metadata()),
+            Err(status) => served_by(status.metadata()),
+        };
+        let (outcome, detail, event_ids, reply_version) = match result {
+            Ok(response) => {
+                let reply = response.into_inner();
+                (
+                    Outcome::Acked,
+                    String::new(),
+                    reply
+                        .events
+                        .into_iter()
+                        .map(|event| event.event_id)
+                        .collect(),
+                    reply.room_version,
+                )
+            }
             Err(status) if !is_indefinite(status.code()) => (
                 Outcome::Rejected,
                 format!("{:?}: {}", status.code(), status.message()),
                 Vec::new(),
+                0,
             ),
             Err(status) => {
                 if started.elapsed() + backoff < shape.retry_budget {
@@ -251,6 +276,7 @@ async fn execute(
                     Outcome::Unknown,
                     format!("{:?}: {}", status.code(), status.message()),
                     Vec::new(),
+                    0,
                 )
             }
         };
@@ -260,27 +286,31 @@ async fn execute(
             kind: command.kind().to_string(),
             outcome,
             detail,
-            attempts,
+            attempts: u32::try_from(sent_to.len()).unwrap_or(u32::MAX),
             gift_value: command.gift_value(),
             event_ids,
+            sent_to,
+            served_by,
+            reply_version,
         };
     }
 }
 
-/// One call of `command` (the same request on every retry, so the fingerprint matches).
+/// One call of `command` (the same request on every retry, so the fingerprint
+/// matches); the response keeps its metadata.
 async fn send(
     mut client: RoomServiceClient<Channel>,
     room: &str,
     command_id: &str,
     command: &Command,
-) -> Result<CommandReply, tonic::Status> {
+) -> Result<tonic::Response<CommandReply>, tonic::Status> {
     let meta = Some(CommandMeta {
         command_id: command_id.to_string(),
         request_id: command_id.to_string(),
         app_code: String::new(),
     });
     let room_id = room.to_string();
-    let reply = match command.clone() {
+    match command.clone() {
         Command::Create { owner } => {
             client
                 .create_room(CreateRoomRequest {
@@ -358,8 +388,7 @@ async fn send(
                 })
                 .await
         }
-    };
-    reply.map(tonic::Response::into_inner)
+    }
 }
 
 #[cfg(test)]

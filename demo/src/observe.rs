@@ -100,7 +100,18 @@ pub struct Sources {
     pub users: Vec<String>,
 }
 
-type RawOutbox = (String, String, u8, String, i64, Option<i64>, i64, Vec<u8>);
+/// An id column's bytes. Id columns compare byte-exactly (`utf8mb4_bin`,
+/// docs/design.md#identifiers) and sqlx refuses to decode such a column as a
+/// `String`; the services read them through `service_kit::db::IdText`, which
+/// the demo (linked to the API crates only) reads as bytes instead.
+type IdBytes = Vec<u8>;
+
+/// The text of an id column.
+fn id(bytes: IdBytes) -> String {
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+type RawOutbox = (IdBytes, String, u8, String, i64, Option<i64>, i64, Vec<u8>);
 
 impl Sources {
     /// Reads everything once.
@@ -125,7 +136,7 @@ impl Sources {
                                 envelope: (lane == 0)
                                     .then(|| outbox_schema::decode_envelope(&payload).ok())
                                     .flatten(),
-                                event_id,
+                                event_id: id(event_id),
                                 event_type,
                                 lane,
                                 status,
@@ -139,7 +150,7 @@ impl Sources {
             }
             Err(error) => observed.notes.push(format!("room_outbox: {error}")),
         }
-        match sqlx::query_as::<_, (String, String, i64)>(
+        match sqlx::query_as::<_, (IdBytes, IdBytes, i64)>(
             "SELECT d.consumer_group, d.event_id, d.processed_at_ms FROM consumer_dedup d \
              JOIN room_outbox o ON o.event_id = d.event_id WHERE o.room_id = ?",
         )
@@ -147,22 +158,32 @@ impl Sources {
         .fetch_all(&self.pool)
         .await
         {
-            Ok(rows) => observed.dedup = rows,
+            Ok(rows) => {
+                observed.dedup = rows
+                    .into_iter()
+                    .map(|(group, event_id, at)| (id(group), id(event_id), at))
+                    .collect();
+            }
             Err(error) => observed.notes.push(format!("consumer_dedup: {error}")),
         }
-        match sqlx::query_as::<_, (String, String, u64)>(
+        match sqlx::query_as::<_, (IdBytes, IdBytes, u64)>(
             "SELECT activity_id, user_id, score FROM activity_gift_leaderboard \
              ORDER BY activity_id, score DESC, user_id",
         )
         .fetch_all(&self.pool)
         .await
         {
-            Ok(rows) => observed.leaderboard = rows,
+            Ok(rows) => {
+                observed.leaderboard = rows
+                    .into_iter()
+                    .map(|(activity, user, score)| (id(activity), id(user), score))
+                    .collect();
+            }
             Err(error) => observed
                 .notes
                 .push(format!("activity_gift_leaderboard: {error}")),
         }
-        match sqlx::query_as::<_, (String, String, u64, String, Option<i64>)>(
+        match sqlx::query_as::<_, (IdBytes, IdBytes, u64, String, Option<i64>)>(
             "SELECT event_id, sender_id, total_value, status, delivered_at_ms \
              FROM activity_broadcasts WHERE room_id = ? ORDER BY created_at_ms",
         )
@@ -170,10 +191,17 @@ impl Sources {
         .fetch_all(&self.pool)
         .await
         {
-            Ok(rows) => observed.broadcasts = rows,
+            Ok(rows) => {
+                observed.broadcasts = rows
+                    .into_iter()
+                    .map(|(event_id, sender, total, status, delivered)| {
+                        (id(event_id), id(sender), total, status, delivered)
+                    })
+                    .collect();
+            }
             Err(error) => observed.notes.push(format!("activity_broadcasts: {error}")),
         }
-        match sqlx::query_as::<_, (String, String, String, String, Option<i64>)>(
+        match sqlx::query_as::<_, (IdBytes, IdBytes, String, String, Option<i64>)>(
             "SELECT event_id, recipient_id, notice_type, status, delivered_at_ms \
              FROM notice_delivery_events WHERE room_id = ? ORDER BY id",
         )
@@ -181,7 +209,14 @@ impl Sources {
         .fetch_all(&self.pool)
         .await
         {
-            Ok(rows) => observed.notices = rows,
+            Ok(rows) => {
+                observed.notices = rows
+                    .into_iter()
+                    .map(|(event_id, recipient, kind, status, delivered)| {
+                        (id(event_id), id(recipient), kind, status, delivered)
+                    })
+                    .collect();
+            }
             Err(error) => observed
                 .notes
                 .push(format!("notice_delivery_events: {error}")),

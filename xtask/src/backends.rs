@@ -1,6 +1,8 @@
-//! The private MariaDB and Redis of `cargo xtask chaos` ([`Backends`]):
-//! started on free ports under the run's directory, and stopped, crashed or
-//! restarted by the faults.
+//! What the faults of `cargo xtask chaos` act on besides the service
+//! processes: the private MariaDB and Redis ([`Backends`]), started on free
+//! ports under the run's directory and crashed or restarted by the faults,
+//! and the failure sets the fakes of other teams' systems (Tencent IM, the
+//! wallet) are told to inject through their admin endpoints.
 //!
 //! The run (`chaos`) starts them and hands them to the fault schedule
 //! (`faults`), which the run drives: owning them here, in a leaf that knows
@@ -8,6 +10,7 @@
 
 use crate::infra;
 use crate::localdb;
+use crate::stack;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 
@@ -94,5 +97,63 @@ impl Drop for Backends {
     fn drop(&mut self) {
         kill(self.mysql.take());
         kill(self.redis.take());
+    }
+}
+
+/// The fake IM failure sets: `(description, JSON rules)`.
+pub fn fake_im_failures(variant: u8) -> (&'static str, &'static str) {
+    match variant % 4 {
+        0 => (
+            "next 40 calls answer HTTP 429",
+            r#"[{"api":"*","http_status":429,"times":40}]"#,
+        ),
+        1 => (
+            "next 40 calls answer HTTP 503",
+            r#"[{"api":"*","http_status":503,"times":40}]"#,
+        ),
+        2 => (
+            "next 40 calls answer ErrorCode 60007 (REST frequency limit)",
+            r#"[{"api":"*","error_code":60007,"error_info":"REST API frequency limit","times":40}]"#,
+        ),
+        _ => (
+            "next 40 calls take 1.5s",
+            r#"[{"api":"*","latency_ms":1500,"times":40}]"#,
+        ),
+    }
+}
+
+/// The fake wallet failures: `(description, path, JSON body)`.
+pub fn fake_wallet_failure(variant: u8) -> (&'static str, &'static str, &'static str) {
+    match variant % 4 {
+        0 => (
+            "next 8 debits UNAVAILABLE",
+            "/admin/faults",
+            r#"{"method":"debit","count":8,"code":"unavailable"}"#,
+        ),
+        1 => (
+            "next 8 debits applied but answered DEADLINE_EXCEEDED (lost replies)",
+            "/admin/faults",
+            r#"{"method":"debit","count":8,"code":"deadline_exceeded","after_apply":true}"#,
+        ),
+        2 => (
+            "next 4 refunds INTERNAL",
+            "/admin/faults",
+            r#"{"method":"refund","count":4,"code":"internal"}"#,
+        ),
+        _ => (
+            "every call takes 2.5s for 4s (past room-service's 2s timeout)",
+            "/admin/latency",
+            r#"{"millis":2500}"#,
+        ),
+    }
+}
+
+/// `METHOD` of a fake's admin endpoint; `Err` unless it answered 2xx.
+pub fn admin_call(port: u16, method: &str, path: &str, body: &str) -> Result<(), String> {
+    match stack::http_request(port, method, path, Some(body)) {
+        Some(status) if (200..300).contains(&status) => Ok(()),
+        other => Err(format!(
+            "{method} 127.0.0.1:{port}{path} answered {other:?}"
+        )),
     }
 }

@@ -1,20 +1,24 @@
 //! `cargo xtask chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]
-//! [--min-acked-per-room N]`:
+//! [--min-acked-per-room N] [--room-services N] [--consumer-instances N]`:
 //! the reliability run. A private MariaDB, a private Redis and a Tansu broker
 //! (all on free ports, files under `target/chaos/`) carry the whole stack
-//! with two relays; the `chaos` crate's workload drives
-//! room-service while the seeded fault schedule here (see [`crate::faults`])
-//! SIGKILLs and restarts processes, freezes the broker, restarts Redis and
-//! MariaDB and makes the fakes fail. Then the `chaos` checker waits for the
-//! system to settle and verifies the delivery ledger; its exit code is ours.
+//! scaled out: three room-service instances (one database, one Redis key
+//! prefix, each with its own node id and advertised URL), two relays and two
+//! instances of each consumer in its group. The `chaos` crate's workload
+//! sends each command to a random room-service instance while the seeded
+//! fault schedule here (see [`crate::faults`]) SIGKILLs and gracefully
+//! restarts instances, freezes the broker, restarts Redis and MariaDB and
+//! makes the fakes fail. Then the `chaos` checker waits for the system to
+//! settle and verifies the delivery ledger; its exit code is ours.
 
 use crate::backends::Backends;
 use crate::faults::{self, Fault, Schedule};
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
-use crate::services::{self, Overrides, Ports};
+use crate::services::{self, Overrides, Ports, Spec, Topology};
 use crate::stack::{self, Plan};
+use std::collections::HashSet;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -25,8 +29,6 @@ const BIG_GIFT_THRESHOLD: u64 = 3_000;
 /// Consumer groups that record `consumer_dedup` rows.
 const DEDUP_GROUPS: &str =
     "hyapp-room-im-bridge,hyapp-activity-room-outbox,hyapp-notice-room-outbox";
-/// The second relay instance.
-const RELAY_2: &str = "outbox-relay-2";
 
 /// Parsed options.
 #[derive(Debug, Clone)]
@@ -42,10 +44,15 @@ pub struct Options {
     /// Fewest acknowledged commands every room must end with (the checker
     /// fails a run that committed less: it would prove nothing).
     pub min_acked_per_room: u32,
+    /// room-service instances (1–3).
+    pub room_services: usize,
+    /// Instances of each consumer in its group (1–2).
+    pub consumer_instances: usize,
 }
 
 impl Options {
-    /// Parses `--seed`, `--duration`, `--faults`, `--rooms`, `--min-acked-per-room`.
+    /// Parses `--seed`, `--duration`, `--faults`, `--rooms`, `--min-acked-per-room`,
+    /// `--room-services`, `--consumer-instances`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut options = Options {
             seed: std::time::SystemTime::now()
@@ -56,6 +63,8 @@ impl Options {
             faults: faults::KINDS.iter().map(|kind| kind.to_string()).collect(),
             rooms: 40,
             min_acked_per_room: 1,
+            room_services: 3,
+            consumer_instances: 2,
         };
         let mut rest = args.iter();
         while let Some(flag) = rest.next() {
@@ -70,6 +79,16 @@ impl Options {
                     options.min_acked_per_room = value()?
                         .parse()
                         .map_err(|_| "--min-acked-per-room wants a number")?
+                }
+                "--room-services" => {
+                    options.room_services = value()?
+                        .parse()
+                        .map_err(|_| "--room-services wants a number")?
+                }
+                "--consumer-instances" => {
+                    options.consumer_instances = value()?
+                        .parse()
+                        .map_err(|_| "--consumer-instances wants a number")?
                 }
                 "--faults" => {
                     let list: Vec<String> = value()?
@@ -90,7 +109,8 @@ impl Options {
                 other => {
                     return Err(format!(
                         "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
-                         [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N]",
+                         [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N] \
+                         [--room-services 1-3] [--consumer-instances 1-2]",
                         faults::KINDS.join(",")
                     ));
                 }
@@ -102,6 +122,7 @@ impl Options {
         if options.min_acked_per_room == 0 {
             return Err("--min-acked-per-room must be positive: a run that committed nothing proves nothing".into());
         }
+        Topology::new(options.room_services, options.consumer_instances)?;
         Ok(options)
     }
 }
@@ -126,16 +147,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Runs the reliability check; `Err` carries the reason for a non-zero exit.
 pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let options = Options::parse(args)?;
+    let topology = Topology::new(options.room_services, options.consumer_instances)?;
     let root = infra::workspace_root();
     let dir = root.join(format!("target/chaos/seed-{}", options.seed));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
     crate::step(&format!(
-        "chaos run: seed {}, {}s of workload over {} rooms, faults {}; files in {}",
+        "chaos run: seed {}, {}s of workload over {} rooms, faults {}; {} room-service \
+         instances, {} per consumer group; files in {}",
         options.seed,
         options.duration.as_secs(),
         options.rooms,
         options.faults.join(","),
+        options.room_services,
+        options.consumer_instances,
         dir.display()
     ));
     let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
@@ -152,15 +177,24 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let mut ports = Ports::free()?;
     ports.mysql = backends.mysql_port;
     ports.redis = backends.redis_port;
-    let relay_2_port = infra::free_port()?;
     let overrides = overrides();
-    let mut specs = services::specs(&ports, DATABASE, &overrides as &Overrides);
-    let relay = specs
+    let specs = scaled_specs(&ports, &overrides, &topology)?;
+    let room_services: Vec<String> = specs
         .iter()
-        .find(|spec| spec.name == "outbox-relay")
-        .cloned()
-        .ok_or("no relay spec")?;
-    specs.push(services::second_relay(&relay, RELAY_2, relay_2_port));
+        .filter(|spec| services::role_of(spec.name) == "room-service")
+        .map(|spec| {
+            let grpc = spec.env_value("ROOM__GRPC_LISTEN").unwrap_or_default();
+            format!("{}=http://{grpc}", spec.name)
+        })
+        .collect();
+    let consumer_metrics: Vec<String> = specs
+        .iter()
+        .filter(|spec| CONSUMERS.contains(&services::role_of(spec.name)))
+        .map(|spec| {
+            let port = spec.probe.target().0;
+            format!("{}=http://127.0.0.1:{port}/metrics", spec.name)
+        })
+        .collect();
     let plan = Plan {
         ports: ports.clone(),
         database: DATABASE.into(),
@@ -176,9 +210,12 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     }
 
     crate::step("workload and fault schedule running");
-    let mut workload = Command::new(stack::target_dir().join("debug/chaos"))
-        .arg("workload")
-        .args(["--grpc", &format!("http://127.0.0.1:{}", ports.room_grpc)])
+    let mut workload = Command::new(stack::target_dir().join("debug/chaos"));
+    workload.arg("workload");
+    for room_service in &room_services {
+        workload.args(["--grpc", room_service]);
+    }
+    let mut workload = workload
         .args([
             "--wallet-admin",
             &format!("http://127.0.0.1:{}", ports.wallet_admin),
@@ -194,11 +231,12 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         stack: &mut stack,
         backends: &mut backends,
         ports: &ports,
+        topology: &topology,
         stop,
         log: faults::FaultLog::create(&dir.join("faults.tsv"))?,
         problems: Vec::new(),
     };
-    let mut schedule = Schedule::new(options.seed, &options.faults);
+    let mut schedule = Schedule::new(options.seed, &options.faults, &topology);
     let workload_status = run_schedule(&mut world, &mut schedule, &mut workload)?;
     faults::heal(&mut world);
     let problems = std::mem::take(&mut world.problems);
@@ -231,15 +269,8 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
             &options.min_acked_per_room.to_string(),
         ])
         .args(["--dead-letter-topics", &dead_letter_topics()]);
-    for (service, port) in [
-        ("im-bridge", ports.im_bridge_http),
-        ("activity-consumer", ports.activity_http),
-        ("notice-consumer", ports.notice_http),
-    ] {
-        check.args([
-            "--metrics",
-            &format!("{service}=http://127.0.0.1:{port}/metrics"),
-        ]);
+    for metrics in &consumer_metrics {
+        check.args(["--metrics", metrics]);
     }
     let mut checker = check
         .spawn()
@@ -301,6 +332,41 @@ fn run_schedule(
     }
 }
 
+/// The consumers whose instances share a group (their metrics go to the checker).
+const CONSUMERS: &[&str] = &["im-bridge", "activity-consumer", "notice-consumer"];
+
+/// Every service's spec plus the extra instances of `topology`: the first
+/// instance of a service is its own spec (given its identity), the others
+/// are copies on ports no other listener of the run uses.
+fn scaled_specs(
+    ports: &Ports,
+    overrides: &Overrides,
+    topology: &Topology,
+) -> Result<Vec<Spec>, String> {
+    let mut specs = services::specs(ports, DATABASE, overrides);
+    let mut taken: HashSet<u16> = HashSet::from(ports.all());
+    // Released before the service binds it, like `Ports::free`; only repeats
+    // within this run are excluded.
+    let mut fresh_port = || loop {
+        let port = infra::free_port()?;
+        if taken.insert(port) {
+            return Ok(port);
+        }
+    };
+    for instances in topology.services() {
+        let base = specs
+            .iter_mut()
+            .find(|spec| spec.name == instances[0])
+            .ok_or_else(|| format!("no spec for {}", instances[0]))?;
+        services::identify(base);
+        let base = base.clone();
+        for name in &instances[1..] {
+            specs.push(services::instance(&base, name, &mut fresh_port)?);
+        }
+    }
+    Ok(specs)
+}
+
 fn dead_letter_topics() -> String {
     services::TOPICS
         .iter()
@@ -330,6 +396,10 @@ fn overrides() -> Vec<(&'static str, String, String)> {
         ("room-service", "ROOM__SAGA__SWEEP_INTERVAL", "2s"),
         ("room-service", "ROOM__SAGA__STUCK_AFTER", "5s"),
         ("room-service", "ROOM__SHUTDOWN_GRACE", "5s"),
+        // Shorter than the longest room-service crash, so the surviving
+        // instances sometimes take a dead instance's rooms over before it is
+        // back (and it must then forward them instead of serving them).
+        ("room-service", "ROOM__REDIS__LEASE_TTL", "6s"),
         (
             "outbox-relay",
             "RELAY__OUTBOX_WORKER__POLL_INTERVAL",
@@ -398,6 +468,18 @@ mod tests {
         assert_eq!((options.seed, options.duration.as_secs()), (7, 120));
         assert_eq!(options.faults, ["kill", "broker"]);
         assert_eq!(options.min_acked_per_room, 1);
+        assert_eq!((options.room_services, options.consumer_instances), (3, 2));
+        let single: Vec<String> = ["--room-services", "1", "--consumer-instances", "1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let single = Options::parse(&single).unwrap();
+        assert_eq!((single.room_services, single.consumer_instances), (1, 1));
+        let four: Vec<String> = ["--room-services", "4"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(Options::parse(&four).is_err());
         let strict: Vec<String> = ["--min-acked-per-room", "5"]
             .iter()
             .map(|s| s.to_string())

@@ -1,30 +1,32 @@
 //! The seeded fault schedule of `cargo xtask chaos` and how each fault is
 //! applied to the real processes. The same seed gives the same sequence of
 //! faults and gaps. Every enabled kind fires at least once (a shuffled
-//! coverage round first, including a crash of every process kind), then
-//! faults are drawn at random. Each applied fault is appended to
-//! `faults.tsv` for the checker's table.
+//! coverage round first: a crash of every room-service and relay instance
+//! and of one instance of each consumer group, a graceful restart of one
+//! instance of every service; the faults on the command path before the
+//! others), then faults are drawn at random. Each applied
+//! fault is appended to `faults.tsv` for the checker's table.
+//!
+//! Scale-out: process faults name one instance. Faults run one after the
+//! other, and one that would take down the last running instance of a
+//! scaled-out service is skipped, so consumer twins are never both down and
+//! room-service always has an instance to answer.
 
-use crate::backends::Backends;
+use crate::backends::{Backends, admin_call, fake_im_failures, fake_wallet_failure};
 use crate::interrupt::StopFlag;
-use crate::services::Ports;
-use crate::stack::{self, Stack};
+use crate::services::{self, Ports, Topology};
+use crate::stack::Stack;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Fault kinds `--faults` accepts.
-pub const KINDS: &[&str] = &["kill", "broker", "redis", "mysql", "im", "wallet"];
-
-/// Processes a `kill` fault may hit.
-const KILL_TARGETS: &[&str] = &[
-    "room-service",
-    "outbox-relay",
-    "outbox-relay-2",
-    "im-bridge",
-    "activity-consumer",
-    "notice-consumer",
+pub const KINDS: &[&str] = &[
+    "kill", "restart", "broker", "redis", "mysql", "im", "wallet",
 ];
+
+/// Services whose instances share a consumer group on the room outbox topic.
+const CONSUMERS: &[&str] = &["im-bridge", "activity-consumer", "notice-consumer"];
 
 /// How long a killed consumer stays down at least: past its group session
 /// timeout (25 s in the chaos stack, see `chaos::overrides`). Tansu 0.6.0 only drops a dead member when a join finds it
@@ -32,17 +34,29 @@ const KILL_TARGETS: &[&str] = &[
 /// sooner is handed an empty assignment while the dead member keeps its
 /// partitions, and nothing moves them again (observed: a restarted
 /// notice-consumer idle with `partitions=[]` for minutes). Kafka expires the
-/// member on its own; with Tansu the replacement must come back late.
+/// member on its own; with Tansu the replacement must come back late. (Its
+/// twin keeps consuming its own partitions meanwhile.)
 const CONSUMER_DOWN: Duration = Duration::from_secs(27);
 
-/// How long a killed process stays down: up to 1.5 s, a consumer longer (see [`CONSUMER_DOWN`]).
+/// How long a killed process stays down: a room-service instance 1–7 s (past
+/// the 6 s lease TTL of the chaos stack at times, so the survivors take its
+/// rooms over before it is back), a relay up to 1.5 s, a consumer longer (see
+/// [`CONSUMER_DOWN`]).
 fn down_time(target: &str, rng: &mut Rng) -> Duration {
-    let jitter = Duration::from_millis(rng.below(1500));
-    if target.ends_with("-consumer") || target == "im-bridge" {
-        CONSUMER_DOWN + jitter
+    let service = services::role_of(target);
+    if service == "room-service" {
+        Duration::from_millis(1_000 + rng.below(6_000))
+    } else if CONSUMERS.contains(&service) {
+        CONSUMER_DOWN + Duration::from_millis(rng.below(1500))
     } else {
-        jitter
+        Duration::from_millis(rng.below(1500))
     }
+}
+
+/// How long a gracefully stopped process stays down: it left its consumer
+/// group and released its leases on the way out, so it may come back at once.
+fn restart_gap(rng: &mut Rng) -> Duration {
+    Duration::from_millis(rng.below(1500))
 }
 
 /// How long the broker stays down.
@@ -51,8 +65,14 @@ const BROKER_OUTAGE: Duration = Duration::from_secs(20);
 /// One fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
-    /// SIGKILL a process, restart it after `down`.
+    /// SIGKILL a process (one instance), restart it after `down`.
     Kill {
+        target: &'static str,
+        down: Duration,
+    },
+    /// Stop a process (one instance) gracefully — SIGTERM, wait for it to
+    /// drain and exit — and start it again after `down`: a rolling deploy.
+    Restart {
         target: &'static str,
         down: Duration,
     },
@@ -80,6 +100,10 @@ impl Fault {
             Fault::Kill { target, down } => {
                 format!("kill -9 {target}, restart after {}ms", down.as_millis())
             }
+            Fault::Restart { target, down } => format!(
+                "graceful restart of {target} (SIGTERM, exit, start after {}ms)",
+                down.as_millis()
+            ),
             Fault::BrokerOutage => {
                 format!("broker frozen (SIGSTOP) for {}s", BROKER_OUTAGE.as_secs())
             }
@@ -87,14 +111,29 @@ impl Fault {
             Fault::MysqlRestart { down } => {
                 format!("MariaDB killed, down for {}ms", down.as_millis())
             }
-            Fault::Im { variant } => format!("fake IM: {}", im_rules(*variant).0),
-            Fault::Wallet { variant } => format!("fake wallet: {}", wallet_fault(*variant).0),
+            Fault::Im { variant } => format!("fake IM: {}", fake_im_failures(*variant).0),
+            Fault::Wallet { variant } => {
+                format!("fake wallet: {}", fake_wallet_failure(*variant).0)
+            }
+        }
+    }
+
+    /// True for faults that commands wait on: a room-service instance (its
+    /// rooms move or wait), MariaDB, Redis (the leases) and the wallet.
+    fn on_command_path(&self) -> bool {
+        match self {
+            Fault::Kill { target, .. } | Fault::Restart { target, .. } => {
+                services::role_of(target) == "room-service"
+            }
+            Fault::MysqlRestart { .. } | Fault::RedisRestart | Fault::Wallet { .. } => true,
+            Fault::BrokerOutage | Fault::Im { .. } => false,
         }
     }
 
     fn kind(&self) -> &'static str {
         match self {
             Fault::Kill { .. } => "kill",
+            Fault::Restart { .. } => "graceful-restart",
             Fault::BrokerOutage => "broker-outage",
             Fault::RedisRestart => "redis-restart",
             Fault::MysqlRestart { .. } => "mysql-restart",
@@ -105,61 +144,13 @@ impl Fault {
 
     fn target(&self) -> &'static str {
         match self {
-            Fault::Kill { target, .. } => target,
+            Fault::Kill { target, .. } | Fault::Restart { target, .. } => target,
             Fault::BrokerOutage => "tansu",
             Fault::RedisRestart => "redis",
             Fault::MysqlRestart { .. } => "mariadb",
             Fault::Im { .. } => "fake-tencent-im",
             Fault::Wallet { .. } => "fake-wallet",
         }
-    }
-}
-
-/// The fake IM failure sets: `(description, JSON rules)`.
-fn im_rules(variant: u8) -> (&'static str, &'static str) {
-    match variant % 4 {
-        0 => (
-            "next 40 calls answer HTTP 429",
-            r#"[{"api":"*","http_status":429,"times":40}]"#,
-        ),
-        1 => (
-            "next 40 calls answer HTTP 503",
-            r#"[{"api":"*","http_status":503,"times":40}]"#,
-        ),
-        2 => (
-            "next 40 calls answer ErrorCode 60007 (REST frequency limit)",
-            r#"[{"api":"*","error_code":60007,"error_info":"REST API frequency limit","times":40}]"#,
-        ),
-        _ => (
-            "next 40 calls take 1.5s",
-            r#"[{"api":"*","latency_ms":1500,"times":40}]"#,
-        ),
-    }
-}
-
-/// The fake wallet failures: `(description, path, JSON body)`.
-fn wallet_fault(variant: u8) -> (&'static str, &'static str, &'static str) {
-    match variant % 4 {
-        0 => (
-            "next 8 debits UNAVAILABLE",
-            "/admin/faults",
-            r#"{"method":"debit","count":8,"code":"unavailable"}"#,
-        ),
-        1 => (
-            "next 8 debits applied but answered DEADLINE_EXCEEDED (lost replies)",
-            "/admin/faults",
-            r#"{"method":"debit","count":8,"code":"deadline_exceeded","after_apply":true}"#,
-        ),
-        2 => (
-            "next 4 refunds INTERNAL",
-            "/admin/faults",
-            r#"{"method":"refund","count":4,"code":"internal"}"#,
-        ),
-        _ => (
-            "every call takes 2.5s for 4s (past room-service's 2s timeout)",
-            "/admin/latency",
-            r#"{"millis":2500}"#,
-        ),
     }
 }
 
@@ -186,20 +177,40 @@ impl Rng {
 pub struct Schedule {
     rng: Rng,
     enabled: Vec<String>,
+    topology: Topology,
     coverage: Vec<Fault>,
 }
 
 impl Schedule {
-    /// The schedule of `seed` over the `enabled` kinds.
-    pub fn new(seed: u64, enabled: &[String]) -> Self {
+    /// The schedule of `seed` over the `enabled` kinds and the instances of `topology`.
+    pub fn new(seed: u64, enabled: &[String], topology: &Topology) -> Self {
         let mut rng = Rng(seed);
         let mut coverage = Vec::new();
         for kind in enabled {
             match kind.as_str() {
-                "kill" => coverage.extend(KILL_TARGETS.iter().map(|target| Fault::Kill {
-                    target,
-                    down: down_time(target, &mut rng),
-                })),
+                // Every room-service and relay instance (each is back within
+                // seconds), one instance of each consumer group (each kill
+                // costs a session timeout of downtime).
+                "kill" => {
+                    for instances in topology.services() {
+                        let targets = if CONSUMERS.contains(&instances[0]) {
+                            vec![pick(instances, &mut rng)]
+                        } else {
+                            instances.to_vec()
+                        };
+                        for target in targets {
+                            let down = down_time(target, &mut rng);
+                            coverage.push(Fault::Kill { target, down });
+                        }
+                    }
+                }
+                "restart" => {
+                    for instances in topology.services() {
+                        let target = pick(instances, &mut rng);
+                        let down = restart_gap(&mut rng);
+                        coverage.push(Fault::Restart { target, down });
+                    }
+                }
                 "broker" => coverage.push(Fault::BrokerOutage),
                 "redis" => coverage.push(Fault::RedisRestart),
                 "mysql" => coverage.push(Fault::MysqlRestart {
@@ -219,9 +230,14 @@ impl Schedule {
             let j = rng.below(i as u64 + 1) as usize;
             coverage.swap(i, j);
         }
+        // The command path's faults pop first, so even a short workload runs
+        // through them (a room-service crash with no commands in flight
+        // tests little); the slow consumer crashes come after.
+        coverage.sort_by_key(Fault::on_command_path);
         Self {
             rng,
             enabled: enabled.to_vec(),
+            topology: topology.clone(),
             coverage,
         }
     }
@@ -244,12 +260,16 @@ impl Schedule {
         let kind = self.enabled[self.rng.below(self.enabled.len() as u64) as usize].clone();
         match kind.as_str() {
             "kill" => {
-                let target = KILL_TARGETS[self.rng.below(KILL_TARGETS.len() as u64) as usize];
+                let target = self.any_instance();
                 Fault::Kill {
                     target,
                     down: down_time(target, &mut self.rng),
                 }
             }
+            "restart" => Fault::Restart {
+                target: self.any_instance(),
+                down: restart_gap(&mut self.rng),
+            },
             "broker" => Fault::BrokerOutage,
             "redis" => Fault::RedisRestart,
             "mysql" => Fault::MysqlRestart {
@@ -263,6 +283,17 @@ impl Schedule {
             },
         }
     }
+
+    /// A service drawn evenly, then one of its instances.
+    fn any_instance(&mut self) -> &'static str {
+        let services: Vec<_> = self.topology.services().collect();
+        let instances = services[self.rng.below(services.len() as u64) as usize];
+        pick(instances, &mut self.rng)
+    }
+}
+
+fn pick(instances: &[&'static str], rng: &mut Rng) -> &'static str {
+    instances[rng.below(instances.len() as u64) as usize]
 }
 
 /// `faults.tsv`: `ms since start \t kind \t target \t detail`.
@@ -299,6 +330,8 @@ pub struct World<'a> {
     pub backends: &'a mut Backends,
     /// Every port.
     pub ports: &'a Ports,
+    /// The instances of each scaled-out service.
+    pub topology: &'a Topology,
     /// Ctrl-C.
     pub stop: &'a StopFlag,
     /// Where applied faults are recorded.
@@ -319,16 +352,43 @@ pub fn pause(duration: Duration, stop: &StopFlag) -> bool {
     true
 }
 
-/// Applies one fault and waits for the system to be whole again.
+/// Applies one fault and waits for the system to be whole again. A process
+/// fault that would leave its service with no running instance is skipped.
 pub fn apply(world: &mut World<'_>, fault: &Fault) {
+    if let Fault::Kill { target, .. } | Fault::Restart { target, .. } = fault {
+        let siblings = world.topology.siblings(target);
+        let stack = &mut *world.stack;
+        if leaves_service_down(siblings, target, |name| stack.is_running(name)) {
+            crate::detail(&format!(
+                "skipped: no other {} instance is running",
+                services::role_of(target)
+            ));
+            return;
+        }
+    }
     world
         .log
         .record(fault.kind(), fault.target(), &fault.describe());
     let outcome = match fault {
-        Fault::Kill { target, down } => world.stack.kill(target).and_then(|()| {
+        // Started again even when the stop failed: a fault never leaves an
+        // instance down.
+        Fault::Kill { target, down } => {
+            let stopped = world.stack.kill(target);
             pause(*down, world.stop);
-            world.stack.restart(target, world.stop).map(|_| ())
-        }),
+            let back = world.stack.restart(target, world.stop);
+            stopped.and(back.map(drop))
+        }
+        Fault::Restart { target, down } => {
+            let stopped = world.stack.stop_gracefully(target).map(|drained| {
+                crate::detail(&format!(
+                    "{target} drained and exited in {:.1}s",
+                    drained.as_secs_f64()
+                ));
+            });
+            pause(*down, world.stop);
+            let back = world.stack.restart(target, world.stop);
+            stopped.and(back.map(drop))
+        }
         Fault::BrokerOutage => world.stack.signal_broker("STOP").and_then(|()| {
             pause(BROKER_OUTAGE, world.stop);
             world.stack.signal_broker("CONT")
@@ -339,18 +399,18 @@ pub fn apply(world: &mut World<'_>, fault: &Fault) {
             pause(*down, world.stop);
             world.backends.restart_mysql()
         }
-        Fault::Im { variant } => post(
+        Fault::Im { variant } => admin_call(
             world.ports.fake_im,
             "POST",
             "/admin/faults",
-            im_rules(*variant).1,
+            fake_im_failures(*variant).1,
         ),
         Fault::Wallet { variant } => {
-            let (_, path, body) = wallet_fault(*variant);
-            let result = post(world.ports.wallet_admin, "POST", path, body);
+            let (_, path, body) = fake_wallet_failure(*variant);
+            let result = admin_call(world.ports.wallet_admin, "POST", path, body);
             if path == "/admin/latency" {
                 pause(Duration::from_secs(4), world.stop);
-                post(world.ports.wallet_admin, "POST", path, r#"{"millis":0}"#).and(result)
+                admin_call(world.ports.wallet_admin, "POST", path, r#"{"millis":0}"#).and(result)
             } else {
                 result
             }
@@ -363,13 +423,19 @@ pub fn apply(world: &mut World<'_>, fault: &Fault) {
     }
 }
 
-fn post(port: u16, method: &str, path: &str, body: &str) -> Result<(), String> {
-    match stack::http_request(port, method, path, Some(body)) {
-        Some(status) if (200..300).contains(&status) => Ok(()),
-        other => Err(format!(
-            "{method} 127.0.0.1:{port}{path} answered {other:?}"
-        )),
-    }
+/// True when taking `target` down would leave its scaled-out service
+/// (`siblings`, itself included) with no instance for which `running` holds.
+/// A service that runs a single instance may go down: that outage is the point.
+fn leaves_service_down(
+    siblings: &[&str],
+    target: &str,
+    mut running: impl FnMut(&str) -> bool,
+) -> bool {
+    siblings.len() > 1
+        && !siblings
+            .iter()
+            .filter(|sibling| **sibling != target)
+            .any(|sibling| running(sibling))
 }
 
 /// Restarts any service that died on its own, recording it: a crash nobody
@@ -396,11 +462,11 @@ pub fn heal(world: &mut World<'_>) {
         (world.ports.fake_im, "/admin/faults"),
         (world.ports.wallet_admin, "/admin/faults"),
     ] {
-        if let Err(error) = post(port, "DELETE", path, "") {
+        if let Err(error) = admin_call(port, "DELETE", path, "") {
             world.problems.push(error);
         }
     }
-    if let Err(error) = post(
+    if let Err(error) = admin_call(
         world.ports.wallet_admin,
         "POST",
         "/admin/latency",
@@ -419,10 +485,22 @@ mod tests {
         KINDS.iter().map(|kind| kind.to_string()).collect()
     }
 
+    fn scaled() -> Topology {
+        Topology::new(3, 2).unwrap()
+    }
+
+    fn round(schedule: &mut Schedule) -> Vec<Fault> {
+        let mut round = Vec::new();
+        while !schedule.covered() {
+            round.push(schedule.next());
+        }
+        round
+    }
+
     #[test]
     fn the_same_seed_gives_the_same_schedule() {
         let draw = |seed| {
-            let mut schedule = Schedule::new(seed, &all());
+            let mut schedule = Schedule::new(seed, &all(), &scaled());
             (0..30)
                 .map(|_| (schedule.next(), schedule.gap()))
                 .collect::<Vec<_>>()
@@ -432,19 +510,32 @@ mod tests {
     }
 
     #[test]
-    fn the_coverage_round_crashes_every_process_and_stops_the_broker() {
-        let mut schedule = Schedule::new(3, &all());
-        let mut round = Vec::new();
-        while !schedule.covered() {
-            round.push(schedule.next());
+    fn the_coverage_round_crashes_and_restarts_every_service_and_stops_the_broker() {
+        let topology = scaled();
+        let round = round(&mut Schedule::new(3, &all(), &topology));
+        let killed = |target: &str| {
+            round
+                .iter()
+                .any(|f| matches!(f, Fault::Kill { target: t, .. } if *t == target))
+        };
+        for instance in ["room-service", "room-service-2", "room-service-3"] {
+            assert!(killed(instance), "{instance}");
         }
-        for target in KILL_TARGETS {
-            assert!(
+        assert!(killed("outbox-relay") && killed("outbox-relay-2"));
+        for instances in topology.services() {
+            let service = instances[0];
+            let hits = |kind: &str| {
                 round
                     .iter()
-                    .any(|f| matches!(f, Fault::Kill { target: t, .. } if t == target)),
-                "{target}"
-            );
+                    .filter(|f| f.kind() == kind && services::role_of(f.target()) == service)
+                    .count()
+            };
+            assert!(hits("kill") >= 1, "kill {service}");
+            assert_eq!(hits("graceful-restart"), 1, "restart {service}");
+            if CONSUMERS.contains(&service) {
+                // One twin per group: each consumer crash costs a session timeout.
+                assert_eq!(hits("kill"), 1, "kill {service}");
+            }
         }
         for kind in [
             "broker-outage",
@@ -455,7 +546,51 @@ mod tests {
         ] {
             assert!(round.iter().any(|f| f.kind() == kind), "{kind}");
         }
-        let only_im = Schedule::new(3, &["im".to_string()]).next();
+        let first_elsewhere = round.iter().position(|f| !f.on_command_path()).unwrap();
+        assert!(
+            round[first_elsewhere..]
+                .iter()
+                .all(|f| !f.on_command_path()),
+            "room-service, MariaDB, Redis and wallet faults come first: {round:?}"
+        );
+        assert!(first_elsewhere >= 7, "{round:?}");
+        let only_im = Schedule::new(3, &["im".to_string()], &topology).next();
         assert_eq!(only_im.kind(), "im-fault");
+    }
+
+    #[test]
+    fn process_faults_name_only_instances_that_run() {
+        let single = Topology::new(1, 1).unwrap();
+        let mut schedule = Schedule::new(5, &["kill".into(), "restart".into()], &single);
+        let targets: Vec<&str> = (0..200).map(|_| schedule.next().target()).collect();
+        assert!(targets.iter().all(|t| !t.ends_with("-3")), "{targets:?}");
+        assert!(
+            targets
+                .iter()
+                .all(|t| !t.ends_with("-2") || *t == "outbox-relay-2"),
+            "{targets:?}"
+        );
+        let mut scaled = Schedule::new(5, &["kill".into(), "restart".into()], &scaled());
+        let drawn: std::collections::BTreeSet<&str> =
+            (0..400).map(|_| scaled.next().target()).collect();
+        assert!(drawn.contains("room-service-3") && drawn.contains("notice-consumer-2"));
+    }
+
+    #[test]
+    fn the_last_running_instance_of_a_service_is_never_taken_down() {
+        let twins = ["im-bridge", "im-bridge-2"];
+        assert!(!leaves_service_down(&twins, "im-bridge", |_| true));
+        // Its twin is down (still restarting, or failed to come back).
+        assert!(leaves_service_down(&twins, "im-bridge", |name| name == "im-bridge"));
+        let rooms = ["room-service", "room-service-2", "room-service-3"];
+        assert!(!leaves_service_down(&rooms, "room-service-3", |name| name == "room-service"));
+        assert!(leaves_service_down(&rooms, "room-service-3", |name| name == "room-service-3"));
+        // One instance only: its outage is the fault.
+        assert!(!leaves_service_down(
+            &["room-service"],
+            "room-service",
+            |_| false
+        ));
+        assert!(!leaves_service_down(&[], "fake-wallet", |_| false));
     }
 }

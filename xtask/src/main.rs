@@ -11,8 +11,9 @@
 //!   the whole workspace's tests against it, and stops it again.
 //! - `bench [--smoke] [--only NAME]`: the benchmark scenarios with same-run
 //!   baselines, results under `target/bench/`.
-//! - `chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N] [--min-acked-per-room N]`: the
-//!   reliability run (workload + seeded faults + ledger checker).
+//! - `chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N] [--min-acked-per-room N]
+//!   [--room-services 1-3] [--consumer-instances 1-2]`: the reliability run (workload + seeded
+//!   faults + ledger checker) against several room-service instances and twin consumers.
 //! - `broker [--sqlite FILE]`: starts a Tansu broker in the foreground (for manual work).
 
 mod backends;
@@ -84,7 +85,7 @@ fn print_help() {
          demo [--keep]   run the stack on free ports, drive a scripted room session and\n                  report every effect; exit 0 only if all were observed\n  \
          test [ARGS...]  run every test against real MariaDB, Redis and a Tansu broker\n                  (ARGS go to cargo nextest, e.g. `-p outbox-relay`)\n  \
          bench [--smoke] [--only NAME]\n                  run the benchmarks (table + target/bench/results.json)\n  \
-         chaos [--seed N] [--duration 10m] [--faults kill,broker,redis,mysql,im,wallet] [--rooms N] [--min-acked-per-room N]\n                  crash/fault the running platform under load, then check the delivery ledger\n  \
+         chaos [--seed N] [--duration 10m] [--faults kill,restart,broker,redis,mysql,im,wallet] [--rooms N] [--min-acked-per-room N] [--room-services 1-3] [--consumer-instances 1-2]\n                  crash/fault the running platform under load, then check the delivery ledger\n  \
          broker [--sqlite FILE]\n                  run a Tansu broker on 127.0.0.1:9092 until Ctrl-C"
     );
 }

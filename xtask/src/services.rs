@@ -44,6 +44,25 @@ pub struct Ports {
 }
 
 impl Ports {
+    /// Every port, services' and infrastructure's alike.
+    pub fn all(&self) -> [u16; 13] {
+        [
+            self.broker,
+            self.fake_im,
+            self.wallet_grpc,
+            self.wallet_admin,
+            self.room_grpc,
+            self.room_http,
+            self.relay_http,
+            self.activity_grpc,
+            self.activity_http,
+            self.im_bridge_http,
+            self.notice_http,
+            self.mysql,
+            self.redis,
+        ]
+    }
+
     /// The documented ports of `cargo xtask up` (README "Services and ports").
     pub fn fixed() -> Self {
         Self {
@@ -346,19 +365,125 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
     specs
 }
 
-/// A second relay instance next to `relay` (the reliability run kills one
-/// while the other keeps publishing): its own name, HTTP port and node id.
-pub fn second_relay(relay: &Spec, name: &'static str, http_port: u16) -> Spec {
-    let mut spec = relay.clone();
+/// Names of the instances the reliability run may start of each service it
+/// scales out, in start order: the first keeps the service's own name (its
+/// log, its probe, its overrides), the others are `<service>-<n>`.
+pub const INSTANCE_NAMES: &[&[&str]] = &[
+    &["room-service", "room-service-2", "room-service-3"],
+    &["outbox-relay", "outbox-relay-2"],
+    &["im-bridge", "im-bridge-2"],
+    &["activity-consumer", "activity-consumer-2"],
+    &["notice-consumer", "notice-consumer-2"],
+];
+
+/// The service an instance belongs to: its name without a `-<n>` suffix.
+pub fn role_of(instance: &str) -> &str {
+    match instance.rsplit_once('-') {
+        Some((service, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => service,
+        _ => instance,
+    }
+}
+
+/// Which instances of each scaled-out service run: every instance of one
+/// service shares its database, Redis key prefix, broker and consumer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    services: Vec<&'static [&'static str]>,
+}
+
+impl Topology {
+    /// `room_services` room-service instances (1–3), two relays and
+    /// `consumers` instances (1–2) of each consumer.
+    pub fn new(room_services: usize, consumers: usize) -> Result<Self, String> {
+        let take = |names: &'static [&'static str], count: usize| {
+            (1..=names.len())
+                .contains(&count)
+                .then(|| &names[..count])
+                .ok_or_else(|| format!("{}: 1 to {} instances, not {count}", names[0], names.len()))
+        };
+        let mut services = vec![take(INSTANCE_NAMES[0], room_services)?, INSTANCE_NAMES[1]];
+        for names in &INSTANCE_NAMES[2..] {
+            services.push(take(names, consumers)?);
+        }
+        Ok(Self { services })
+    }
+
+    /// Each scaled-out service's instances, first the service's own name.
+    pub fn services(&self) -> impl Iterator<Item = &'static [&'static str]> + '_ {
+        self.services.iter().copied()
+    }
+
+    /// Every instance of `instance`'s service in this run, itself included;
+    /// empty when its service is not scaled out.
+    pub fn siblings(&self, instance: &str) -> &'static [&'static str] {
+        self.services
+            .iter()
+            .find(|names| names.contains(&instance))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// Instance `name` of `base` (scale-out): every `*_LISTEN` address moves to a
+/// port from `port` (the HTTP listener carries the probe), then [`identify`].
+/// Another writer starts with the downstream services, once the first has
+/// run the migrations: migrators racing on a fresh MariaDB database fail on
+/// each other's half-applied migration.
+pub fn instance(
+    base: &Spec,
+    name: &'static str,
+    mut port: impl FnMut() -> Result<u16, String>,
+) -> Result<Spec, String> {
+    let mut spec = base.clone();
     spec.name = name;
-    spec.probe = Probe::Readyz(http_port);
-    spec.env
-        .retain(|(key, _)| key != "RELAY__HTTP_LISTEN" && key != "RELAY__OUTBOX_WORKER__NODE_ID");
-    spec.env.extend([
-        kv("RELAY__HTTP_LISTEN", format!("127.0.0.1:{http_port}")),
-        kv("RELAY__OUTBOX_WORKER__NODE_ID", name),
-    ]);
-    spec
+    spec.phase = spec.phase.max(Phase::Downstream);
+    for (key, value) in &mut spec.env {
+        if key.ends_with("_LISTEN") {
+            let moved = port()?;
+            *value = format!("127.0.0.1:{moved}");
+            if key.ends_with("__HTTP_LISTEN") {
+                spec.probe = Probe::Readyz(moved);
+            }
+        }
+    }
+    identify(&mut spec);
+    Ok(spec)
+}
+
+/// Gives an instance the identity its peers know it by: room-service its
+/// lease node id (the `x-room-served-by` of its replies) and the URL the
+/// other instances forward commands to; the relay its node id in shard
+/// leases. Both are the instance name, so logs, faults and the ledger agree.
+pub fn identify(spec: &mut Spec) {
+    let own = |key: &str, value: String| (key.to_string(), value);
+    let identity = match role_of(spec.name) {
+        "room-service" => vec![
+            own("ROOM__NODE_ID", spec.name.to_string()),
+            own(
+                "ROOM__ADVERTISE_URL",
+                format!(
+                    "http://{}",
+                    spec.env_value("ROOM__GRPC_LISTEN").unwrap_or_default()
+                ),
+            ),
+        ],
+        "outbox-relay" => vec![own("RELAY__OUTBOX_WORKER__NODE_ID", spec.name.to_string())],
+        _ => Vec::new(),
+    };
+    for (key, value) in identity {
+        spec.env.retain(|(existing, _)| *existing != key);
+        spec.env.push((key, value));
+    }
+}
+
+impl Spec {
+    /// The value of environment override `key`, when set.
+    pub fn env_value(&self, key: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(existing, _)| existing == key)
+            .map(|(_, value)| value.as_str())
+    }
 }
 
 /// Topics (name, partitions) created before any consumer subscribes: the two
@@ -379,19 +504,8 @@ mod tests {
     #[test]
     fn free_ports_are_distinct_and_overrides_replace() {
         let ports = Ports::free().unwrap();
-        let all = [
-            ports.broker,
-            ports.fake_im,
-            ports.wallet_grpc,
-            ports.wallet_admin,
-            ports.room_grpc,
-            ports.room_http,
-            ports.relay_http,
-            ports.activity_grpc,
-            ports.activity_http,
-            ports.im_bridge_http,
-            ports.notice_http,
-        ];
+        // The infrastructure ports are the shared 3306/6379 here.
+        let all = &ports.all()[..11];
         let unique: std::collections::HashSet<_> = all.iter().collect();
         assert_eq!(unique.len(), all.len());
         let overrides = [(
@@ -411,5 +525,68 @@ mod tests {
             .collect();
         assert_eq!(values.len(), 1);
         assert_eq!(values[0].1, "true");
+    }
+
+    #[test]
+    fn instances_get_their_own_listeners_and_identity() {
+        let ports = Ports::free().unwrap();
+        let specs = specs(&ports, "db", &[]);
+        let base = |name: &str| specs.iter().find(|spec| spec.name == name).unwrap();
+        let mut next = 40_000;
+        let mut port = || {
+            next += 1;
+            Ok(next)
+        };
+        let room = instance(base("room-service"), "room-service-2", &mut port).unwrap();
+        assert_eq!(room.env_value("ROOM__GRPC_LISTEN"), Some("127.0.0.1:40001"));
+        assert_eq!(room.env_value("ROOM__HTTP_LISTEN"), Some("127.0.0.1:40002"));
+        assert_eq!(room.probe, Probe::Readyz(40_002));
+        assert_eq!(
+            room.phase,
+            Phase::Downstream,
+            "after the first ran the migrations"
+        );
+        assert_eq!(room.env_value("ROOM__NODE_ID"), Some("room-service-2"));
+        assert_eq!(
+            room.env_value("ROOM__ADVERTISE_URL"),
+            Some("http://127.0.0.1:40001")
+        );
+        assert_eq!(
+            room.env_value("ROOM__MYSQL__URL"),
+            base("room-service").env_value("ROOM__MYSQL__URL")
+        );
+        let activity =
+            instance(base("activity-consumer"), "activity-consumer-2", &mut port).unwrap();
+        assert_eq!(
+            activity.env_value("ACTIVITY__GRPC_LISTEN"),
+            Some("127.0.0.1:40003")
+        );
+        assert_eq!(activity.probe, Probe::Readyz(40_004));
+        assert_eq!(activity.env_value("ACTIVITY__NODE_ID"), None);
+        let relay = instance(base("outbox-relay"), "outbox-relay-2", &mut port).unwrap();
+        assert_eq!(
+            relay.env_value("RELAY__OUTBOX_WORKER__NODE_ID"),
+            Some("outbox-relay-2")
+        );
+    }
+
+    #[test]
+    fn instances_belong_to_their_service() {
+        assert_eq!(role_of("room-service-3"), "room-service");
+        assert_eq!(role_of("room-service"), "room-service");
+        assert_eq!(role_of("fake-tencent-im"), "fake-tencent-im");
+        let topology = Topology::new(3, 2).unwrap();
+        assert_eq!(
+            topology.siblings("im-bridge-2"),
+            ["im-bridge", "im-bridge-2"]
+        );
+        assert_eq!(topology.siblings("room-service").len(), 3);
+        assert!(topology.siblings("fake-wallet").is_empty());
+        assert_eq!(
+            Topology::new(1, 1).unwrap().siblings("notice-consumer"),
+            ["notice-consumer"]
+        );
+        assert!(Topology::new(4, 2).is_err());
+        assert!(Topology::new(3, 0).is_err());
     }
 }

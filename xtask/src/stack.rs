@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Stop order: the writer drains first, then whatever reads after it.
+/// Stop order by service (see [`services::role_of`]): the writer drains
+/// first, then whatever reads after it.
 pub const STOP_ORDER: &[&str] = &[
     "room-service",
     "outbox-relay",
@@ -350,15 +351,50 @@ fn strip_ansi(line: &str) -> String {
 impl Stack {
     /// SIGKILLs service `name` (no drain, as a crash would) and reaps it.
     pub fn kill(&mut self, name: &str) -> Result<(), String> {
+        let mut service = self.take_running(name)?;
+        let _ = service.child.kill();
+        let _ = service.child.wait();
+        Ok(())
+    }
+
+    /// Stops service `name` as an orchestrator would (SIGTERM, then wait for
+    /// it to drain and exit). It is no longer running afterwards either way;
+    /// `Err` when it needed SIGKILL after [`STOP_GRACE`] or exited unclean.
+    pub fn stop_gracefully(&mut self, name: &str) -> Result<Duration, String> {
+        let mut service = self.take_running(name)?;
+        let started = Instant::now();
+        if !interrupt::terminate(&mut service.child, STOP_GRACE) {
+            return Err(format!(
+                "{name} did not exit within {}s of SIGTERM; see {}",
+                STOP_GRACE.as_secs(),
+                service.log.display()
+            ));
+        }
+        match service.child.wait() {
+            Ok(status) if status.success() => Ok(started.elapsed()),
+            Ok(status) => Err(format!(
+                "{name} exited with {status} after SIGTERM; see {}",
+                service.log.display()
+            )),
+            Err(error) => Err(format!("waiting for {name}: {error}")),
+        }
+    }
+
+    /// Takes service `name` out of the running set, to be stopped.
+    fn take_running(&mut self, name: &str) -> Result<Running, String> {
         let index = self
             .running
             .iter()
             .position(|service| service.name == name)
             .ok_or_else(|| format!("{name} is not running"))?;
-        let mut service = self.running.remove(index);
-        let _ = service.child.kill();
-        let _ = service.child.wait();
-        Ok(())
+        Ok(self.running.remove(index))
+    }
+
+    /// True while service `name` runs (started and not exited).
+    pub fn is_running(&mut self, name: &str) -> bool {
+        self.running
+            .iter_mut()
+            .any(|service| service.name == name && matches!(service.child.try_wait(), Ok(None)))
     }
 
     /// Starts service `name` again exactly as at start-up and waits for its probe.
@@ -415,11 +451,11 @@ impl Stack {
             return;
         }
         crate::step("stopping the stack (room-service first, broker last)");
-        for name in STOP_ORDER {
-            if let Some(index) = self
+        for role in STOP_ORDER {
+            while let Some(index) = self
                 .running
                 .iter()
-                .position(|service| service.name == *name)
+                .position(|service| services::role_of(service.name) == *role)
             {
                 let mut service = self.running.remove(index);
                 if let Ok(Some(status)) = service.child.try_wait() {

@@ -90,6 +90,7 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
                 room_id: event.room_id.clone(),
                 version: event.seq,
                 event_ids: vec![event.event_id.clone()],
+                reply_version: event.seq,
             },
         );
     }
@@ -145,12 +146,22 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         attempts: 1,
         gift_value: 0,
         event_ids: vec![],
+        sent_to: vec!["room-service-2".into()],
+        served_by: "room-service".into(),
+        reply_version: 0,
     };
+    // c1 and c5 are each their room's first command: version 1.
     let commands = vec![
-        record("c1", "r1", Outcome::Acked),
+        CommandRecord {
+            reply_version: 1,
+            ..record("c1", "r1", Outcome::Acked)
+        },
         record("c2", "r1", Outcome::Unknown),
         record("c4", "r1", Outcome::Rejected),
-        record("c5", "r2", Outcome::Acked),
+        CommandRecord {
+            reply_version: 1,
+            ..record("c5", "r2", Outcome::Acked)
+        },
         record("c6", "r2", Outcome::Unknown),
     ];
     (commands, seen)
@@ -191,6 +202,9 @@ fn acked(id: &str, room: &str) -> CommandRecord {
         attempts: 1,
         gift_value: 0,
         event_ids: vec![],
+        sent_to: vec!["room-service".into()],
+        served_by: "room-service".into(),
+        reply_version: 4,
     }
 }
 
@@ -236,6 +250,34 @@ fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
             ATOMIC,
             Box::new(|seen, _| {
                 seen.rooms.insert("r2".into(), (4, 3));
+            }),
+        ),
+        (
+            // A stale owner's commit lost its compare-and-set, yet the client
+            // was told it succeeded (at the version another instance wrote).
+            "a compare-and-set conflict answered as a success",
+            ONE_WRITER,
+            Box::new(|_, commands| commands[0].reply_version = 2),
+        ),
+        (
+            // Two instances each committed the room's version 1; version 2
+            // never existed. (The newest version still matches the room row.)
+            "two writers committed the same room version",
+            ONE_WRITER,
+            Box::new(|seen, _| {
+                if let Some(entry) = seen.log.get_mut("c2") {
+                    entry.version = 1;
+                    entry.reply_version = 1;
+                }
+            }),
+        ),
+        (
+            "a stored reply at another version than its log row",
+            ONE_WRITER,
+            Box::new(|seen, _| {
+                if let Some(entry) = seen.log.get_mut("c3") {
+                    entry.reply_version = 9;
+                }
             }),
         ),
         (

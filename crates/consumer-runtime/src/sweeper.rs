@@ -219,7 +219,9 @@ mod tests {
 
     #[derive(Debug, sqlx::FromRow)]
     struct Row {
+        #[sqlx(try_from = "service_kit::db::IdText")]
         event_id: String,
+        #[sqlx(try_from = "service_kit::db::IdText")]
         recipient_id: String,
         attempts: u32,
     }

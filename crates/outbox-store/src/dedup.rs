@@ -13,6 +13,7 @@
 //! [`purge_older_than`] (consumer-runtime schedules it per group).
 
 use crate::Error;
+use service_kit::db::IdText;
 use sqlx::{MySqlConnection, MySqlPool, QueryBuilder, Row};
 use std::{collections::HashSet, time::Duration};
 
@@ -129,7 +130,11 @@ async fn select_existing(
     ids.push_unseparated(")");
     let rows = query.build().fetch_all(&mut *connection).await?;
     rows.iter()
-        .map(|row| row.try_get::<String, _>(0).map_err(Error::from))
+        .map(|row| {
+            row.try_get::<IdText, _>(0)
+                .map(String::from)
+                .map_err(Error::from)
+        })
         .collect()
 }
 

@@ -58,6 +58,16 @@ pub enum Rejection {
     InvalidAmount { reason: String },
     #[error("gift amount overflows")]
     AmountOverflow,
+    #[error("user {user_id} cannot send a gift to themselves")]
+    SelfGift { user_id: String },
+    #[error("the room is full: it holds at most {max_members} members")]
+    RoomFull { max_members: usize },
+    #[error("the room already has its maximum of {max_admins} admins")]
+    TooManyAdmins { max_admins: usize },
+    #[error("the room already holds its maximum of {max_bans} active bans")]
+    TooManyBans { max_bans: usize },
+    #[error("the room already has its maximum of {max_contributors} contributors today")]
+    TooManyContributors { max_contributors: usize },
     #[error("invalid argument: {reason}")]
     InvalidArgument { reason: String },
     #[error("user {target_id} already has admin={admin}")]
@@ -96,6 +106,11 @@ impl Rejection {
             Rejection::NotSeated => "not_seated",
             Rejection::InvalidAmount { .. } => "invalid_amount",
             Rejection::AmountOverflow => "amount_overflow",
+            Rejection::SelfGift { .. } => "self_gift",
+            Rejection::RoomFull { .. } => "room_full",
+            Rejection::TooManyAdmins { .. } => "too_many_admins",
+            Rejection::TooManyBans { .. } => "too_many_bans",
+            Rejection::TooManyContributors { .. } => "too_many_contributors",
             Rejection::InvalidArgument { .. } => "invalid_argument",
             Rejection::AdminUnchanged { .. } => "admin_unchanged",
             Rejection::NoTreasureBox => "no_treasure_box",
@@ -110,10 +125,13 @@ impl Rejection {
     #[must_use]
     pub fn kind(&self) -> RejectionKind {
         match self {
+            // A self-gift is refused whatever the room holds: the request
+            // itself is wrong, like an amount out of range.
             Rejection::InvalidAmount { .. }
             | Rejection::AmountOverflow
             | Rejection::InvalidArgument { .. }
-            | Rejection::SeatOutOfRange { .. } => RejectionKind::InvalidArgument,
+            | Rejection::SeatOutOfRange { .. }
+            | Rejection::SelfGift { .. } => RejectionKind::InvalidArgument,
             // The wake-up addressed a box that is not (or no longer) there.
             Rejection::RoomNotFound | Rejection::NoTreasureBox | Rejection::TreasureMismatch => {
                 RejectionKind::NotFound
@@ -135,6 +153,14 @@ impl Rejection {
             | Rejection::TreasureNotDue { .. }
             | Rejection::TreasureExpired
             | Rejection::SequenceExhausted => RejectionKind::FailedPrecondition,
+            // A cap is room state, like a taken seat: the command may succeed
+            // once someone leaves, a ban expires or the day rolls over, so a
+            // client must not retry it blindly. (RESOURCE_EXHAUSTED is this
+            // service's "overloaded, retry shortly": the wrong advice here.)
+            Rejection::RoomFull { .. }
+            | Rejection::TooManyAdmins { .. }
+            | Rejection::TooManyBans { .. }
+            | Rejection::TooManyContributors { .. } => RejectionKind::FailedPrecondition,
         }
     }
 
@@ -189,6 +215,15 @@ mod tests {
             Rejection::NotSeated,
             Rejection::invalid_amount("count is 0"),
             Rejection::AmountOverflow,
+            Rejection::SelfGift {
+                user_id: "u".into(),
+            },
+            Rejection::RoomFull { max_members: 2 },
+            Rejection::TooManyAdmins { max_admins: 2 },
+            Rejection::TooManyBans { max_bans: 2 },
+            Rejection::TooManyContributors {
+                max_contributors: 2,
+            },
             Rejection::invalid_argument("title is empty"),
             Rejection::AdminUnchanged {
                 target_id: "u".into(),
@@ -248,5 +283,22 @@ mod tests {
             Rejection::RoomClosed.kind(),
             RejectionKind::FailedPrecondition
         );
+        assert_eq!(
+            Rejection::SelfGift {
+                user_id: "u".into()
+            }
+            .kind(),
+            RejectionKind::InvalidArgument
+        );
+        for cap in [
+            Rejection::RoomFull { max_members: 1 },
+            Rejection::TooManyAdmins { max_admins: 1 },
+            Rejection::TooManyBans { max_bans: 1 },
+            Rejection::TooManyContributors {
+                max_contributors: 1,
+            },
+        ] {
+            assert_eq!(cap.kind(), RejectionKind::FailedPrecondition, "{cap}");
+        }
     }
 }

@@ -14,6 +14,32 @@ pub const DAY_MS: i64 = 86_400_000;
 /// billions of seats (apply must never panic or abort).
 pub const SEAT_HARD_LIMIT: u32 = 1_000;
 
+/// Default [`RoomRules::max_members`]. Every member lives in the room's
+/// in-memory state, in each JSON snapshot and in every GetRoom reply, so the
+/// cap bounds all three: 10 000 ids of at most 32 bytes keep a snapshot well
+/// under a megabyte (the column is a 16 MB MEDIUMBLOB) while leaving a voice
+/// room — a few seats and an audience — far more audience than it can use.
+pub const DEFAULT_MAX_MEMBERS: usize = 10_000;
+
+/// Default [`RoomRules::max_admins`]. Admins are the owner's appointed
+/// moderators: a handful per room in practice, and every one of them may
+/// kick and lock seats, so fifty is generous without making the role
+/// meaningless.
+pub const DEFAULT_MAX_ADMINS: usize = 50;
+
+/// Default [`RoomRules::max_bans`]. Bans outlive the visit (a banned user is
+/// no longer a member), so without a cap a room that kicks with bans for
+/// months grows its state forever. Expired bans are pruned before counting,
+/// so only bans still in force count; as many as the room has members.
+pub const DEFAULT_MAX_BANS: usize = 10_000;
+
+/// Default [`RoomRules::max_contributors`]: distinct senders in one UTC day.
+/// The day's contribution map is kept whole (the rank is its top
+/// `rank_size`), so it is bounded like the members: as many senders as the
+/// room can hold members at once. Senders come and go over a day, so the cap
+/// is reached only by a room whose audience turns over completely.
+pub const DEFAULT_MAX_CONTRIBUTORS: usize = 10_000;
+
 /// UTC day index of a Unix-epoch-millisecond timestamp.
 ///
 /// `div_euclid` (not `/`) so that timestamps before 1970 still map to the day
@@ -25,6 +51,10 @@ pub fn utc_day(now_ms: i64) -> i64 {
 
 /// Tunables of one room; stored in [`crate::RoomState`] so that replaying the
 /// command log reproduces the same results even if defaults change later.
+///
+/// Rules travel inside stored snapshots, so a field added later carries a
+/// `#[serde(default = …)]`: snapshots written before it existed still load,
+/// with the default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomRules {
     /// How many senders the contribution rank keeps.
@@ -39,6 +69,37 @@ pub struct RoomRules {
     pub max_gift_count: u32,
     /// Largest `unit_value` accepted by `SendGift`.
     pub max_gift_unit_value: u64,
+    /// Most members at once; a `JoinRoom` beyond it is refused (`RoomFull`).
+    /// The owner may always come back to their own room.
+    #[serde(default = "default_max_members")]
+    pub max_members: usize,
+    /// Most admins; granting one more is refused (`TooManyAdmins`).
+    #[serde(default = "default_max_admins")]
+    pub max_admins: usize,
+    /// Most bans in force; a `KickUser` that would add one more is refused
+    /// (`TooManyBans`).
+    #[serde(default = "default_max_bans")]
+    pub max_bans: usize,
+    /// Most distinct senders in the day's contributions; a gift from one more
+    /// is refused (`TooManyContributors`).
+    #[serde(default = "default_max_contributors")]
+    pub max_contributors: usize,
+}
+
+fn default_max_members() -> usize {
+    DEFAULT_MAX_MEMBERS
+}
+
+fn default_max_admins() -> usize {
+    DEFAULT_MAX_ADMINS
+}
+
+fn default_max_bans() -> usize {
+    DEFAULT_MAX_BANS
+}
+
+fn default_max_contributors() -> usize {
+    DEFAULT_MAX_CONTRIBUTORS
 }
 
 impl Default for RoomRules {
@@ -50,6 +111,10 @@ impl Default for RoomRules {
             max_mic_seats: 20,
             max_gift_count: 9_999,
             max_gift_unit_value: 1_000_000,
+            max_members: DEFAULT_MAX_MEMBERS,
+            max_admins: DEFAULT_MAX_ADMINS,
+            max_bans: DEFAULT_MAX_BANS,
+            max_contributors: DEFAULT_MAX_CONTRIBUTORS,
         }
     }
 }
@@ -92,6 +157,49 @@ mod tests {
         assert_eq!(rules.max_mic_seats, 20);
         assert_eq!(rules.max_gift_count, 9_999);
         assert_eq!(rules.max_gift_unit_value, 1_000_000);
+        assert_eq!(rules.max_members, 10_000);
+        assert_eq!(rules.max_admins, 50);
+        assert_eq!(rules.max_bans, 10_000);
+        assert_eq!(rules.max_contributors, 10_000);
+    }
+
+    /// A snapshot written before the caps existed: its rules have none of
+    /// the cap fields, and it must still load, with the defaults.
+    #[test]
+    fn rules_of_an_old_snapshot_load_with_default_caps() {
+        let old = serde_json::json!({
+            "rank_size": 3,
+            "treasure_thresholds": [10, 20],
+            "treasure_countdown_ms": 5_000,
+            "max_mic_seats": 8,
+            "max_gift_count": 99,
+            "max_gift_unit_value": 1_000,
+        });
+        let rules: RoomRules = serde_json::from_value(old).expect("old rules load");
+        assert_eq!(
+            rules,
+            RoomRules {
+                rank_size: 3,
+                treasure_thresholds: vec![10, 20],
+                treasure_countdown_ms: 5_000,
+                max_mic_seats: 8,
+                max_gift_count: 99,
+                max_gift_unit_value: 1_000,
+                ..RoomRules::default()
+            }
+        );
+        assert_eq!(rules.max_members, DEFAULT_MAX_MEMBERS);
+        assert_eq!(rules.max_admins, DEFAULT_MAX_ADMINS);
+        assert_eq!(rules.max_bans, DEFAULT_MAX_BANS);
+        assert_eq!(rules.max_contributors, DEFAULT_MAX_CONTRIBUTORS);
+        // And a current snapshot keeps its own caps.
+        let custom = RoomRules {
+            max_members: 7,
+            ..RoomRules::default()
+        };
+        let back: RoomRules =
+            serde_json::from_value(serde_json::to_value(&custom).unwrap()).unwrap();
+        assert_eq!(back, custom);
     }
 
     #[test]

@@ -137,12 +137,17 @@ fn resolve(command: Command, state: &RoomState) -> Command {
 
 /// Creates the room, then runs the script, checking per-step invariants.
 fn run(script: &[(Command, i64)]) -> Result<Outcome, TestCaseError> {
+    run_with(RoomRules::default(), script)
+}
+
+/// [`run`] with the room's rules given.
+fn run_with(rules: RoomRules, script: &[(Command, i64)]) -> Result<Outcome, TestCaseError> {
     let create = Command::CreateRoom {
         owner_id: "owner".into(),
         title: "t".into(),
         mic_seat_count: 4,
     };
-    let mut state = RoomState::vacant("r1", RoomRules::default());
+    let mut state = RoomState::vacant("r1", rules);
     let mut now = T0;
     let mut results = Vec::new();
     let mut expected_seq = 0u64;
@@ -221,6 +226,18 @@ fn check_state(state: &RoomState) -> Result<(), TestCaseError> {
     });
     full.truncate(state.rules.rank_size);
     prop_assert_eq!(&state.rank, &full);
+    // (8) the per-room caps hold; only the owner may come back to a full room.
+    let rules = &state.rules;
+    let guests = state
+        .members
+        .keys()
+        .filter(|user_id| **user_id != state.owner_id)
+        .count();
+    prop_assert!(guests <= rules.max_members, "{guests} guests");
+    prop_assert!(state.members.len() <= rules.max_members.saturating_add(1));
+    prop_assert!(state.admins.len() <= rules.max_admins);
+    prop_assert!(state.bans.len() <= rules.max_bans);
+    prop_assert!(state.contributions.len() <= rules.max_contributors);
     // A pending box always belongs to a level that has been reached.
     if let Some(current) = &state.treasure.current {
         prop_assert_eq!(current.level, state.treasure.level_reached);
@@ -281,21 +298,32 @@ fn arbitrary_command() -> impl Strategy<Value = Command> {
 
 fn arbitrary_rules() -> impl Strategy<Value = RoomRules> {
     (
-        any::<usize>(),
-        prop::collection::vec(any::<u64>(), 0..5),
-        any::<i64>(),
-        any::<u32>(),
-        any::<u32>(),
-        any::<u64>(),
+        (
+            any::<usize>(),
+            prop::collection::vec(any::<u64>(), 0..5),
+            any::<i64>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+        ),
+        (
+            any::<usize>(),
+            any::<usize>(),
+            any::<usize>(),
+            any::<usize>(),
+        ),
     )
         .prop_map(
             |(
-                rank_size,
-                treasure_thresholds,
-                treasure_countdown_ms,
-                max_mic_seats,
-                max_gift_count,
-                max_gift_unit_value,
+                (
+                    rank_size,
+                    treasure_thresholds,
+                    treasure_countdown_ms,
+                    max_mic_seats,
+                    max_gift_count,
+                    max_gift_unit_value,
+                ),
+                (max_members, max_admins, max_bans, max_contributors),
             )| {
                 RoomRules {
                     rank_size,
@@ -304,9 +332,26 @@ fn arbitrary_rules() -> impl Strategy<Value = RoomRules> {
                     max_mic_seats,
                     max_gift_count,
                     max_gift_unit_value,
+                    max_members,
+                    max_admins,
+                    max_bans,
+                    max_contributors,
                 }
             },
         )
+}
+
+/// Caps small enough for the five-user universe to hit them, zero included.
+fn tight_caps() -> impl Strategy<Value = RoomRules> {
+    (0usize..5, 0usize..3, 0usize..3, 0usize..4).prop_map(
+        |(max_members, max_admins, max_bans, max_contributors)| RoomRules {
+            max_members,
+            max_admins,
+            max_bans,
+            max_contributors,
+            ..RoomRules::default()
+        },
+    )
 }
 
 proptest! {
@@ -324,6 +369,13 @@ proptest! {
         let first = run(&script)?;
         let second = run(&script)?;
         prop_assert_eq!(first, second);
+    }
+
+    /// (8) with caps the sessions actually reach, every invariant still
+    /// holds after every step — the caps' own among them.
+    #[test]
+    fn caps_hold_over_random_sessions(rules in tight_caps(), script in script()) {
+        run_with(rules, &script)?;
     }
 
     /// Any reachable state survives a JSON snapshot round trip unchanged.
@@ -374,13 +426,17 @@ proptest! {
             title: "t".into(),
             mic_seat_count: 1,
         };
-        let mut state = apply(&RoomState::vacant("r1", rules), &create, T0)
+        let state = apply(&RoomState::vacant("r1", rules), &create, T0)
             .expect("create")
             .state;
+        let join = Command::JoinRoom { user_id: "u1".into() };
+        let mut state = apply(&state, &join, T0).expect("join").state;
         state.heat = heat;
+        // To another member: a self-gift would be refused before any amount
+        // arithmetic, and the property would hold without being exercised.
         let gift = Command::SendGift {
             sender_id: "owner".into(),
-            receiver_id: "owner".into(),
+            receiver_id: "u1".into(),
             gift_id: "g".into(),
             count,
             unit_value,

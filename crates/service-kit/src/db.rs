@@ -1,5 +1,6 @@
 //! MySQL/MariaDB pool and the embedded migrations (`migrations/` at the
-//! workspace root), shared by every service that owns tables.
+//! workspace root), shared by every service that owns tables, and
+//! [`IdText`], how every id column is read.
 
 use crate::{Error, duration::ConfigDuration};
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,12 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 /// comment lines may change under an entry here: the statements ran already.
 pub const COMMENT_ONLY_EDITS: &[(i64, &str)] = &[
     (
+        // The collation note: ids compare byte-exactly since
+        // 20261210000010_ids_byte_exact.sql, no longer case-insensitively.
+        20261130000001,
+        "3920a32b7144980d70a14d9592a016b9ba1775f01fd7dea2b511ec16f54c41b05a35d9f045966685d25e5f9966a6c6b0",
+    ),
+    (
         // Shard hash and claim token described as the code has them (FNV-1a,
         // a random token per claim), not as crc32 and a lease epoch.
         20261130000002,
@@ -29,14 +36,52 @@ pub const COMMENT_ONLY_EDITS: &[(i64, &str)] = &[
     ),
 ];
 
+/// Name of the advisory lock that serialises migrations of one database.
+const MIGRATION_LOCK: &str = "hyapp_migrations";
+
+/// How long an instance waits for another one's migrations before it gives up.
+const MIGRATION_LOCK_WAIT_SECS: u32 = 600;
+
 /// Runs the embedded migrations, first accepting the comment-only edits of
 /// [`COMMENT_ONLY_EDITS`] on a database that applied the earlier text.
+///
+/// Several instances may start at once on one database (replicas with
+/// `run_migrations`): all of it runs on one connection under a MySQL
+/// advisory lock, so one instance migrates and the others then find the work
+/// done. sqlx's own lock is not enough: it asks `GET_LOCK(…, -1)` and never
+/// reads the answer, and replicas starting together on a fresh MariaDB were
+/// seen applying the same migration side by side ("partially applied").
 pub async fn migrate(pool: &MySqlPool) -> Result<(), Error> {
+    let mut connection = pool.acquire().await?;
+    let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
+        .bind(MIGRATION_LOCK)
+        .bind(MIGRATION_LOCK_WAIT_SECS)
+        .fetch_one(&mut *connection)
+        .await?;
+    if locked != Some(1) {
+        return Err(Error::Config(format!(
+            "migrations: another instance held the `{MIGRATION_LOCK}` lock for \
+             {MIGRATION_LOCK_WAIT_SECS}s; start again once it is done"
+        )));
+    }
+    let migrated = migrate_locked(&mut connection).await;
+    // Released on this connection before it goes back to the pool (a lock
+    // lives as long as its session).
+    let released = sqlx::query("SELECT RELEASE_LOCK(?)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *connection)
+        .await;
+    migrated?;
+    released?;
+    Ok(())
+}
+
+async fn migrate_locked(connection: &mut sqlx::MySqlConnection) -> Result<(), Error> {
     let recorded: Option<String> = sqlx::query_scalar(
         "SELECT table_name FROM information_schema.tables \
          WHERE table_schema = DATABASE() AND table_name = '_sqlx_migrations'",
     )
-    .fetch_optional(pool)
+    .fetch_optional(&mut *connection)
     .await?;
     if recorded.is_some() {
         for (version, applied_checksum) in COMMENT_ONLY_EDITS {
@@ -55,11 +100,11 @@ pub async fn migrate(pool: &MySqlPool) -> Result<(), Error> {
             .bind(current.checksum.as_ref())
             .bind(version)
             .bind(applied)
-            .execute(pool)
+            .execute(&mut *connection)
             .await?;
         }
     }
-    MIGRATOR.run(pool).await?;
+    MIGRATOR.run_direct(connection).await?;
     Ok(())
 }
 
@@ -71,6 +116,55 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
         .collect()
+}
+
+/// An id read from MySQL: the text of a byte-exact (`utf8mb4_bin`) id column
+/// (docs/design.md#identifiers), as a `String`.
+///
+/// sqlx 0.8 decodes `String` only from columns the server does not flag
+/// BINARY, and MySQL and MariaDB flag every `_bin`-collated column so,
+/// although it holds utf8mb4 text: `try_get::<String, _>("room_id")` fails
+/// with "mismatched types … VARBINARY". `IdText` accepts any text column,
+/// flagged or not, and still refuses bytes that are not UTF-8.
+///
+/// Read an id column as `row.try_get::<IdText, _>("room_id")?.into()`, as
+/// `IdText` in a `query_as` tuple, or on a `FromRow` field as
+/// `#[sqlx(try_from = "IdText")] room_id: String`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdText(pub String);
+
+impl From<IdText> for String {
+    fn from(id: IdText) -> String {
+        id.0
+    }
+}
+
+impl sqlx::Type<sqlx::MySql> for IdText {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <str as sqlx::Type<sqlx::MySql>>::type_info()
+    }
+
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        // The byte types' check: the same column types as `str`'s, without
+        // its refusal of the BINARY flag. UTF-8 is checked when decoding.
+        <[u8] as sqlx::Type<sqlx::MySql>>::compatible(ty)
+    }
+}
+
+/// Bound like a `&str`, so an id read as `IdText` can key the next statement.
+impl<'q> sqlx::Encode<'q, sqlx::MySql> for IdText {
+    fn encode_by_ref(
+        &self,
+        buf: &mut Vec<u8>,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        <&str as sqlx::Encode<'q, sqlx::MySql>>::encode_by_ref(&self.0.as_str(), buf)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::MySql> for IdText {
+    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        <&str as sqlx::Decode<'r, sqlx::MySql>>::decode(value).map(|text| IdText(text.to_owned()))
+    }
 }
 
 /// The `mysql` section of a service config.

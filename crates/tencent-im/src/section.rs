@@ -7,6 +7,18 @@ use crate::{Client, ClientConfig, Error};
 use serde::{Deserialize, Serialize};
 use service_kit::{Secret, duration::ConfigDuration};
 
+/// The default `group_id_template`. Room ids are sized for it: the longest
+/// one the services accept (`outbox_schema::ids::MAX_ROOM_ID_LEN`) makes a
+/// group id of exactly [`MAX_GROUP_ID_BYTES`] with it, so a template may add
+/// no more bytes to the room id than this one does.
+pub const DEFAULT_GROUP_ID_TEMPLATE: &str = "room_{room_id}";
+
+/// Tencent IM's limit on a group id (`GroupId`), in bytes.
+pub const MAX_GROUP_ID_BYTES: usize = 48;
+
+/// The placeholder a group id template must hold once.
+const ROOM_ID_PLACEHOLDER: &str = "{room_id}";
+
 /// `tencent_im` config section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -42,7 +54,7 @@ impl Default for ImSection {
             request_timeout: ConfigDuration::from_secs(3),
             usersig_ttl: ConfigDuration::from_secs(7 * 86_400),
             rate_limit_per_api: 200,
-            group_id_template: "room_{room_id}".into(),
+            group_id_template: DEFAULT_GROUP_ID_TEMPLATE.into(),
         }
     }
 }
@@ -60,8 +72,17 @@ impl ImSection {
         if self.base_url.is_empty() {
             return invalid("base_url is required");
         }
-        if !self.group_id_template.contains("{room_id}") {
-            return invalid("group_id_template must contain {room_id}");
+        if self.group_id_template.matches(ROOM_ID_PLACEHOLDER).count() != 1 {
+            return invalid("group_id_template must contain {room_id}, once");
+        }
+        let added = self.group_id_template.len() - ROOM_ID_PLACEHOLDER.len();
+        let allowed = DEFAULT_GROUP_ID_TEMPLATE.len() - ROOM_ID_PLACEHOLDER.len();
+        if added > allowed {
+            return Err(Error::Config(format!(
+                "tencent_im.group_id_template adds {added} bytes to the room id; at most {allowed} fit \
+                 (room ids are sized so that `{DEFAULT_GROUP_ID_TEMPLATE}` keeps group ids within \
+                 Tencent's {MAX_GROUP_ID_BYTES}-byte limit)"
+            )));
         }
         Ok(())
     }
@@ -121,5 +142,34 @@ mod tests {
         assert!(section.client().is_ok());
         assert_eq!(section.group_id("r1"), "g_r1");
         assert!(!format!("{section:?}").contains("\"k\""));
+    }
+
+    #[test]
+    fn a_template_may_add_no_more_than_the_default_does() {
+        let with = |template: &str| ImSection {
+            sdk_app_id: 1,
+            secret_key: Secret::new("k"),
+            group_id_template: template.into(),
+            ..ImSection::default()
+        };
+        assert!(with(DEFAULT_GROUP_ID_TEMPLATE).validate().is_ok());
+        assert!(with("{room_id}").validate().is_ok());
+        assert!(
+            with("rm:{room_id}:").validate().is_ok(),
+            "5 bytes, as room_"
+        );
+        let error = with("hyapp_room_{room_id}")
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("tencent_im.group_id_template adds 11 bytes"),
+            "{error}"
+        );
+        let error = with("{room_id}{room_id}")
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("once"), "{error}");
     }
 }

@@ -67,6 +67,18 @@ impl TestDb {
     /// # Panics
     /// When MariaDB is unreachable or the migrations fail: the test cannot run.
     pub async fn new() -> Self {
+        let db = Self::empty().await;
+        service_kit::db::migrate(&db.pool)
+            .await
+            .expect("run migrations");
+        db
+    }
+
+    /// Creates a new database without running the migrations.
+    ///
+    /// # Panics
+    /// When MariaDB is unreachable: the test cannot run.
+    pub async fn empty() -> Self {
         // The creation time in the name lets `cargo xtask test` drop only
         // databases old enough not to belong to a concurrent run.
         let secs = std::time::SystemTime::now()
@@ -88,9 +100,6 @@ impl TestDb {
             .connect(&url)
             .await
             .expect("connect test database");
-        service_kit::db::migrate(&pool)
-            .await
-            .expect("run migrations");
         Self { pool, name, url }
     }
 }

@@ -1,6 +1,7 @@
 //! Migrations against a real MariaDB: a database that applied a migration
 //! file before a comment-only edit (`service_kit::db::COMMENT_ONLY_EDITS`)
-//! still starts, while any other checksum mismatch is still refused.
+//! still starts, while any other checksum mismatch is still refused; and
+//! instances that start together on a fresh database migrate it once.
 
 use service_kit::db::{COMMENT_ONLY_EDITS, MIGRATOR, migrate};
 
@@ -61,4 +62,33 @@ async fn any_other_checksum_mismatch_is_still_refused() {
         "a migration whose statements may differ must not start"
     );
     assert_eq!(checksum(&db.pool, version).await, vec![0u8; 48]);
+}
+
+#[tokio::test]
+async fn instances_starting_together_migrate_a_fresh_database_once() {
+    let db = testkit::TestDb::empty().await;
+    let mut starts = Vec::new();
+    for _ in 0..4 {
+        // Each with its own pool, as separate processes would be.
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(2)
+            .connect(&db.url)
+            .await
+            .expect("connect");
+        starts.push(tokio::spawn(async move { migrate(&pool).await }));
+    }
+    for start in starts {
+        start.await.expect("task").expect("every instance starts");
+    }
+    let applied: Vec<(i64, bool)> =
+        sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&db.pool)
+            .await
+            .expect("recorded migrations");
+    let embedded: Vec<(i64, bool)> = MIGRATOR
+        .iter()
+        .filter(|migration| !migration.migration_type.is_down_migration())
+        .map(|migration| (migration.version, true))
+        .collect();
+    assert_eq!(applied, embedded);
 }

@@ -2,14 +2,19 @@
 //! and mount a ConfigMap whose config file has only real keys; env variables,
 //! container ports, probes (`/readyz`, `/healthz` on the HTTP port), scrape
 //! annotations and `terminationGracePeriodSeconds` agree with the config;
-//! Services and PodDisruptionBudgets select a Deployment.
+//! Services and PodDisruptionBudgets select a Deployment. Env values are
+//! resolved as in a pod ([`crate::pod_env`]: downward API fields, `$(VAR)`),
+//! so a Deployment whose pods run side by side (several replicas, or a rolling
+//! update) is checked for a per-pod identity and an advertised address other
+//! pods reach ([`crate::instances`]); NetworkPolicies are checked by
+//! [`crate::network_policy`].
 
-use crate::{AppService, Model, yaml};
+use crate::instances::Platform;
+use crate::k8s_objects::{Deployment, NAME_LABEL, name_of};
+use crate::{AppService, Model, network_policy, pod_env, yaml};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The pod label every selector uses.
-const NAME_LABEL: &str = "app.kubernetes.io/name";
 /// The pod label naming a consumer Deployment's group.
 const GROUP_LABEL: &str = "hyapp.io/consumer-group";
 
@@ -27,8 +32,7 @@ pub fn check_k8s(model: &Model, documents: &[Value]) -> Vec<String> {
         .map(|doc| (name_of(doc), doc))
         .collect();
     let mut used_config_maps = BTreeSet::new();
-    // Deployment name → (pod name label, replicas, container ports).
-    let mut deployments: BTreeMap<String, (String, i64, BTreeSet<u16>)> = BTreeMap::new();
+    let mut deployments: BTreeMap<String, Deployment> = BTreeMap::new();
 
     for deployment in of_kind("Deployment") {
         let name = name_of(deployment);
@@ -137,24 +141,59 @@ pub fn check_k8s(model: &Model, documents: &[Value]) -> Vec<String> {
             }
         }
 
-        // Env: names must be keys; literal values join the effective config.
-        let mut literal_env = BTreeMap::new();
-        for item in container
+        // Env: names must be keys, except helpers (no prefix) that a later
+        // variable uses as `$(NAME)`; resolved values join the effective config.
+        let env_items = container
             .get("env")
             .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(env_name) = item.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            problems.extend(app.check_env(&name, env_name));
-            if let Some(value) = item.get("value").and_then(yaml::scalar_text) {
-                literal_env.insert(env_name.to_string(), value);
+            .cloned()
+            .unwrap_or_default();
+        let namespace = deployment
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let (pod_env, env_problems) = pod_env::resolve(
+            &format!("k8s: Deployment {name}"),
+            &name,
+            namespace,
+            &env_items,
+        );
+        problems.extend(env_problems);
+        let mut resolved_env = BTreeMap::new();
+        let mut per_pod_keys = BTreeSet::new();
+        for (env_name, value) in &pod_env.values {
+            match app.env_path(env_name) {
+                None if pod_env.referenced.contains(env_name) => {}
+                None => problems.extend(app.check_env(&name, env_name).map(|problem| {
+                    format!("{problem}, and no later variable uses it as $({env_name})")
+                })),
+                Some(path) => {
+                    problems.extend(app.check_env(&name, env_name));
+                    if pod_env.per_pod.contains(env_name) {
+                        per_pod_keys.insert(path);
+                    }
+                    resolved_env.insert(env_name.clone(), value.clone());
+                }
             }
         }
-        let effective = app.effective(&file_config, &literal_env);
+        let effective = app.effective(&file_config, &resolved_env);
         problems.extend(app.check_listen(&name, &effective));
+        // Pods of one Deployment run side by side with several replicas and,
+        // with the default RollingUpdate strategy, during every rollout.
+        let recreate = spec.pointer("/strategy/type").and_then(Value::as_str) == Some("Recreate");
+        problems.extend(
+            app.check_instances(
+                &name,
+                &effective,
+                &per_pod_keys,
+                replicas > 1 || !recreate,
+                Platform::Kubernetes {
+                    pod_ip: pod_env::SAMPLE_POD_IP,
+                },
+            )
+            .into_iter()
+            .map(|problem| format!("k8s: {problem}")),
+        );
         let listen = AppService::listen_ports(&effective);
         let listen_ports: BTreeSet<u16> = listen.values().copied().collect();
         let http_port = listen.get("http_listen").copied();
@@ -239,7 +278,22 @@ pub fn check_k8s(model: &Model, documents: &[Value]) -> Vec<String> {
                 app.shutdown_grace_ms(&effective)
             ));
         }
-        deployments.insert(name.clone(), (pod_name, replicas, container_ports));
+        let peer_port = app
+            .advertise
+            .as_ref()
+            .and_then(|advertise| listen.get(&advertise.listen_key).copied());
+        deployments.insert(
+            name.clone(),
+            Deployment {
+                namespace: namespace.to_string(),
+                pod_name,
+                pod_labels,
+                replicas,
+                ports: container_ports,
+                named_ports,
+                peer_port,
+            },
+        );
     }
 
     for (name, service) in &model.services {
@@ -260,7 +314,10 @@ pub fn check_k8s(model: &Model, documents: &[Value]) -> Vec<String> {
             .and_then(|selector| selector.get(NAME_LABEL))
             .and_then(Value::as_str)
             .unwrap_or("");
-        let Some((_, _, ports)) = deployments.values().find(|(pod, _, _)| pod == selected) else {
+        let Some(Deployment { ports, .. }) = deployments
+            .values()
+            .find(|deployment| deployment.pod_name == selected)
+        else {
             problems.push(format!(
                 "k8s: Service {name} selects no Deployment ({selected})"
             ));
@@ -293,8 +350,9 @@ pub fn check_k8s(model: &Model, documents: &[Value]) -> Vec<String> {
             .and_then(|labels| labels.get(NAME_LABEL))
             .and_then(Value::as_str)
             .unwrap_or("");
-        let Some((deployment, (_, replicas, _))) =
-            deployments.iter().find(|(_, (pod, _, _))| pod == selected)
+        let Some((deployment, Deployment { replicas, .. })) = deployments
+            .iter()
+            .find(|(_, deployment)| deployment.pod_name == selected)
         else {
             problems.push(format!(
                 "k8s: PodDisruptionBudget {name} selects no Deployment"
@@ -315,14 +373,11 @@ pub fn check_k8s(model: &Model, documents: &[Value]) -> Vec<String> {
             problems.push(format!("k8s: Deployment {name} has no PodDisruptionBudget"));
         }
     }
+    problems.extend(network_policy::check(
+        &of_kind("NetworkPolicy"),
+        &deployments,
+    ));
     problems
-}
-
-fn name_of(doc: &Value) -> String {
-    doc.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
 }
 
 fn name_of_container(container: &Value) -> &str {

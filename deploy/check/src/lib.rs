@@ -3,12 +3,19 @@
 //! `PREFIX__SECTION__KEY` environment variable and ConfigMap key exists in the
 //! service's configuration, every metric an alert or dashboard panel queries is
 //! registered, and the Kubernetes objects reference each other correctly.
+//! Services that run as several instances (compose replicas, Deployment pods)
+//! are checked for a per-instance identity and an advertised address the other
+//! instances can reach ([`instances`]), compose replicas for host ports they
+//! would fight over, and the NetworkPolicy for admitting the instances (and
+//! only the expected callers) to each other.
 //!
 //! The checks are pure functions over a [`Model`] of the code (built by
 //! `tests/consistency.rs` from the real config types and sources) and the
 //! parsed deploy files; each returns the list of problems it found, so a unit
 //! test can feed a deliberately wrong reference and see it reported.
 
+pub mod instances;
+pub mod pod_env;
 pub mod promql;
 pub mod readme;
 pub mod source;
@@ -16,9 +23,12 @@ pub mod yaml;
 
 mod compose;
 mod k8s;
+mod k8s_objects;
+mod network_policy;
 mod observability;
 
-pub use compose::check_compose;
+pub use compose::{PortMapping, check_compose, parse_port_mapping};
+pub use instances::{Advertise, Platform};
 pub use k8s::check_k8s;
 pub use observability::{check_alerts, check_dashboard};
 
@@ -49,6 +59,12 @@ pub struct AppService {
     pub grace_keys: Vec<String>,
     /// Consumer groups the service joins.
     pub consumer_groups: BTreeSet<String>,
+    /// Config keys naming one instance (`node_id`): with several instances
+    /// each must be empty (the service derives it) or set per instance.
+    pub instance_keys: Vec<String>,
+    /// How instances reach each other, for a service whose instances call
+    /// one another (room-service forwards to a room's lease holder).
+    pub advertise: Option<Advertise>,
 }
 
 /// A fake configured by flags.

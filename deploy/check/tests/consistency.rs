@@ -8,8 +8,8 @@
 //! into each check and expect a problem naming them.
 
 use deploy_check::{
-    AppService, FakeService, Infra, Model, Service, check_alerts, check_compose, check_dashboard,
-    check_k8s, source, yaml,
+    Advertise, AppService, FakeService, Infra, Model, Service, check_alerts, check_compose,
+    check_dashboard, check_k8s, pod_env, source, yaml,
 };
 use outbox_schema::names::{GROUP_ACTIVITY, GROUP_IM_BRIDGE, GROUP_NOTICE, GROUP_TREASURE_OPEN};
 use serde_json::Value;
@@ -24,12 +24,26 @@ fn deploy(path: &str) -> String {
     source::read(&root().join("deploy").join(path)).unwrap()
 }
 
+/// What one service's instances must keep apart: keys naming the instance and,
+/// for a service whose instances call each other, how they find each other.
+struct Instances<'a> {
+    keys: &'a [&'a str],
+    advertise: Option<(&'a str, &'a str)>,
+}
+
+/// A service none of whose values name an instance.
+const SHARED: Instances<'static> = Instances {
+    keys: &[],
+    advertise: None,
+};
+
 fn app(
     name: &str,
     env_prefix: &str,
     defaults: Value,
     grace_keys: &[&str],
     groups: &[&str],
+    instances: Instances<'_>,
 ) -> (String, Service) {
     let dir = root().join("services").join(name).join("configs");
     let mut config_files = BTreeMap::new();
@@ -47,7 +61,18 @@ fn app(
         docker_file: format!("{name}.docker.yaml"),
         grace_keys: grace_keys.iter().map(ToString::to_string).collect(),
         consumer_groups: groups.iter().map(ToString::to_string).collect(),
+        instance_keys: instances.keys.iter().map(ToString::to_string).collect(),
+        advertise: instances.advertise.map(|(key, listen_key)| Advertise {
+            key: key.to_string(),
+            listen_key: listen_key.to_string(),
+        }),
     };
+    for key in &service.instance_keys {
+        assert!(
+            service.has_key(key),
+            "{name}: instance key {key} is not a config key"
+        );
+    }
     (name.to_string(), Service::App(service))
 }
 
@@ -74,6 +99,12 @@ fn model() -> Model {
             json(serde_json::to_value(room_service::Config::default())),
             &["shutdown_grace"],
             &[GROUP_TREASURE_OPEN, GROUP_IM_BRIDGE],
+            // The node id and address go into room leases; the embedded
+            // relay's node id into shard leases.
+            Instances {
+                keys: &["node_id", "advertise_url", "outbox_worker.node_id"],
+                advertise: Some(("advertise_url", "grpc_listen")),
+            },
         ),
         app(
             "outbox-relay",
@@ -83,6 +114,10 @@ fn model() -> Model {
             )),
             &["outbox_worker.publish_timeout", "outbox_worker.shard_lease"],
             &[],
+            Instances {
+                keys: &["outbox_worker.node_id"],
+                advertise: None,
+            },
         ),
         app(
             "im-bridge",
@@ -90,6 +125,7 @@ fn model() -> Model {
             json(serde_json::to_value(im_bridge::config::Config::default())),
             &["consumer.shutdown_grace"],
             &[GROUP_IM_BRIDGE],
+            SHARED,
         ),
         app(
             "activity-consumer",
@@ -99,6 +135,7 @@ fn model() -> Model {
             )),
             &["consumer.shutdown_grace"],
             &[GROUP_ACTIVITY],
+            SHARED,
         ),
         app(
             "notice-consumer",
@@ -108,6 +145,7 @@ fn model() -> Model {
             )),
             &["consumer.shutdown_grace"],
             &[GROUP_NOTICE],
+            SHARED,
         ),
         fake("fake-wallet"),
         fake("fake-tencent-im"),
@@ -360,6 +398,48 @@ fn dockerfile_gaps_are_caught() {
     assert_caught(problems, "no non-root USER");
 }
 
+#[test]
+fn compose_replicas_are_checked() {
+    let problems = compose_with(|compose| {
+        let room = &mut compose["services"]["room-service"];
+        room["ports"] = serde_json::json!(["7101:7101", "7111-7112:7102"]);
+        room["hostname"] = Value::from("room");
+        room["environment"]["ROOM__NODE_ID"] = Value::from("room-1");
+        room["environment"]["ROOM__ADVERTISE_URL"] = Value::from("http://room-service:7101");
+        compose["services"]["im-bridge"]["ports"] = serde_json::json!(["7112:7401"]);
+    });
+    for needle in [
+        "room-service publishes 7101:7101 (1 host port(s)) for 3 replicas",
+        "publish \"7101-7103:7101\"",
+        "room-service publishes 7111-7112:7102 (2 host port(s)) for 3 replicas",
+        "room-service runs 3 replicas but sets hostname",
+        "node_id is `room-1` in every instance",
+        "every instance advertises http://room-service:7101",
+        "im-bridge publishes 7112:7401 and room-service publishes 7111-7112:7102: the host ports overlap",
+    ] {
+        assert_caught(problems.clone(), needle);
+    }
+
+    let problems = compose_with(|compose| {
+        let room = &mut compose["services"]["room-service"];
+        room["scale"] = Value::from(2);
+        room["environment"]["ROOM__GRPC_LISTEN"] = Value::from("127.0.0.1:7101");
+    });
+    assert_caught(problems.clone(), "deploy.replicas 3 and scale 2");
+    assert_caught(
+        problems,
+        "advertises http://127.0.0.1:7101 (advertise_url), which other instances cannot reach",
+    );
+
+    // One replica may bind fixed ports and name itself.
+    assert_clean(compose_with(|compose| {
+        let room = &mut compose["services"]["room-service"];
+        room["deploy"]["replicas"] = Value::from(1);
+        room["ports"] = serde_json::json!(["7101:7101", "7102:7102"]);
+        room["environment"]["ROOM__NODE_ID"] = Value::from("room-1");
+    }));
+}
+
 fn k8s_with(edit: impl FnOnce(&mut Vec<Value>)) -> Vec<String> {
     let mut documents = k8s_documents();
     edit(&mut documents);
@@ -438,6 +518,92 @@ fn k8s_unknown_deployment_and_missing_pdb_are_caught() {
     assert_caught(problems, "service notice-consumer has no Deployment");
 }
 
+/// The env list of the room-service container.
+fn room_env(documents: &mut [Value]) -> &mut Vec<Value> {
+    find(documents, "Deployment", "room-service")["spec"]["template"]["spec"]["containers"][0]
+        ["env"]
+        .as_array_mut()
+        .unwrap()
+}
+
+fn remove_env(documents: &mut [Value], name: &str) -> Value {
+    let env = room_env(documents);
+    let at = env.iter().position(|item| item["name"] == name).unwrap();
+    env.remove(at)
+}
+
+#[test]
+fn k8s_scale_out_mistakes_are_caught() {
+    // $(POD_IP) used above its definition stays literal text.
+    let problems = k8s_with(|documents| {
+        let pod_ip = remove_env(documents, "POD_IP");
+        room_env(documents).push(pod_ip);
+    });
+    assert_caught(
+        problems.clone(),
+        "env ROOM__ADVERTISE_URL: $(POD_IP) is not defined above it",
+    );
+    assert_caught(
+        problems.clone(),
+        "env POD_IP does not start with ROOM__, and no later variable uses it",
+    );
+    assert_caught(problems, "every instance advertises http://$(POD_IP):7101");
+
+    // Without an advertise URL the pods would advertise their unresolvable names.
+    let problems = k8s_with(|documents| {
+        remove_env(documents, "ROOM__ADVERTISE_URL");
+    });
+    assert_caught(
+        problems.clone(),
+        "advertises http://$HOSTNAME:7101 (advertise_url), but a Deployment pod is reachable only at its IP",
+    );
+    assert_caught(problems, "env POD_IP does not start with ROOM__");
+
+    let problems = k8s_with(|documents| {
+        for item in room_env(documents) {
+            if item["name"] == "POD_IP" {
+                item["valueFrom"]["fieldRef"]["fieldPath"] = Value::from("metadata.name");
+            }
+            if item["name"] == "ROOM__NODE_ID" {
+                *item = serde_json::json!({"name": "ROOM__NODE_ID", "value": "room-service-0"});
+            }
+        }
+        room_env(documents).push(serde_json::json!(
+            {"name": "ROOM__APP_CODE", "valueFrom": {"fieldRef": {"fieldPath": "status.phase"}}}
+        ));
+    });
+    assert_caught(
+        problems.clone(),
+        "advertises http://room-service-6d9f7c8b5-x7k2q:7101",
+    );
+    assert_caught(
+        problems.clone(),
+        "node_id is `room-service-0` in every instance",
+    );
+    assert_caught(problems, "fieldRef status.phase is not a pod field");
+
+    // The NetworkPolicy must let the pods reach each other and leave no port dead.
+    let problems = k8s_with(|documents| {
+        let policy = find(documents, "NetworkPolicy", "room-service");
+        policy["spec"]["ingress"][0]["from"]
+            .as_array_mut()
+            .unwrap()
+            .remove(0);
+        policy["spec"]["ingress"][1]["ports"][0]["port"] = Value::from(7103);
+    });
+    for needle in [
+        "does not admit room-service's own pods to port 7101",
+        "admits port 7103 of room-service",
+        "admits nobody to room-service port 7102",
+    ] {
+        assert_caught(problems.clone(), needle);
+    }
+    let problems = k8s_with(|documents| {
+        documents.retain(|doc| doc["kind"] != "NetworkPolicy");
+    });
+    assert_caught(problems, "Deployment room-service has no NetworkPolicy");
+}
+
 #[test]
 fn unknown_metrics_are_caught() {
     let mut alerts = alerts();
@@ -492,7 +658,11 @@ fn load_any(
     env: &BTreeMap<String, String>,
 ) -> Result<(), String> {
     match name {
-        "room-service" => load::<room_service::Config>("room-service", app, file, env).map(drop),
+        // room-service's own validation too: it parses advertise_url and node_id.
+        "room-service" => load::<room_service::Config>("room-service", app, file, env)?
+            .validate()
+            .map(drop)
+            .map_err(|error| error.to_string()),
         "outbox-relay" => {
             load::<outbox_relay::config::RelayServiceConfig>("outbox-relay", app, file, env)
                 .map(drop)
@@ -526,22 +696,33 @@ fn services_load_their_deploy_configs() {
             problems.push(format!("compose {name}: {error}"));
         }
     }
-    // Kubernetes: each ConfigMap's file plus the Deployment's literal env.
+    // Kubernetes: each ConfigMap's file plus the Deployment's env as a pod
+    // sees it (downward API fields and secrets as samples, `$(VAR)` expanded).
     let dir = std::env::temp_dir().join(format!("deploy-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for doc in k8s_documents()
-        .iter()
-        .filter(|doc| doc["kind"] == "ConfigMap")
-    {
+    let documents = k8s_documents();
+    for doc in documents.iter().filter(|doc| doc["kind"] == "ConfigMap") {
         for (file, text) in doc["data"].as_object().unwrap() {
             let name = file.trim_end_matches(".yaml");
             let Some(app) = model.app(name) else {
                 problems.push(format!("k8s ConfigMap file {file} names no service"));
                 continue;
             };
+            let env_items = documents
+                .iter()
+                .find(|doc| doc["kind"] == "Deployment" && doc["metadata"]["name"] == name)
+                .and_then(|doc| doc["spec"]["template"]["spec"]["containers"][0]["env"].as_array())
+                .cloned()
+                .unwrap_or_default();
+            let (pod, _) = pod_env::resolve("k8s", name, "hyapp-room", &env_items);
+            let env: BTreeMap<String, String> = pod
+                .values
+                .into_iter()
+                .filter(|(variable, _)| app.env_path(variable).is_some())
+                .collect();
             let path = dir.join(file);
             std::fs::write(&path, text.as_str().unwrap()).unwrap();
-            if let Err(error) = load_any(name, app, &path, &BTreeMap::new()) {
+            if let Err(error) = load_any(name, app, &path, &env) {
                 problems.push(format!("k8s {file}: {error}"));
             }
         }

@@ -11,6 +11,7 @@
 
 use consumer_runtime::sweeper::{DeliveryTable, Statement, Sweeper};
 use serde_json::json;
+use service_kit::db::IdText;
 use sqlx::FromRow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tencent_im::{CreateGroupRequest, MsgElement, SendGroupMsgRequest};
@@ -18,15 +19,22 @@ use tencent_im::{CreateGroupRequest, MsgElement, SendGroupMsgRequest};
 /// One broadcast to deliver.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
 pub struct BroadcastRow {
+    // The ids are byte-exact columns, read through IdText
+    // (docs/design.md#identifiers).
     /// The gift event.
+    #[sqlx(try_from = "IdText")]
     pub event_id: String,
     /// Where the gift was sent.
+    #[sqlx(try_from = "IdText")]
     pub room_id: String,
     /// Sender.
+    #[sqlx(try_from = "IdText")]
     pub sender_id: String,
     /// Receiver.
+    #[sqlx(try_from = "IdText")]
     pub receiver_id: String,
     /// Gift.
+    #[sqlx(try_from = "IdText")]
     pub gift_id: String,
     /// Gift value.
     pub total_value: u64,
@@ -72,7 +80,8 @@ impl DeliveryTable for Broadcasts {
     const FAILED_SQL: &str = "UPDATE activity_broadcasts SET status = ?, attempts = ?, \
          next_attempt_at_ms = ?, last_error = ? WHERE event_id = ? AND status = 'pending'";
 
-    type Key = String;
+    // event_id is an id column (utf8mb4_bin), which sqlx does not decode as String.
+    type Key = IdText;
     type Row = BroadcastRow;
     type Error = tencent_im::Error;
 

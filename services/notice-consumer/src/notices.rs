@@ -14,19 +14,25 @@ use consumer_runtime::{
 };
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use serde_json::json;
+use service_kit::db::IdText;
 use sqlx::{FromRow, MySqlPool, QueryBuilder};
 use tencent_im::{MsgElement, SendC2cMsgRequest};
 
 /// One notice to deliver.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
 pub struct NoticeRow {
+    // The ids are byte-exact columns, read through IdText
+    // (docs/design.md#identifiers).
     /// The source event.
+    #[sqlx(try_from = "IdText")]
     pub event_id: String,
     /// Who gets it.
+    #[sqlx(try_from = "IdText")]
     pub recipient_id: String,
     /// `room_kicked` or `treasure_reward`.
     pub notice_type: String,
     /// The room.
+    #[sqlx(try_from = "IdText")]
     pub room_id: String,
     /// The message data (JSON).
     pub content: String,

@@ -11,6 +11,7 @@
 
 use crate::Error;
 use outbox_schema::OUTBOX_SHARDS;
+use service_kit::db::IdText;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 /// The lease view of one relay instance.
@@ -62,7 +63,7 @@ impl ShardLeases {
         .fetch_all(&self.pool)
         .await?
         .iter()
-        .map(|row| row.try_get::<String, _>("instance_id"))
+        .map(|row| row.try_get::<IdText, _>("instance_id").map(String::from))
         .collect::<Result<_, _>>()?;
         let wanted = wanted_shards(&live, &self.node_id);
         let until = now_ms + self.lease_ms;

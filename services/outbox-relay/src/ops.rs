@@ -5,6 +5,7 @@
 
 use crate::Error;
 use serde::Serialize;
+use service_kit::db::IdText;
 use service_kit::time::now_ms;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
@@ -133,8 +134,8 @@ pub async fn list_dead_letters(
         .map(|row| {
             Ok(DeadLetter {
                 id: row.try_get("id")?,
-                event_id: row.try_get("event_id")?,
-                room_id: row.try_get("room_id")?,
+                event_id: row.try_get::<IdText, _>("event_id")?.into(),
+                room_id: row.try_get::<IdText, _>("room_id")?.into(),
                 event_type: row.try_get("event_type")?,
                 retry_count: row.try_get("retry_count")?,
                 last_error: row.try_get("last_error")?,

@@ -5,6 +5,7 @@
 use crate::Error;
 use outbox_schema::OutboxStatus;
 use outbox_schema::row::LANE_CHAIN;
+use service_kit::db::IdText;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row, mysql::MySqlRow};
 
 /// One backlog row as scanned, with everything needed to publish it.
@@ -62,9 +63,9 @@ const ROW_COLUMNS: &str = "id, event_id, app_code, room_id, shard, lane, room_ev
 fn row_from(row: &MySqlRow) -> Result<OutboxRow, sqlx::Error> {
     Ok(OutboxRow {
         id: row.try_get("id")?,
-        event_id: row.try_get("event_id")?,
-        app_code: row.try_get("app_code")?,
-        room_id: row.try_get("room_id")?,
+        event_id: row.try_get::<IdText, _>("event_id")?.into(),
+        app_code: row.try_get::<IdText, _>("app_code")?.into(),
+        room_id: row.try_get::<IdText, _>("room_id")?.into(),
         shard: row.try_get("shard")?,
         lane: row.try_get("lane")?,
         room_event_seq: row.try_get("room_event_seq")?,

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use outbox_relay::{ops, store};
 use outbox_schema::names;
+use service_kit::db::IdText;
 use service_kit::time::now_ms;
 use std::{collections::HashSet, time::Duration};
 use tokio_util::sync::CancellationToken;
@@ -285,13 +286,17 @@ async fn two_relays_publish_each_row_exactly_once_in_room_order() {
     // Wait until the shards are split between both instances, none held twice.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let owners: Vec<(String, i64)> = sqlx::query_as(
+        // `owner` is an id column (byte-exact), read through IdText.
+        let owners: Vec<(String, i64)> = sqlx::query_as::<_, (IdText, i64)>(
             "SELECT owner, COUNT(*) FROM relay_shard_leases WHERE lease_until_ms > ? GROUP BY owner ORDER BY owner",
         )
         .bind(now_ms())
         .fetch_all(&db.pool)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(|(owner, count)| (owner.into(), count))
+        .collect();
         if owners.len() == 2 && owners.iter().map(|(_, count)| count).sum::<i64>() == 64 {
             assert_eq!(
                 owners,
@@ -328,7 +333,7 @@ async fn two_relays_publish_each_row_exactly_once_in_room_order() {
     relay_a.await.unwrap().unwrap();
     relay_b.await.unwrap().unwrap();
 
-    let claimed_by: Vec<String> = sqlx::query_scalar("SELECT DISTINCT claimed_by FROM room_outbox")
+    let claimed_by: Vec<IdText> = sqlx::query_scalar("SELECT DISTINCT claimed_by FROM room_outbox")
         .fetch_all(&db.pool)
         .await
         .unwrap();

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hyapp_api::room::room_peer_server::RoomPeerServer;
 use hyapp_api::room::room_service_server::RoomServiceServer;
 use prometheus_client::registry::Registry;
 use service_kit::admin_http::{self, Readiness};
@@ -25,7 +26,8 @@ use crate::Error;
 use crate::cells::Cells;
 use crate::config::Config;
 use crate::deps::{Deps, PipelineSettings};
-use crate::grpc::GrpcRoomService;
+use crate::forward::Peers;
+use crate::grpc::{GrpcRoomPeer, GrpcRoomService};
 use crate::im::ImGroups;
 use crate::metrics::Metrics;
 use crate::redis::Redis;
@@ -73,7 +75,25 @@ impl App {
         // Built (and validated) before anything is served; it registers its
         // `room_outbox_*` metrics next to ours.
         let relay = crate::embedded_relay::build(&config, &pool, &mut registry)?;
-        let redis = Redis::connect(&config.redis, &config.node_id).await?;
+        let bind = |addr: &str| {
+            let addr = addr.to_owned();
+            async move {
+                admin_http::bind(&addr)
+                    .await
+                    .map_err(|error| Error::Server(error.to_string()))
+            }
+        };
+        let grpc_listener = bind(&config.grpc_listen).await?;
+        let http_listener = bind(&config.http_listen).await?;
+        let local = |listener: &TcpListener| {
+            listener
+                .local_addr()
+                .map_err(|error| Error::Server(error.to_string()))
+        };
+        let grpc_addr = local(&grpc_listener)?;
+        // Known only now that the listener is bound (port 0 picks one).
+        let advertised = config.advertised_url(grpc_addr);
+        let redis = Redis::connect(&config.redis, &config.node_id, &advertised).await?;
         let wallet = Wallet::new(&config.wallet.endpoint, config.wallet.timeout.as_std())?;
         let im = ImGroups::from_config(&config.tencent_im)?;
         let room = &config.room;
@@ -87,6 +107,8 @@ impl App {
             rules: room.rules.to_rules(),
             idle_ttl: room.idle_ttl.as_std(),
             mailbox_capacity: room.mailbox_capacity,
+            max_loaded_rooms: room.max_loaded_rooms,
+            evict_idle_after: room.evict_idle_after.as_std(),
         };
         let mut store = Store::new(pool.clone());
         if room.shared_commit_lanes > 0 {
@@ -110,6 +132,7 @@ impl App {
             deps: Arc::clone(&deps),
             im,
             default_app_code: config.app_code.clone(),
+            peers: Arc::new(Peers::new(&config.node_id, config.forward_timeout.as_std())),
         };
         let consumer_metrics = consumer_runtime::ConsumerMetrics::register(&mut registry);
         let consumers = std::sync::Mutex::new(crate::consumers::build(
@@ -118,23 +141,9 @@ impl App {
             deps.store.pool(),
             &consumer_metrics,
         )?);
-        let bind = |addr: &str| {
-            let addr = addr.to_owned();
-            async move {
-                admin_http::bind(&addr)
-                    .await
-                    .map_err(|error| Error::Server(error.to_string()))
-            }
-        };
-        let grpc_listener = bind(&config.grpc_listen).await?;
-        let http_listener = bind(&config.http_listen).await?;
-        let local = |listener: &TcpListener| {
-            listener
-                .local_addr()
-                .map_err(|error| Error::Server(error.to_string()))
-        };
+        tracing::info!(node_id = %config.node_id, advertised = %advertised, "room leases name this instance");
         Ok(Self {
-            grpc_addr: local(&grpc_listener)?,
+            grpc_addr,
             http_addr: local(&http_listener)?,
             config,
             deps,
@@ -262,6 +271,7 @@ impl App {
             .add_service(RoomServiceServer::new(GrpcRoomService::new(
                 self.rooms.clone(),
             )))
+            .add_service(RoomPeerServer::new(GrpcRoomPeer::new(self.rooms.clone())))
             .serve_with_incoming_shutdown(incoming, grpc_stop.clone().cancelled_owned());
         let mut grpc_task = tokio::spawn(server);
 

@@ -5,8 +5,13 @@
 //! in parallel. The actor acquires the room's Redis lease and rebuilds the
 //! cell on first use, renews the lease at a third of its TTL, drains up to
 //! `group_commit_max_batch` queued commands into one transaction, and drops
-//! the cell (releasing the lease) after `idle_ttl` without traffic, which
-//! keeps memory bounded by the number of active rooms.
+//! the cell (releasing the lease) after `idle_ttl` without traffic.
+//!
+//! Memory stays bounded: at most `room.max_loaded_rooms` rooms are loaded;
+//! a new one evicts the least recently used room idle for at least
+//! `room.evict_idle_after`, or is refused (`RESOURCE_EXHAUSTED`) when none
+//! is. A room whose cell is still vacant after a batch (a command for a room
+//! that does not exist) unloads at once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +22,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use room_core::RoomStatus;
+
 use crate::Error;
 use crate::cell::{Cell, CommandJob, Job, rebuild};
 use crate::deps::Deps;
@@ -25,6 +32,18 @@ use crate::pipeline::{CellFate, process_batch};
 struct Entry {
     sender: mpsc::Sender<Job>,
     generation: u64,
+    /// Last time a job was queued: eviction takes the oldest.
+    last_used: Instant,
+    /// Cancelled when the room is evicted to make room for another.
+    evict: CancellationToken,
+}
+
+impl Entry {
+    /// Idle: nothing queued and no job for at least `min_idle`.
+    fn is_idle(&self, now: Instant, min_idle: Duration) -> bool {
+        self.sender.capacity() == self.sender.max_capacity()
+            && now.duration_since(self.last_used) >= min_idle
+    }
 }
 
 /// Loaded rooms of this node.
@@ -67,6 +86,11 @@ impl Cells {
         self.lock().len()
     }
 
+    /// Whether the room has an actor on this node.
+    pub fn is_loaded(&self, room_id: &str) -> bool {
+        self.lock().contains_key(room_id)
+    }
+
     /// Queues a job on the room's actor, starting it if needed.
     pub fn submit(self: &Arc<Self>, room_id: &str, job: Job) {
         let mut job = job;
@@ -76,7 +100,13 @@ impl Cells {
                 job.fail(Error::ShuttingDown);
                 return;
             }
-            let (sender, generation) = self.sender(room_id);
+            let (sender, generation) = match self.sender(room_id) {
+                Ok(found) => found,
+                Err(error) => {
+                    job.fail(error);
+                    return;
+                }
+            };
             match sender.try_send(job) {
                 Ok(()) => return,
                 Err(mpsc::error::TrySendError::Full(returned)) => {
@@ -96,18 +126,44 @@ impl Cells {
         });
     }
 
-    fn sender(self: &Arc<Self>, room_id: &str) -> (mpsc::Sender<Job>, u64) {
+    fn sender(self: &Arc<Self>, room_id: &str) -> Result<(mpsc::Sender<Job>, u64), Error> {
+        let now = Instant::now();
         let mut entries = self.lock();
-        if let Some(entry) = entries.get(room_id) {
-            return (entry.sender.clone(), entry.generation);
+        if let Some(entry) = entries.get_mut(room_id) {
+            entry.last_used = now;
+            return Ok((entry.sender.clone(), entry.generation));
+        }
+        let settings = &self.deps.settings;
+        if entries.len() >= settings.max_loaded_rooms {
+            // Linear, but only at the cap, and cheaper than the rebuild a
+            // new room costs anyway.
+            let victim = entries
+                .iter()
+                .filter(|(_, entry)| entry.is_idle(now, settings.evict_idle_after))
+                .min_by_key(|(_, entry)| entry.last_used)
+                .map(|(victim, _)| victim.clone());
+            let Some(victim) = victim else {
+                self.deps.metrics.cells_refused.inc();
+                return Err(Error::TooManyRooms {
+                    limit: settings.max_loaded_rooms,
+                });
+            };
+            if let Some(evicted) = entries.remove(&victim) {
+                // Its actor runs what is queued, then releases the lease.
+                evicted.evict.cancel();
+                self.deps.metrics.cells_evicted.inc();
+            }
         }
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = mpsc::channel(self.deps.settings.mailbox_capacity);
+        let (sender, receiver) = mpsc::channel(settings.mailbox_capacity);
+        let evict = CancellationToken::new();
         entries.insert(
             room_id.to_owned(),
             Entry {
                 sender: sender.clone(),
                 generation,
+                last_used: now,
+                evict: evict.clone(),
             },
         );
         self.deps.metrics.cells_loaded.set(entries.len() as i64);
@@ -117,9 +173,10 @@ impl Cells {
             room_id: room_id.to_owned(),
             generation,
             receiver,
+            evict,
         };
         self.tracker.spawn(actor.run());
-        (sender, generation)
+        Ok((sender, generation))
     }
 
     /// Removes the room's entry if it still belongs to actor `generation`.
@@ -148,6 +205,7 @@ struct Actor {
     room_id: String,
     generation: u64,
     receiver: mpsc::Receiver<Job>,
+    evict: CancellationToken,
 }
 
 /// Why an actor loop ended.
@@ -220,11 +278,13 @@ impl Actor {
                     continue;
                 }
                 () = tokio::time::sleep_until(idle_deadline) => {
-                    // Unregister first so new jobs start a fresh actor, then run
-                    // whatever was queued before the close on this cell.
-                    self.cells.forget(&self.room_id, self.generation);
-                    self.receiver.close();
+                    self.unload();
                     idle_deadline = tokio::time::Instant::now() + Duration::from_secs(86_400);
+                    continue;
+                }
+                () = self.evict.cancelled(), if !self.receiver.is_closed() => {
+                    // Already unregistered by the eviction.
+                    self.receiver.close();
                     continue;
                 }
                 () = self.cells.stop.cancelled() => return Exit::Stopped,
@@ -332,7 +392,23 @@ impl Actor {
             }
             if fate == CellFate::Reload {
                 cell = None;
+            } else if cell
+                .as_ref()
+                .is_some_and(|loaded| loaded.state.status == RoomStatus::Vacant)
+                && !self.receiver.is_closed()
+            {
+                // Nothing was created: keep no actor and no lease for an id
+                // that names no room.
+                self.unload();
             }
         }
+    }
+
+    /// Unregisters the room so new jobs start a fresh actor, and closes the
+    /// mailbox: what was queued before still runs on this cell, then the
+    /// loop ends and the lease is released.
+    fn unload(&mut self) {
+        self.cells.forget(&self.room_id, self.generation);
+        self.receiver.close();
     }
 }

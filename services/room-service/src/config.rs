@@ -34,6 +34,13 @@ pub struct Config {
     pub http_listen: String,
     /// This node's id, the value of the room leases it holds; empty = `$HOSTNAME-<pid>`.
     pub node_id: String,
+    /// URL other instances use to reach this instance's gRPC port when they
+    /// forward a call for a room it holds (stored in its room leases). Empty:
+    /// `http://<grpc_listen>` for a concrete address, `http://$HOSTNAME:<port>`
+    /// when listening on all interfaces. Must be reachable from every instance.
+    pub advertise_url: String,
+    /// Longest a forwarded call may take when its caller set no deadline.
+    pub forward_timeout: ConfigDuration,
     /// `app_code` used when a request leaves it empty.
     pub app_code: String,
     /// Room pipeline tunables and room-core rules.
@@ -68,6 +75,8 @@ impl Default for Config {
             grpc_listen: "127.0.0.1:7101".into(),
             http_listen: "127.0.0.1:7102".into(),
             node_id: String::new(),
+            advertise_url: String::new(),
+            forward_timeout: ConfigDuration::from_secs(5),
             app_code: "hyapp".into(),
             room: RoomConfig::default(),
             wallet: WalletConfig::default(),
@@ -132,6 +141,11 @@ pub struct RoomConfig {
     pub mailbox_capacity: usize,
     /// A loaded room cell idle this long is dropped and its lease released.
     pub idle_ttl: ConfigDuration,
+    /// Most rooms loaded on this instance; past it an idle room is evicted
+    /// or, when none is, the call is refused with RESOURCE_EXHAUSTED.
+    pub max_loaded_rooms: usize,
+    /// A room must have been idle this long to be evicted for another.
+    pub evict_idle_after: ConfigDuration,
     /// Recent command replies kept per loaded room for cheap idempotent replays.
     pub recent_commands_per_room: usize,
     /// A user whose heartbeat is older than this leaves the room.
@@ -152,6 +166,8 @@ impl Default for RoomConfig {
             shared_commit_max_rooms: 64,
             mailbox_capacity: 1024,
             idle_ttl: ConfigDuration::from_secs(300),
+            max_loaded_rooms: 100_000,
+            evict_idle_after: ConfigDuration::from_secs(30),
             recent_commands_per_room: 16,
             presence_ttl: ConfigDuration::from_secs(60),
             presence_sweep_interval: ConfigDuration::from_secs(5),
@@ -176,6 +192,14 @@ pub struct RulesConfig {
     pub max_gift_count: u32,
     /// Largest gift `unit_value`.
     pub max_gift_unit_value: u64,
+    /// Most members of a room at once (its owner may always come back).
+    pub max_members: usize,
+    /// Most admins of a room.
+    pub max_admins: usize,
+    /// Most bans in force in a room (expired ones do not count).
+    pub max_bans: usize,
+    /// Most distinct gift senders of a room in one UTC day.
+    pub max_contributors: usize,
 }
 
 impl Default for RulesConfig {
@@ -188,6 +212,10 @@ impl Default for RulesConfig {
             max_mic_seats: rules.max_mic_seats,
             max_gift_count: rules.max_gift_count,
             max_gift_unit_value: rules.max_gift_unit_value,
+            max_members: rules.max_members,
+            max_admins: rules.max_admins,
+            max_bans: rules.max_bans,
+            max_contributors: rules.max_contributors,
         }
     }
 }
@@ -202,7 +230,21 @@ impl RulesConfig {
             max_mic_seats: self.max_mic_seats,
             max_gift_count: self.max_gift_count,
             max_gift_unit_value: self.max_gift_unit_value,
+            max_members: self.max_members,
+            max_admins: self.max_admins,
+            max_bans: self.max_bans,
+            max_contributors: self.max_contributors,
         }
+    }
+
+    /// The per-room caps by their key under `room.rules`.
+    fn caps(&self) -> [(&'static str, usize); 4] {
+        [
+            ("max_members", self.max_members),
+            ("max_admins", self.max_admins),
+            ("max_bans", self.max_bans),
+            ("max_contributors", self.max_contributors),
+        ]
     }
 }
 
@@ -266,6 +308,19 @@ const LIST_KEYS: &[&str] = &[
 ];
 
 impl Config {
+    /// The URL this instance advertises in its leases, for the gRPC listener
+    /// bound at `bound`: `advertise_url` when set, else derived from it.
+    pub fn advertised_url(&self, bound: std::net::SocketAddr) -> String {
+        if !self.advertise_url.is_empty() {
+            return self.advertise_url.clone();
+        }
+        if bound.ip().is_unspecified() {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+            return format!("http://{host}:{}", bound.port());
+        }
+        format!("http://{bound}")
+    }
+
     /// Loads the layered configuration and validates it.
     pub fn load(file: Option<PathBuf>) -> Result<Self, Error> {
         Self::load_with_env(file, None)
@@ -317,6 +372,21 @@ impl Config {
                 return invalid(format!("{key} `{value}` is not a host:port socket address"));
             }
         }
+        if !self.advertise_url.is_empty() {
+            let usable = (self.advertise_url.starts_with("http://")
+                || self.advertise_url.starts_with("https://"))
+                && !self.advertise_url.contains(char::is_whitespace)
+                && self.advertise_url.parse::<tonic::transport::Uri>().is_ok();
+            if !usable {
+                return invalid(format!(
+                    "advertise_url `{}` must be an http:// or https:// URL without spaces",
+                    self.advertise_url
+                ));
+            }
+        }
+        self.forward_timeout = self
+            .forward_timeout
+            .positive_or(ConfigDuration::from_secs(5));
         if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
             return invalid(format!(
                 "redis.url `{}` must start with redis:// or rediss://",
@@ -359,6 +429,12 @@ impl Config {
         if room.mailbox_capacity == 0 {
             return invalid("room.mailbox_capacity must be at least 1".into());
         }
+        if room.max_loaded_rooms == 0 {
+            return invalid("room.max_loaded_rooms must be at least 1".into());
+        }
+        if room.evict_idle_after.as_millis() < 0 {
+            return invalid("room.evict_idle_after must not be negative".into());
+        }
         room.idle_ttl = room.idle_ttl.positive_or(ConfigDuration::from_secs(300));
         room.presence_ttl = room.presence_ttl.positive_or(ConfigDuration::from_secs(60));
         room.presence_sweep_interval = room
@@ -392,6 +468,11 @@ impl Config {
                 "room.rules.max_gift_count × max_gift_unit_value must fit in i64".into(),
             );
         }
+        // A zero cap would refuse every join, grant, ban or gift: a typo,
+        // never an intent, so start-up stops instead of every command.
+        if let Some((key, _)) = room.rules.caps().into_iter().find(|(_, cap)| *cap == 0) {
+            return invalid(format!("room.rules.{key} must be at least 1"));
+        }
         if !self.wallet.endpoint.starts_with("http://")
             && !self.wallet.endpoint.starts_with("https://")
         {
@@ -416,14 +497,13 @@ impl Config {
             return invalid("saga.max_refund_attempts must be at least 1".into());
         }
         if self.tencent_im.enabled {
-            if self.tencent_im.sdk_app_id == 0 {
-                return invalid("tencent_im.sdk_app_id is required when tencent_im.enabled".into());
-            }
-            if self.tencent_im.secret_key.is_empty() {
-                return invalid("tencent_im.secret_key is required when tencent_im.enabled".into());
-            }
-            if !self.tencent_im.group_id_template.contains("{room_id}") {
-                return invalid("tencent_im.group_id_template must contain {room_id}".into());
+            // The section's own check (the one the client is built with), so
+            // a template too long for Tencent's group ids fails here too.
+            if let Err(error) = self.tencent_im.validate() {
+                return invalid(match error {
+                    tencent_im::Error::Config(message) => message,
+                    other => other.to_string(),
+                });
             }
         }
         self.check_treasure_wakeups()?;
@@ -521,6 +601,38 @@ mod tests {
             let error = config.validate().unwrap_err().to_string();
             assert!(error.contains(key), "{error} should name {key}");
         }
+    }
+
+    #[test]
+    fn room_caps_must_be_at_least_one() {
+        type Mutation = fn(&mut RulesConfig);
+        let cases: [(Mutation, &str); 4] = [
+            (|r| r.max_members = 0, "room.rules.max_members"),
+            (|r| r.max_admins = 0, "room.rules.max_admins"),
+            (|r| r.max_bans = 0, "room.rules.max_bans"),
+            (|r| r.max_contributors = 0, "room.rules.max_contributors"),
+        ];
+        for (mutate, key) in cases {
+            let mut config = Config::default();
+            mutate(&mut config.room.rules);
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.contains(key), "{error} should name {key}");
+        }
+        let mut config = Config::default();
+        config.room.rules.max_members = 1;
+        config.room.rules.max_admins = 1;
+        config.room.rules.max_bans = 1;
+        config.room.rules.max_contributors = 1;
+        let rules = config.validate().unwrap().room.rules.to_rules();
+        assert_eq!(
+            (
+                rules.max_members,
+                rules.max_admins,
+                rules.max_bans,
+                rules.max_contributors
+            ),
+            (1, 1, 1, 1)
+        );
     }
 
     #[test]

@@ -57,17 +57,21 @@ impl Handler<pb::TreasureOpenWakeup> for TreasureOpenHandler {
     }
 }
 
-/// What a failed OpenTreasure means for the wake-up.
+/// What a failed OpenTreasure means for the wake-up. The rule may have
+/// refused here or on the instance holding the room (the command was
+/// forwarded), so it is read through [`Error::rejection_code`].
 fn classify(room_id: &str, box_id: &str, error: Error) -> Result<Outcome, HandlerError> {
-    match &error {
+    match error.rejection_code() {
         // Early (clock skew between nodes): try again after backoff.
-        Error::Rejected(Rejection::TreasureNotDue { .. }) => Err(HandlerError::retryable(error)),
+        Some(code) if code == (Rejection::TreasureNotDue { open_at_ms: 0 }).code() => {
+            Err(HandlerError::retryable(error))
+        }
         // The box is gone, replaced or past the daily reset: the wake-up is stale, nothing to open.
-        Error::Rejected(_) => {
+        Some(_) => {
             tracing::info!(room_id, box_id, reason = %error, "stale treasure wake-up ignored");
             Ok(Outcome::Ignored)
         }
-        _ => match error.code() {
+        None => match error.code() {
             ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::AlreadyExists => {
                 Err(HandlerError::permanent(error))
             }

@@ -52,4 +52,8 @@ pub struct PipelineSettings {
     pub idle_ttl: Duration,
     /// Mailbox capacity per room.
     pub mailbox_capacity: usize,
+    /// Most rooms loaded on this instance.
+    pub max_loaded_rooms: usize,
+    /// Least idle time of a room evicted to load another past the cap.
+    pub evict_idle_after: Duration,
 }

@@ -28,6 +28,31 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The class of a status another instance answered with: its own code
+    /// where we have one, retryable `Unavailable` for transport-level codes
+    /// (deadline, cancellation), `Internal` for the rest.
+    pub fn from_grpc(code: tonic::Code) -> Self {
+        match code {
+            tonic::Code::InvalidArgument | tonic::Code::OutOfRange => ErrorCode::InvalidArgument,
+            tonic::Code::NotFound => ErrorCode::NotFound,
+            tonic::Code::AlreadyExists => ErrorCode::AlreadyExists,
+            tonic::Code::FailedPrecondition => ErrorCode::FailedPrecondition,
+            tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => {
+                ErrorCode::PermissionDenied
+            }
+            tonic::Code::Aborted => ErrorCode::Aborted,
+            tonic::Code::ResourceExhausted => ErrorCode::ResourceExhausted,
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
+                ErrorCode::Unavailable
+            }
+            tonic::Code::Ok
+            | tonic::Code::Unknown
+            | tonic::Code::Unimplemented
+            | tonic::Code::Internal
+            | tonic::Code::DataLoss => ErrorCode::Internal,
+        }
+    }
+
     /// The gRPC code.
     pub fn grpc(self) -> tonic::Code {
         match self {
@@ -115,13 +140,29 @@ pub enum Error {
         /// The busy id.
         command_id: String,
     },
-    /// Another node holds the room's lease.
+    /// Another node holds the room's lease (and forwarding to it was not
+    /// possible: no address, already forwarded once, or it is unreachable).
     #[error("room {room_id} is owned by node {owner}")]
     OwnedElsewhere {
         /// The room.
         room_id: String,
         /// The owning node.
         owner: String,
+        /// The owner's advertised gRPC URL, from its lease.
+        address: Option<String>,
+    },
+    /// The instance holding the room answered a forwarded call with this
+    /// status; it goes back to the caller as the holder sent it.
+    #[error("{}", .0.message())]
+    Forwarded(Box<tonic::Status>),
+    /// This instance holds `room.max_loaded_rooms` rooms and none has been
+    /// idle long enough to be evicted.
+    #[error(
+        "this instance already holds its limit of {limit} loaded rooms and none is idle; retry later"
+    )]
+    TooManyRooms {
+        /// `room.max_loaded_rooms`.
+        limit: usize,
     },
     /// The version compare-and-set failed: another owner wrote the room since we loaded it.
     #[error("room {room_id} was changed by another owner; retry")]
@@ -186,7 +227,8 @@ impl Error {
             | Error::InsufficientBalance { .. }
             | Error::WalletRefused(_) => ErrorCode::FailedPrecondition,
             Error::GiftInFlight { .. } | Error::StaleOwner { .. } => ErrorCode::Aborted,
-            Error::Overloaded { .. } => ErrorCode::ResourceExhausted,
+            Error::Overloaded { .. } | Error::TooManyRooms { .. } => ErrorCode::ResourceExhausted,
+            Error::Forwarded(status) => ErrorCode::from_grpc(status.code()),
             Error::OwnedElsewhere { .. }
             | Error::WalletUnavailable(_)
             | Error::Database(_)
@@ -213,6 +255,9 @@ impl Error {
             Error::Database(_) => "database_unavailable",
             Error::Redis(_) => "redis_unavailable",
             Error::Overloaded { .. } => "overloaded",
+            Error::TooManyRooms { .. } => "too_many_loaded_rooms",
+            // The holder's own reason travels in the status it sent.
+            Error::Forwarded(_) => "forwarded",
             Error::ShuttingDown => "shutting_down",
             Error::Config(_) => "config",
             Error::Server(_) => "server",
@@ -238,11 +283,63 @@ impl From<Rejection> for Error {
     }
 }
 
+/// Metadata of a holder's status that the caller needs: the reason, whether
+/// it is a room-core rejection, and the owner.
+const FORWARDED_STATUS_METADATA: [&str; 3] = ["x-error-reason", "x-error-kind", "x-room-owner"];
+
+/// `x-error-kind` of a status whose reason is a room-core rejection code.
+const KIND_REJECTION: &str = "rejection";
+
+impl Error {
+    /// The room-core rejection code, whether the rule refused here or on the
+    /// holder a call was forwarded to.
+    pub fn rejection_code(&self) -> Option<&str> {
+        match self {
+            Error::Rejected(rejection) => Some(rejection.code()),
+            Error::Forwarded(status) => status
+                .metadata()
+                .get("x-error-kind")
+                .is_some_and(|kind| kind == KIND_REJECTION)
+                .then(|| self.forwarded_reason())
+                .flatten(),
+            _ => None,
+        }
+    }
+
+    /// The `x-error-reason` of a forwarded status (`None`: the status did not
+    /// come from a room-service handler, e.g. the connection failed).
+    pub fn forwarded_reason(&self) -> Option<&str> {
+        match self {
+            Error::Forwarded(status) => status
+                .metadata()
+                .get("x-error-reason")
+                .and_then(|value| value.to_str().ok()),
+            _ => None,
+        }
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(error: Error) -> Self {
+        if let Error::Forwarded(forwarded) = error {
+            // Rebuilt, not passed through: the holder's response headers
+            // (content-type, date, …) are not ours to send again.
+            let mut status = tonic::Status::new(forwarded.code(), forwarded.message());
+            for key in FORWARDED_STATUS_METADATA {
+                if let Some(value) = forwarded.metadata().get(key) {
+                    status.metadata_mut().insert(key, value.clone());
+                }
+            }
+            return status;
+        }
         let mut status = tonic::Status::new(error.code().grpc(), error.to_string());
         if let Ok(value) = error.reason().parse() {
             status.metadata_mut().insert("x-error-reason", value);
+        }
+        if matches!(error, Error::Rejected(_)) {
+            status
+                .metadata_mut()
+                .insert("x-error-kind", KIND_REJECTION.parse().expect("ascii"));
         }
         if let Error::OwnedElsewhere { owner, .. } = &error
             && let Ok(value) = owner.parse()
@@ -287,9 +384,32 @@ mod tests {
         let status = tonic::Status::from(Error::OwnedElsewhere {
             room_id: "r1".into(),
             owner: "node-b".into(),
+            address: Some("http://10.0.0.2:7101".into()),
         });
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert!(status.message().contains("node-b"));
         assert_eq!(status.metadata().get("x-room-owner").unwrap(), "node-b");
+    }
+
+    #[test]
+    fn forwarded_statuses_keep_code_message_and_reason_only() {
+        let mut holder = tonic::Status::from(Error::from(Rejection::SeatTaken));
+        holder
+            .metadata_mut()
+            .insert("content-type", "application/grpc".parse().unwrap());
+        let error = Error::Forwarded(Box::new(holder.clone()));
+        assert_eq!(error.code(), ErrorCode::FailedPrecondition);
+        assert_eq!(error.rejection_code(), Some(Rejection::SeatTaken.code()));
+        let not_a_rule = Error::Forwarded(Box::new(tonic::Status::from(Error::ShuttingDown)));
+        assert_eq!(not_a_rule.rejection_code(), None);
+        assert_eq!(error.forwarded_reason(), Some(Rejection::SeatTaken.code()));
+        let status = tonic::Status::from(error);
+        assert_eq!(status.code(), holder.code());
+        assert_eq!(status.message(), holder.message());
+        assert_eq!(
+            status.metadata().get("x-error-reason").unwrap(),
+            Rejection::SeatTaken.code()
+        );
+        assert!(status.metadata().get("content-type").is_none());
     }
 }

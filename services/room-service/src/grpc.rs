@@ -1,25 +1,30 @@
 //! The tonic `hyapp.room.v1.RoomService` over [`Rooms`]: validates each
 //! request (INVALID_ARGUMENT naming the field, before any I/O), reads the
-//! `traceparent` metadata for the outbox envelopes, and maps [`crate::Error`]
-//! to a status through its one conversion. A write request refused by
+//! `traceparent` metadata for the outbox envelopes, takes the caller's
+//! deadline and metadata along if the call is forwarded, names the instance
+//! that served it in `x-room-served-by`, and maps [`crate::Error`] to a status
+//! through its one conversion. [`GrpcRoomPeer`] is the `RoomPeer` service
+//! other instances forward to. A write request refused by
 //! validation still logs its `room_command_timing` line
 //! (docs/design.md#command-timing-log).
 
 use hyapp_api::room::room_service_server::RoomService;
 use std::time::Instant;
 
+use hyapp_api::room::room_peer_server::RoomPeer;
 use hyapp_api::room::{
     CloseRoomRequest, CommandMeta, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply,
     HeartbeatRequest, JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest,
-    ListRoomsReply, ListRoomsRequest, LockMicRequest, RoomListEntry, RoomSnapshot, SendGiftRequest,
-    SetAdminRequest, TakeMicRequest, UnlockMicRequest,
+    ListRoomsReply, ListRoomsRequest, LockMicRequest, PeerCommand, RoomListEntry, RoomSnapshot,
+    SendGiftRequest, SetAdminRequest, TakeMicRequest, UnlockMicRequest,
 };
 use tonic::{Request, Response, Status};
 
 use crate::Error;
+use crate::forward::{CallContext, SERVED_BY, Served};
 use crate::service::Rooms;
 use crate::timing;
-use crate::validate::{self, CommandRequest, RequestContext};
+use crate::validate::{self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ROOM_ID_LEN, RequestContext};
 
 /// Longest accepted `traceparent` (the W3C format is 55 characters).
 const MAX_TRACEPARENT_LEN: usize = 64;
@@ -83,6 +88,7 @@ impl GrpcRoomService {
         validate_fn: fn(&M, RequestContext<'_>) -> Result<CommandRequest, Error>,
     ) -> Result<Response<CommandReply>, Status> {
         let started = Instant::now();
+        let call = CallContext::from_request(request.metadata(), started);
         let traceparent = request
             .metadata()
             .get("traceparent")
@@ -105,8 +111,17 @@ impl GrpcRoomService {
                 return Err(error.into());
             }
         };
-        Ok(Response::new(self.rooms.execute(command).await?))
+        Ok(served(self.rooms.execute_call(command, &call).await?))
     }
+}
+
+/// The response, with the instance that executed the call named.
+fn served<T>(served: Served<T>) -> Response<T> {
+    let mut response = Response::new(served.value);
+    if let Ok(value) = served.node_id.parse() {
+        response.metadata_mut().insert(SERVED_BY, value);
+    }
+    response
 }
 
 #[tonic::async_trait]
@@ -192,21 +207,16 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatReply>, Status> {
-        let request = request.into_inner();
-        let expires_at_ms = self
-            .rooms
-            .heartbeat(&request.room_id, &request.user_id)
-            .await?;
-        Ok(Response::new(HeartbeatReply { expires_at_ms }))
+        let call = CallContext::from_request(request.metadata(), Instant::now());
+        heartbeat(&self.rooms, request.into_inner(), &call).await
     }
 
     async fn get_room(
         &self,
         request: Request<GetRoomRequest>,
     ) -> Result<Response<RoomSnapshot>, Status> {
-        Ok(Response::new(
-            self.rooms.get_room(&request.get_ref().room_id).await?,
-        ))
+        let call = CallContext::from_request(request.metadata(), Instant::now());
+        get_room(&self.rooms, request.get_ref(), &call).await
     }
 
     async fn list_rooms(
@@ -220,6 +230,118 @@ impl RoomService for GrpcRoomService {
                 .map(|(room_id, heat)| RoomListEntry { room_id, heat })
                 .collect(),
         }))
+    }
+}
+
+/// GetRoom, for the gateway and for a forwarding instance.
+async fn get_room(
+    rooms: &Rooms,
+    request: &GetRoomRequest,
+    call: &CallContext,
+) -> Result<Response<RoomSnapshot>, Status> {
+    Ok(served(rooms.get_room_call(&request.room_id, call).await?))
+}
+
+/// Heartbeat, for the gateway and for a forwarding instance.
+async fn heartbeat(
+    rooms: &Rooms,
+    request: HeartbeatRequest,
+    call: &CallContext,
+) -> Result<Response<HeartbeatReply>, Status> {
+    let expiry = rooms
+        .heartbeat_call(&request.room_id, &request.user_id, call)
+        .await?;
+    Ok(served(Served {
+        value: HeartbeatReply {
+            expires_at_ms: expiry.value,
+        },
+        node_id: expiry.node_id,
+    }))
+}
+
+/// Largest `command_json` of a forwarded command; real commands are a few
+/// hundred bytes.
+const MAX_PEER_COMMAND_BYTES: usize = 64 * 1024;
+
+/// The `RoomPeer` service: calls other instances forward here because this
+/// instance holds the room. They are served here and never forwarded again.
+#[derive(Debug, Clone)]
+pub struct GrpcRoomPeer {
+    rooms: Rooms,
+}
+
+impl GrpcRoomPeer {
+    /// Serves `rooms` to the other instances.
+    pub fn new(rooms: Rooms) -> Self {
+        Self { rooms }
+    }
+}
+
+/// The context of a forwarded call: its deadline and metadata, never forwarded on.
+fn peer_call(metadata: &tonic::metadata::MetadataMap) -> CallContext {
+    CallContext {
+        may_forward: false,
+        ..CallContext::from_request(metadata, Instant::now())
+    }
+}
+
+/// Decodes a forwarded command, checking what the forwarding instance
+/// validated again: the peer port is reachable by whoever reaches the
+/// gateway port.
+fn peer_request(message: PeerCommand) -> Result<CommandRequest, Error> {
+    validate::check_id("room_id", &message.room_id, MAX_ROOM_ID_LEN)?;
+    validate::check_id("command_id", &message.command_id, MAX_COMMAND_ID_LEN)?;
+    validate::check_id("app_code", &message.app_code, validate::MAX_APP_CODE_LEN)?;
+    if message.command_json.len() > MAX_PEER_COMMAND_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "command_json must be at most {MAX_PEER_COMMAND_BYTES} bytes, got {}",
+            message.command_json.len()
+        )));
+    }
+    let fingerprint = <[u8; 32]>::try_from(message.fingerprint.as_slice()).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "fingerprint must be 32 bytes, got {}",
+            message.fingerprint.len()
+        ))
+    })?;
+    let command = serde_json::from_slice(&message.command_json)
+        .map_err(|error| Error::InvalidArgument(format!("command_json: {error}")))?;
+    Ok(CommandRequest {
+        room_id: message.room_id,
+        command_id: message.command_id,
+        app_code: message.app_code,
+        request_id: message.request_id,
+        traceparent: message.traceparent,
+        command,
+        fingerprint,
+    })
+}
+
+#[tonic::async_trait]
+impl RoomPeer for GrpcRoomPeer {
+    async fn execute(
+        &self,
+        request: Request<PeerCommand>,
+    ) -> Result<Response<CommandReply>, Status> {
+        let call = peer_call(request.metadata());
+        let command = peer_request(request.into_inner())?;
+        Ok(served(self.rooms.execute_call(command, &call).await?))
+    }
+
+    async fn get_room(
+        &self,
+        request: Request<GetRoomRequest>,
+    ) -> Result<Response<RoomSnapshot>, Status> {
+        let call = peer_call(request.metadata());
+        get_room(&self.rooms, request.get_ref(), &call).await
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatReply>, Status> {
+        let call = peer_call(request.metadata());
+        heartbeat(&self.rooms, request.into_inner(), &call).await
     }
 }
 

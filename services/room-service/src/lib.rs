@@ -1,8 +1,9 @@
 //! Room service: the gateway's gRPC API over the Room Cell and the writer of
 //! the transactional outbox.
 //!
-//! A write command is validated (`validate`), queued on its room's actor
-//! (`cells`), checked for idempotency, applied to a clone of the room state,
+//! A write command is validated (`validate`), forwarded once to the instance
+//! holding the room's lease if that is another one (`forward`), queued on its
+//! room's actor (`cells`), checked for idempotency, applied to a clone of the room state,
 //! charged to the wallet for gifts, and committed with its outbox rows in one
 //! MySQL transaction (`pipeline`, `mutation`, `store`); projections and the
 //! relay nudge follow in Redis (`redis`). The reply never waits for IM,
@@ -21,6 +22,7 @@ pub mod consumers;
 pub mod deps;
 pub mod embedded_relay;
 pub mod error;
+pub mod forward;
 pub mod gifts;
 pub mod grpc;
 pub mod im;

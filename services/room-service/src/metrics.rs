@@ -23,6 +23,14 @@ pub struct CommandNameLabel {
     pub command: String,
 }
 
+/// Labels of a forwarded call.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ForwardLabels {
+    /// `ok`, `refused` (the holder answered with an error) or
+    /// `holder_unreachable` (retried here).
+    pub outcome: String,
+}
+
 /// Every metric the service records.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -36,6 +44,14 @@ pub struct Metrics {
     pub shared_commit_rooms: Histogram,
     /// Room cells currently loaded on this node.
     pub cells_loaded: Gauge,
+    /// Rooms unloaded to make room under `room.max_loaded_rooms`.
+    pub cells_evicted: Counter,
+    /// Calls refused because `room.max_loaded_rooms` was reached with no idle room.
+    pub cells_refused: Counter,
+    /// Calls forwarded to the instance holding the room, by outcome.
+    pub forwarded: Family<ForwardLabels, Counter>,
+    /// Round trip of a forwarded call, as the forwarding instance saw it.
+    pub forward_seconds: Histogram,
     /// Sagas compensated (refund issued) by the pipeline or the sweep.
     pub sagas_compensated: Counter,
     /// Sagas that ran out of refund attempts (debited, not refunded: refund by hand).
@@ -61,6 +77,10 @@ impl Metrics {
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             shared_commit_rooms: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             cells_loaded: Gauge::default(),
+            cells_evicted: Counter::default(),
+            cells_refused: Counter::default(),
+            forwarded: Family::default(),
+            forward_seconds: Histogram::new(exponential_buckets(0.000_25, 2.0, 16)),
             sagas_compensated: Counter::default(),
             sagas_failed: Counter::default(),
             sagas_failed_open: Gauge::default(),
@@ -93,6 +113,26 @@ impl Metrics {
             metrics.cells_loaded.clone(),
         );
         registry.register(
+            "room_cells_evicted",
+            "Idle rooms unloaded to stay under room.max_loaded_rooms",
+            metrics.cells_evicted.clone(),
+        );
+        registry.register(
+            "room_cells_refused",
+            "Calls refused with RESOURCE_EXHAUSTED: room.max_loaded_rooms reached and no room idle",
+            metrics.cells_refused.clone(),
+        );
+        registry.register(
+            "room_forwarded",
+            "Calls forwarded to the instance holding the room's lease, by outcome",
+            metrics.forwarded.clone(),
+        );
+        registry.register(
+            "room_forward_seconds",
+            "Round trip of a forwarded call, seen from the forwarding instance",
+            metrics.forward_seconds.clone(),
+        );
+        registry.register(
             "room_gift_sagas_compensated",
             "Gift sagas refunded",
             metrics.sagas_compensated.clone(),
@@ -118,6 +158,16 @@ impl Metrics {
             metrics.projection_failures.clone(),
         );
         metrics
+    }
+
+    /// Records one forwarded call.
+    pub fn record_forward(&self, outcome: &str, seconds: f64) {
+        self.forwarded
+            .get_or_create(&ForwardLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.forward_seconds.observe(seconds);
     }
 
     /// Records one finished write command.

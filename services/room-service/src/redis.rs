@@ -3,8 +3,9 @@
 //! Redis holds hot, short-lived state only; MySQL stays the source of truth.
 //!
 //! Keys (under `redis.key_prefix`, default `hyapp`, so several deployments
-//! can share one Redis): `<prefix>:room:lease:{room_id}` (value: node id, PX
-//! lease TTL), `<prefix>:room:list:heat` (zset room_id → heat),
+//! can share one Redis): `<prefix>:room:lease:{room_id}` (value: `<node id>
+//! <advertised gRPC URL>`, PX lease TTL: the address is how another instance
+//! forwards a command to the holder; neither part may contain a space), `<prefix>:room:list:heat` (zset room_id → heat),
 //! `<prefix>:room:presence` (zset `{room_id}|{user_id}` → expires_at_ms; `|`
 //! is outside the id charset, so the member splits unambiguously).
 
@@ -111,11 +112,47 @@ impl Projection {
     }
 }
 
+/// Who holds a room's lease, as its value says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// The holder's node id.
+    pub node_id: String,
+    /// The holder's advertised gRPC URL (absent in a value without one).
+    pub address: Option<String>,
+}
+
+impl LeaseHolder {
+    /// Parses a lease value: `<node id> <url>`, or a bare node id.
+    pub fn parse(value: &str) -> Self {
+        match value.split_once(' ') {
+            Some((node_id, address)) if !address.is_empty() => Self {
+                node_id: node_id.to_owned(),
+                address: Some(address.to_owned()),
+            },
+            _ => Self {
+                node_id: value.trim_end().to_owned(),
+                address: None,
+            },
+        }
+    }
+
+    /// The refusal a command for `room_id` gets on a node that is not the holder.
+    pub fn owned_elsewhere(self, room_id: &str) -> Error {
+        Error::OwnedElsewhere {
+            room_id: room_id.to_owned(),
+            owner: self.node_id,
+            address: self.address,
+        }
+    }
+}
+
 /// The Redis client pool with room-service's operations.
 #[derive(Clone)]
 pub struct Redis {
     pool: Pool,
     node_id: String,
+    /// `<node id> <advertise url>`: what our leases hold.
+    lease_value: String,
     lease_ttl_ms: i64,
     keys: Keys,
 }
@@ -130,8 +167,13 @@ impl std::fmt::Debug for Redis {
 
 impl Redis {
     /// Connects the pool. Commands time out after `command_timeout`, so an
-    /// outage fails requests quickly; the pool reconnects by itself.
-    pub async fn connect(config: &RedisConfig, node_id: &str) -> Result<Self, Error> {
+    /// outage fails requests quickly; the pool reconnects by itself. Leases
+    /// taken through it name `node_id` and `advertise_url`.
+    pub async fn connect(
+        config: &RedisConfig,
+        node_id: &str,
+        advertise_url: &str,
+    ) -> Result<Self, Error> {
         let redis_config = Config::from_url(&config.url)
             .map_err(|error| Error::Config(format!("redis.url: {error}")))?;
         let timeout = config.command_timeout.as_std();
@@ -150,6 +192,7 @@ impl Redis {
         Ok(Self {
             pool,
             node_id: node_id.to_owned(),
+            lease_value: format!("{node_id} {advertise_url}"),
             lease_ttl_ms: config.lease_ttl.as_millis(),
             keys: Keys::new(&config.key_prefix),
         })
@@ -172,18 +215,27 @@ impl Redis {
             .eval(
                 ACQUIRE_LEASE,
                 self.keys.lease(room_id),
-                vec![self.node_id.clone(), self.lease_ttl_ms.to_string()],
+                vec![self.lease_value.clone(), self.lease_ttl_ms.to_string()],
             )
             .await
             .map_err(|error| Error::redis(&error))?;
-        if owner == self.node_id {
+        if owner == self.lease_value {
             Ok(())
         } else {
-            Err(Error::OwnedElsewhere {
-                room_id: room_id.to_owned(),
-                owner,
-            })
+            Err(LeaseHolder::parse(&owner).owned_elsewhere(room_id))
         }
+    }
+
+    /// Who holds the room's lease now, without taking it (`None`: nobody).
+    pub async fn lease_holder(&self, room_id: &str) -> Result<Option<LeaseHolder>, Error> {
+        let value: Option<String> = self
+            .pool
+            .get(self.keys.lease(room_id))
+            .await
+            .map_err(|error| Error::redis(&error))?;
+        Ok(value
+            .filter(|value| *value != self.lease_value)
+            .map(|value| LeaseHolder::parse(&value)))
     }
 
     /// Extends our lease; `Ok(false)` when it is no longer ours.
@@ -193,7 +245,7 @@ impl Redis {
             .eval(
                 RENEW_LEASE,
                 self.keys.lease(room_id),
-                vec![self.node_id.clone(), self.lease_ttl_ms.to_string()],
+                vec![self.lease_value.clone(), self.lease_ttl_ms.to_string()],
             )
             .await
             .map_err(|error| Error::redis(&error))?;
@@ -207,7 +259,7 @@ impl Redis {
             .eval(
                 RELEASE_LEASE,
                 self.keys.lease(room_id),
-                vec![self.node_id.clone()],
+                vec![self.lease_value.clone()],
             )
             .await
             .map_err(|error| Error::redis(&error))?;
@@ -360,6 +412,26 @@ impl Redis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_values_name_node_and_address() {
+        assert_eq!(
+            LeaseHolder::parse("node-b http://10.0.0.2:7101"),
+            LeaseHolder {
+                node_id: "node-b".into(),
+                address: Some("http://10.0.0.2:7101".into()),
+            }
+        );
+        // A value without an address (written by an older release) names the
+        // node, and the command is refused instead of forwarded.
+        assert_eq!(
+            LeaseHolder::parse("node-b"),
+            LeaseHolder {
+                node_id: "node-b".into(),
+                address: None,
+            }
+        );
+    }
 
     #[test]
     fn presence_members_round_trip() {

@@ -1,7 +1,9 @@
 //! [`Rooms`]: the service's transport-independent API. Write commands go
-//! through the room's actor (see `cells`); every one is logged as a
-//! `room_command_timing` line and counted (one refused by validation is
-//! logged, not counted). Also the internal entry points:
+//! through the room's actor (see `cells`) on the instance that holds the
+//! room's lease; a call that reaches another instance is forwarded to the
+//! holder once (`forward`). Every command is logged as a
+//! `room_command_timing` line and counted where it executes (one refused by
+//! validation is logged, not counted). Also the internal entry points:
 //! [`Rooms::open_treasure`] for the treasure-open consumer and
 //! [`Rooms::expire_presence`] for the presence worker.
 
@@ -13,14 +15,18 @@ use room_core::{Command, LeaveReason, Rejection, RoomState, RoomStatus};
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+use futures::future::BoxFuture;
+
 use crate::Error;
 use crate::cell::{CommandJob, CommandOutcome, Job, ReadJob};
 use crate::cells::Cells;
 use crate::deps::Deps;
+use crate::forward::{CallContext, Peers, Served, retry_here};
 use crate::im::ImGroups;
 use crate::timing::{self, CommandIdentity, StageTimings};
 use crate::validate::{
-    self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ID_LEN, check_id, internal_fingerprint,
+    self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ROOM_ID_LEN, MAX_USER_ID_LEN, check_id,
+    internal_fingerprint,
 };
 
 /// The room API.
@@ -30,6 +36,7 @@ pub struct Rooms {
     pub(crate) deps: Arc<Deps>,
     pub(crate) im: Option<ImGroups>,
     pub(crate) default_app_code: String,
+    pub(crate) peers: Arc<Peers>,
 }
 
 /// Command id of the presence-expiry leave of `user_id` whose entry expired at
@@ -50,8 +57,100 @@ impl Rooms {
         &self.default_app_code
     }
 
-    /// Runs a validated write command through the room's pipeline.
+    /// This instance's node id.
+    pub fn node_id(&self) -> &str {
+        self.peers.node_id()
+    }
+
+    /// Runs a validated write command made by room-service itself (forwarded
+    /// to the room's holder when that is another instance).
     pub async fn execute(&self, request: CommandRequest) -> Result<CommandReply, Error> {
+        self.execute_call(request, &CallContext::internal())
+            .await
+            .map(|served| served.value)
+    }
+
+    /// Runs a validated write command on the instance holding the room.
+    pub async fn execute_call(
+        &self,
+        request: CommandRequest,
+        call: &CallContext,
+    ) -> Result<Served<CommandReply>, Error> {
+        let room_id = request.room_id.clone();
+        let request = &request;
+        self.route(
+            &room_id,
+            call,
+            || Box::pin(self.execute_here(request.clone())),
+            |address| Box::pin(async move { self.peers.execute(&address, request, call).await }),
+        )
+        .await
+    }
+
+    /// Serves a call here, or on the room's holder when another live instance
+    /// holds its lease: at most one hop. A holder that cannot be reached, is
+    /// stopping or no longer holds the room gets one more local attempt, which
+    /// takes the room over once its lease is free (fenced by the version CAS).
+    async fn route<'a, T>(
+        &'a self,
+        room_id: &'a str,
+        call: &'a CallContext,
+        mut here: impl FnMut() -> BoxFuture<'a, Result<T, Error>> + Send,
+        there: impl FnOnce(String) -> BoxFuture<'a, Result<Served<T>, Error>> + Send,
+    ) -> Result<Served<T>, Error> {
+        // A room loaded here is ours until its actor says otherwise; for any
+        // other, one GET saves starting an actor that could not take the lease.
+        let holder = if self.cells.is_loaded(room_id) {
+            None
+        } else {
+            self.deps.redis.lease_holder(room_id).await?
+        };
+        let refused = match holder {
+            Some(holder) => holder.owned_elsewhere(room_id),
+            None => match here().await {
+                Err(error @ Error::OwnedElsewhere { .. }) => error,
+                answered => return answered.map(|value| self.served_here(value)),
+            },
+        };
+        let Error::OwnedElsewhere {
+            address: Some(address),
+            ..
+        } = &refused
+        else {
+            return Err(refused);
+        };
+        if !call.may_forward {
+            return Err(refused);
+        }
+        let address = address.clone();
+        let started = Instant::now();
+        let forwarded = there(address).await;
+        let outcome = match &forwarded {
+            Ok(_) => "ok",
+            Err(error) if retry_here(error) => "holder_unreachable",
+            Err(_) => "refused",
+        };
+        self.deps
+            .metrics
+            .record_forward(outcome, started.elapsed().as_secs_f64());
+        match forwarded {
+            Err(error) if retry_here(&error) => {
+                tracing::debug!(room_id, %error, "holder unreachable or leaving; trying here");
+                here().await.map(|value| self.served_here(value))
+            }
+            answered => answered,
+        }
+    }
+
+    fn served_here<T>(&self, value: T) -> Served<T> {
+        Served {
+            value,
+            node_id: self.node_id().to_owned(),
+        }
+    }
+
+    /// Runs a validated write command through this instance's actor of the room.
+    async fn execute_here(&self, request: CommandRequest) -> Result<CommandReply, Error> {
         let started = Instant::now();
         let room_id = request.room_id.clone();
         let command_id = request.command_id.clone();
@@ -120,7 +219,7 @@ impl Rooms {
         command_id: &str,
     ) -> Result<CommandReply, Error> {
         let started = Instant::now();
-        let valid = check_id("room_id", room_id, MAX_ID_LEN)
+        let valid = check_id("room_id", room_id, MAX_ROOM_ID_LEN)
             .and_then(|()| check_id("command_id", command_id, MAX_COMMAND_ID_LEN))
             .and_then(|()| {
                 if box_id.is_empty() || box_id.len() > 256 {
@@ -162,8 +261,14 @@ impl Rooms {
             reason: LeaveReason::PresenceExpired,
         };
         let command_id = presence_command_id(room_id, user_id, expires_at_ms);
-        self.execute(self.internal_request(room_id, &command_id, "PresenceExpired", command))
-            .await
+        // Not forwarded: every instance sweeps the same presence entries, and
+        // the holder's own sweep removes those of its rooms.
+        self.execute_call(
+            self.internal_request(room_id, &command_id, "PresenceExpired", command),
+            &CallContext::local_only(),
+        )
+        .await
+        .map(|served| served.value)
     }
 
     fn internal_request(
@@ -184,12 +289,26 @@ impl Rooms {
         }
     }
 
-    /// Runs `read` on the room's committed state, in mailbox order.
+    /// Runs `read` on the room's committed state, in mailbox order, on this
+    /// instance. A room that is not loaded here and has no row in MySQL is
+    /// not found without taking its lease or starting an actor, so reads of
+    /// made-up ids leave nothing behind.
     async fn read<T: Send + 'static>(
         &self,
         room_id: &str,
         read: impl FnOnce(&RoomState) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
+        if !self.cells.is_loaded(room_id)
+            && self
+                .deps
+                .store
+                .room_meta(room_id)
+                .await
+                .map_err(|error| Error::database(&error))?
+                .is_none()
+        {
+            return Err(Rejection::RoomNotFound.into());
+        }
         let (sender, receiver) = oneshot::channel();
         let job: ReadJob = Box::new(move |state| {
             let _ = sender.send(state.and_then(read));
@@ -202,9 +321,31 @@ impl Rooms {
         })
     }
 
-    /// The room's current state.
+    /// The room's current state, read on the instance holding the room:
+    /// reads go where the writes are, so a client reads its own writes.
     pub async fn get_room(&self, room_id: &str) -> Result<RoomSnapshot, Error> {
-        check_id("room_id", room_id, MAX_ID_LEN)?;
+        self.get_room_call(room_id, &CallContext::internal())
+            .await
+            .map(|served| served.value)
+    }
+
+    /// [`Rooms::get_room`] for a gRPC call.
+    pub async fn get_room_call(
+        &self,
+        room_id: &str,
+        call: &CallContext,
+    ) -> Result<Served<RoomSnapshot>, Error> {
+        check_id("room_id", room_id, MAX_ROOM_ID_LEN)?;
+        self.route(
+            room_id,
+            call,
+            || Box::pin(self.get_room_here(room_id)),
+            |address| Box::pin(async move { self.peers.get_room(&address, room_id, call).await }),
+        )
+        .await
+    }
+
+    async fn get_room_here(&self, room_id: &str) -> Result<RoomSnapshot, Error> {
         self.read(room_id, |state| {
             if state.status == RoomStatus::Vacant {
                 return Err(Rejection::RoomNotFound.into());
@@ -214,10 +355,37 @@ impl Rooms {
         .await
     }
 
-    /// Records a presence heartbeat of a member; returns the new expiry.
+    /// Records a presence heartbeat of a member on the instance holding the
+    /// room; returns the new expiry.
     pub async fn heartbeat(&self, room_id: &str, user_id: &str) -> Result<i64, Error> {
-        check_id("room_id", room_id, MAX_ID_LEN)?;
-        check_id("user_id", user_id, MAX_ID_LEN)?;
+        self.heartbeat_call(room_id, user_id, &CallContext::internal())
+            .await
+            .map(|served| served.value)
+    }
+
+    /// [`Rooms::heartbeat`] for a gRPC call.
+    pub async fn heartbeat_call(
+        &self,
+        room_id: &str,
+        user_id: &str,
+        call: &CallContext,
+    ) -> Result<Served<i64>, Error> {
+        check_id("room_id", room_id, MAX_ROOM_ID_LEN)?;
+        check_id("user_id", user_id, MAX_USER_ID_LEN)?;
+        self.route(
+            room_id,
+            call,
+            || Box::pin(self.heartbeat_here(room_id, user_id)),
+            |address| {
+                Box::pin(
+                    async move { self.peers.heartbeat(&address, room_id, user_id, call).await },
+                )
+            },
+        )
+        .await
+    }
+
+    async fn heartbeat_here(&self, room_id: &str, user_id: &str) -> Result<i64, Error> {
         let member = user_id.to_owned();
         self.read(room_id, move |state| match state.status {
             RoomStatus::Vacant => Err(Rejection::RoomNotFound.into()),

@@ -15,6 +15,7 @@ use hyapp_api::room::{
     JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest, ListRoomsRequest,
     LockMicRequest, SendGiftRequest, SetAdminRequest, TakeMicRequest, UnlockMicRequest,
 };
+use room_service::validate::{MAX_ID_LEN, MAX_ROOM_ID_LEN, MAX_USER_ID_LEN};
 use tonic::transport::Channel;
 
 type Call =
@@ -203,9 +204,10 @@ fn shared_edits() -> Vec<(&'static str, SharedEdit, &'static str)> {
             "room_id must not be empty",
         ),
         e(
+            // The IM group id `room_<room_id>` must fit Tencent's 48 bytes.
             "oversized room_id",
-            |_, r| *r = "x".repeat(65),
-            "room_id must be at most 64 characters, got 65",
+            |_, r| *r = "x".repeat(MAX_ROOM_ID_LEN + 1),
+            "room_id must be at most 43 characters, got 44",
         ),
         e(
             "room_id charset",
@@ -333,8 +335,8 @@ fn shared_cases(room: &str, fresh: &str) -> Vec<Case> {
     cases
 }
 
-/// The same id damage for an id field of any request.
-fn id_edits(field: &'static str) -> [(String, String, String); 4] {
+/// The same id damage for an id field of any request, whose limit is `max`.
+fn id_edits(field: &'static str, max: usize) -> [(String, String, String); 4] {
     [
         (
             "".into(),
@@ -342,8 +344,8 @@ fn id_edits(field: &'static str) -> [(String, String, String); 4] {
             "empty".into(),
         ),
         (
-            "u".repeat(65),
-            format!("{field} must be at most 64 characters, got 65"),
+            "u".repeat(max + 1),
+            format!("{field} must be at most {max} characters, got {}", max + 1),
             "oversized".into(),
         ),
         (
@@ -373,7 +375,13 @@ fn id_cases(room: &str, fresh: &str) -> Vec<Case> {
         "receiver_id",
         "gift_id",
     ] {
-        for (value, message, what) in id_edits(field) {
+        // User ids are Tencent IM accounts (32 bytes); gift ids only fill a column.
+        let max = if field == "gift_id" {
+            MAX_ID_LEN
+        } else {
+            MAX_USER_ID_LEN
+        };
+        for (value, message, what) in id_edits(field, max) {
             // Leaked: the table wants `&'static str` messages, and this is a test.
             let message: &'static str = Box::leak(message.into_boxed_str());
             let what = format!("{what} {field}");
@@ -482,22 +490,6 @@ fn id_cases(room: &str, fresh: &str) -> Vec<Case> {
                         |r| r.user_id = value.clone(),
                         message,
                     ));
-                    add(Case {
-                        name: format!("Heartbeat {what}"),
-                        call: Box::new(move |mut client| {
-                            Box::pin(async move {
-                                client
-                                    .heartbeat(HeartbeatRequest {
-                                        room_id: room,
-                                        user_id: value,
-                                    })
-                                    .await
-                                    .map(drop)
-                            })
-                        }),
-                        code: tonic::Code::InvalidArgument,
-                        message,
-                    });
                 }
                 "target_id" => {
                     add(write_case(
@@ -539,8 +531,28 @@ fn id_cases(room: &str, fresh: &str) -> Vec<Case> {
             }
         }
     }
-    // The read RPCs' room_id.
-    for (value, message, what) in id_edits("room_id") {
+    // The read RPCs' ids, bounded as the commands that create them are.
+    for (value, message, what) in id_edits("user_id", MAX_USER_ID_LEN) {
+        let message: &'static str = Box::leak(message.into_boxed_str());
+        let room = room.to_string();
+        cases.push(Case {
+            name: format!("Heartbeat {what} user_id"),
+            call: Box::new(move |mut client| {
+                Box::pin(async move {
+                    client
+                        .heartbeat(HeartbeatRequest {
+                            room_id: room,
+                            user_id: value,
+                        })
+                        .await
+                        .map(drop)
+                })
+            }),
+            code: tonic::Code::InvalidArgument,
+            message,
+        });
+    }
+    for (value, message, what) in id_edits("room_id", MAX_ROOM_ID_LEN) {
         let message: &'static str = Box::leak(message.into_boxed_str());
         let (get_value, beat_value) = (value.clone(), value);
         cases.push(Case {
@@ -778,10 +790,10 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
         ),
         gift_case(
             "oversized receiver_id",
-            |r| r.receiver_id = "r".repeat(65),
+            |r| r.receiver_id = "r".repeat(MAX_USER_ID_LEN + 1),
             &room,
             tonic::Code::InvalidArgument,
-            "receiver_id must be at most 64 characters",
+            "receiver_id must be at most 32 characters",
         ),
         gift_case(
             "sender not a member",

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use hyapp_api::room::{ListRoomsRequest, TakeMicRequest};
 use outbox_schema::pb::room_outbox_event::Payload;
+use service_kit::db::IdText;
 use sqlx::Row;
 
 #[tokio::test]
@@ -68,15 +69,17 @@ async fn commands_commit_with_their_outbox_rows() {
             outbox_schema::names::TOPIC_ROOM_OUTBOX
         );
         assert_eq!(row.get::<String, _>("status"), "pending");
-        assert_eq!(row.get::<String, _>("event_id").len(), 36);
+        // An id column: byte-exact, so read through IdText (docs/design.md#identifiers).
+        let event_id: String = row.get::<IdText, _>("event_id").into();
+        assert_eq!(event_id.len(), 36);
         let envelope = outbox_schema::decode_envelope(&row.get::<Vec<u8>, _>("payload")).unwrap();
-        assert_eq!(envelope.event_id, row.get::<String, _>("event_id"));
+        assert_eq!(envelope.event_id, event_id);
         assert_eq!(envelope.room_id, room);
         assert_eq!(envelope.app_code, "hyapp");
     }
     assert_eq!(rows[0].get::<String, _>("traceparent"), traceparent);
     assert_eq!(
-        rows[0].get::<String, _>("event_id"),
+        String::from(rows[0].get::<IdText, _>("event_id")),
         created.events[0].event_id
     );
     let mic = outbox_schema::decode_envelope(&rows[2].get::<Vec<u8>, _>("payload")).unwrap();

@@ -88,6 +88,12 @@ fn invalid_configs_are_refused_naming_the_key() {
             "18446744073709551615",
             "max_gift_unit_value",
         ),
+        env(
+            "zero room cap",
+            "ROOM__ROOM__RULES__MAX_MEMBERS",
+            "0",
+            "room.rules.max_members must be at least 1",
+        ),
     ];
     assert_start_refused(EXE, &cases);
 }

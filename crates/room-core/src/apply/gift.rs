@@ -29,6 +29,15 @@ pub(super) fn send(
     now_ms: i64,
 ) -> Result<Vec<EventKind>, Rejection> {
     let total = total_value(&state.rules, gift.count, gift.unit_value)?;
+    if gift.sender_id == gift.receiver_id {
+        // A gift to oneself would buy heat, rank and treasure with one's own
+        // money and no audience. Refused here, in the cell, so no path into
+        // the room can skip it — and before any wallet call, since the
+        // service applies the command before it debits (docs/design.md#gift-saga).
+        return Err(Rejection::SelfGift {
+            user_id: gift.sender_id.to_owned(),
+        });
+    }
     for user_id in [gift.sender_id, gift.receiver_id] {
         if !state.is_member(user_id) {
             return Err(Rejection::not_a_member(user_id));
@@ -38,6 +47,13 @@ pub(super) fn send(
     // Compare against what consumers last saw, i.e. before any daily reset.
     let previous_top = state.rank.clone();
     roll_day(state, utc_day(now_ms));
+    // Counted after the day rolled: yesterday's senders no longer count.
+    let max_contributors = state.rules.max_contributors;
+    if state.contributions.len() >= max_contributors
+        && !state.contributions.contains_key(gift.sender_id)
+    {
+        return Err(Rejection::TooManyContributors { max_contributors });
+    }
 
     let heat = state
         .heat

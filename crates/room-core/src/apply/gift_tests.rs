@@ -44,9 +44,64 @@ fn gift_raises_heat_contribution_and_rank() {
 }
 
 #[test]
-fn self_gift_is_allowed() {
-    let applied = ok(&room_with(&["u1"]), &gift_cmd("u1", "u1", 1, 1), T0);
-    assert_eq!(applied.state.heat, 1);
+fn self_gift_is_refused() {
+    let room = room_with(&["u1"]);
+    for user in ["u1", "owner"] {
+        assert_eq!(
+            err(&room, &gift_cmd(user, user, 1, 1), T0),
+            Rejection::SelfGift {
+                user_id: user.into()
+            }
+        );
+    }
+    // Ids are byte-exact: a differently cased receiver is someone else.
+    let room = ok(&room, &join_cmd("U1"), T0).state;
+    assert_eq!(ok(&room, &gift_cmd("u1", "U1", 1, 1), T0).state.heat, 1);
+}
+
+#[test]
+fn contributors_are_capped_per_day_but_known_senders_keep_giving() {
+    let rules = RoomRules {
+        max_contributors: 2,
+        ..RoomRules::default()
+    };
+    let mut room = open_room_with(rules);
+    for user in ["a", "b", "c"] {
+        room = ok(&room, &join_cmd(user), T0).state;
+    }
+    room = ok(&room, &gift_cmd("a", "owner", 1, 10), T0).state;
+    room = ok(&room, &gift_cmd("b", "owner", 1, 10), T0).state;
+    assert_eq!(
+        err(&room, &gift_cmd("c", "owner", 1, 10), T0),
+        Rejection::TooManyContributors {
+            max_contributors: 2
+        }
+    );
+    // Today's contributors are not refused.
+    let again = ok(&room, &gift_cmd("a", "owner", 1, 5), T0).state;
+    assert_eq!(again.contributions.get("a"), Some(&15));
+    // A new day starts an empty contribution map: the newcomer gets in.
+    let tomorrow = ok(&room, &gift_cmd("c", "owner", 1, 10), NEXT_DAY + 1).state;
+    assert_eq!(tomorrow.contributions.len(), 1);
+    assert_eq!(tomorrow.contributions.get("c"), Some(&10));
+}
+
+#[test]
+fn a_gift_refused_by_the_contributor_cap_changes_nothing() {
+    let rules = RoomRules {
+        max_contributors: 1,
+        ..RoomRules::default()
+    };
+    let room = ok(&open_room_with(rules), &join_cmd("u1"), T0).state;
+    let room = ok(&room, &gift_cmd("owner", "u1", 1, 7), T0).state;
+    let before = room.clone();
+    assert_eq!(
+        err(&room, &gift_cmd("u1", "owner", 1, 7), T0),
+        Rejection::TooManyContributors {
+            max_contributors: 1
+        }
+    );
+    assert_eq!(room, before);
 }
 
 #[test]

@@ -23,6 +23,13 @@ pub(super) fn join(
         // Expired: drop it so the ban map does not grow forever.
         state.bans.remove(user_id);
     }
+    // The owner may always come back to their own room: without them a full
+    // room could not be managed or closed by its owner. So members stay at
+    // most `max_members`, plus the owner returning to a full room.
+    let max_members = state.rules.max_members;
+    if state.members.len() >= max_members && user_id != state.owner_id {
+        return Err(Rejection::RoomFull { max_members });
+    }
     state.members.insert(
         user_id.to_owned(),
         Member {
@@ -83,6 +90,7 @@ pub(super) fn kick(
         return Err(Rejection::not_a_member(target_id));
     }
     if ban_until_ms > now_ms {
+        make_room_for_a_ban(state, target_id, now_ms)?;
         state.bans.insert(target_id.to_owned(), ban_until_ms);
     }
     let mut events = Vec::with_capacity(4);
@@ -104,6 +112,26 @@ pub(super) fn kick(
         });
     }
     Ok(events)
+}
+
+/// Refuses a new ban beyond `max_bans`. Only bans in force count: expired
+/// ones (normally pruned when their user rejoins) are pruned here first, so a
+/// room is never refused over bans that no longer bind anyone. Replacing the
+/// ban of a user who already has one adds no entry and is never refused.
+fn make_room_for_a_ban(
+    state: &mut RoomState,
+    target_id: &str,
+    now_ms: i64,
+) -> Result<(), Rejection> {
+    let max_bans = state.rules.max_bans;
+    if state.bans.len() < max_bans || state.bans.contains_key(target_id) {
+        return Ok(());
+    }
+    state.bans.retain(|_, until_ms| *until_ms > now_ms);
+    if state.bans.len() >= max_bans {
+        return Err(Rejection::TooManyBans { max_bans });
+    }
+    Ok(())
 }
 
 /// Grants or revokes the admin role (owner only).
@@ -136,6 +164,12 @@ pub(super) fn set_admin(
         });
     }
     if admin {
+        // Revoking is never refused, so a room over its cap (a lowered rule)
+        // can always shrink back under it.
+        let max_admins = state.rules.max_admins;
+        if state.admins.len() >= max_admins {
+            return Err(Rejection::TooManyAdmins { max_admins });
+        }
         state.admins.insert(target_id.to_owned());
     } else {
         state.admins.remove(target_id);

@@ -4,6 +4,17 @@ use super::super::test_support::*;
 use crate::command::LeaveReason;
 use crate::event::EventKind;
 use crate::rejection::Rejection;
+use crate::rules::RoomRules;
+use crate::state::RoomState;
+
+/// An open room with `rules`, the given users joined.
+fn capped_room(rules: RoomRules, users: &[&str]) -> RoomState {
+    let mut state = open_room_with(rules);
+    for user in users {
+        state = ok(&state, &join_cmd(user), T0).state;
+    }
+    state
+}
 
 #[test]
 fn join_adds_member() {
@@ -311,4 +322,119 @@ fn set_admin_rejections() {
             admin: false
         }
     );
+}
+
+#[test]
+fn a_full_room_refuses_newcomers_but_not_members_or_its_owner() {
+    let rules = RoomRules {
+        max_members: 3,
+        ..RoomRules::default()
+    };
+    // The owner and two users: the room is full.
+    let room = capped_room(rules, &["u1", "u2"]);
+    assert_eq!(
+        err(&room, &join_cmd("u3"), T0),
+        Rejection::RoomFull { max_members: 3 }
+    );
+    // A member joining again is told so, not that the room is full.
+    assert_eq!(err(&room, &join_cmd("u1"), T0), Rejection::AlreadyMember);
+    // A seat freed by a leave lets the next one in.
+    let left = ok(&room, &leave_cmd("u2", LeaveReason::Voluntary), T0).state;
+    assert!(ok(&left, &join_cmd("u3"), T0).state.is_member("u3"));
+    // The owner always gets back into their own room, full or not.
+    let owner_out = ok(&room, &leave_cmd("owner", LeaveReason::Voluntary), T0).state;
+    let refilled = ok(&owner_out, &join_cmd("u3"), T0).state;
+    assert_eq!(refilled.members.len(), 3);
+    let back = ok(&refilled, &join_cmd("owner"), T0).state;
+    assert!(back.is_member("owner"));
+    assert_eq!(back.members.len(), 4);
+}
+
+#[test]
+fn a_join_refused_by_the_member_cap_changes_nothing() {
+    let rules = RoomRules {
+        max_members: 2,
+        ..RoomRules::default()
+    };
+    // An expired ban would be pruned by an accepted join; a refused one keeps it.
+    let room = capped_room(rules, &["u1"]);
+    let room = ok(&room, &kick_cmd("owner", "u1", T0 + 10), T0).state;
+    let room = ok(&room, &join_cmd("u2"), T0).state;
+    let before = room.clone();
+    assert_eq!(
+        err(&room, &join_cmd("u1"), T0 + 20),
+        Rejection::RoomFull { max_members: 2 }
+    );
+    assert_eq!(room, before);
+    assert!(room.bans.contains_key("u1"));
+}
+
+#[test]
+fn admins_are_capped_but_existing_admins_and_revocations_are_not_refused() {
+    let rules = RoomRules {
+        max_admins: 2,
+        ..RoomRules::default()
+    };
+    let mut room = capped_room(rules, &["a1", "a2", "u1"]);
+    room = ok(&room, &admin_cmd("owner", "a1", true), T0).state;
+    room = ok(&room, &admin_cmd("owner", "a2", true), T0).state;
+    let before = room.clone();
+    assert_eq!(
+        err(&room, &admin_cmd("owner", "u1", true), T0),
+        Rejection::TooManyAdmins { max_admins: 2 }
+    );
+    assert_eq!(room, before);
+    // Granting an existing admin again is the usual no-op refusal, not the cap.
+    assert_eq!(
+        err(&room, &admin_cmd("owner", "a1", true), T0),
+        Rejection::AdminUnchanged {
+            target_id: "a1".into(),
+            admin: true
+        }
+    );
+    // Revoking is never refused, and frees a place.
+    let revoked = ok(&room, &admin_cmd("owner", "a1", false), T0).state;
+    assert!(
+        ok(&revoked, &admin_cmd("owner", "u1", true), T0)
+            .state
+            .admins
+            .contains("u1")
+    );
+}
+
+#[test]
+fn bans_in_force_are_capped() {
+    let rules = RoomRules {
+        max_bans: 2,
+        ..RoomRules::default()
+    };
+    let mut room = capped_room(rules, &["u1", "u2", "u3"]);
+    room = ok(&room, &kick_cmd("owner", "u1", T0 + 60_000), T0).state;
+    room = ok(&room, &kick_cmd("owner", "u2", T0 + 60_000), T0).state;
+    let before = room.clone();
+    assert_eq!(
+        err(&room, &kick_cmd("owner", "u3", T0 + 60_000), T0),
+        Rejection::TooManyBans { max_bans: 2 }
+    );
+    assert_eq!(room, before);
+    // A kick without a ban adds none, so the cap never refuses it.
+    let kicked = ok(&room, &kick_cmd("owner", "u3", 0), T0).state;
+    assert!(!kicked.is_member("u3"));
+    assert_eq!(kicked.bans.len(), 2);
+}
+
+#[test]
+fn expired_bans_are_pruned_before_counting() {
+    let rules = RoomRules {
+        max_bans: 2,
+        ..RoomRules::default()
+    };
+    let mut room = capped_room(rules, &["u1", "u2", "u3"]);
+    room = ok(&room, &kick_cmd("owner", "u1", T0 + 1_000), T0).state;
+    room = ok(&room, &kick_cmd("owner", "u2", T0 + 60_000), T0).state;
+    // At T0 + 1 000 u1's ban has run out: it no longer counts, and goes.
+    let applied = ok(&room, &kick_cmd("owner", "u3", T0 + 60_000), T0 + 1_000);
+    assert!(!applied.state.bans.contains_key("u1"));
+    assert_eq!(applied.state.bans.len(), 2);
+    assert_eq!(applied.state.bans.get("u3"), Some(&(T0 + 60_000)));
 }

@@ -10,6 +10,7 @@ mod sql;
 use std::sync::Arc;
 
 use outbox_schema::NewOutboxRow;
+use service_kit::db::IdText;
 use sqlx::{MySqlPool, Row};
 
 pub use shared_commit::{Done, SharedCommits, Work, commit_batch};
@@ -176,7 +177,7 @@ impl Store {
             .await?;
         row.map(|row| {
             Ok(RoomMeta {
-                app_code: row.try_get("app_code")?,
+                app_code: row.try_get::<IdText, _>("app_code")?.into(),
                 version: row.try_get("version")?,
             })
         })
@@ -244,8 +245,8 @@ impl Store {
         rows.into_iter()
             .map(|row| {
                 Ok(StoredCommand {
-                    command_id: row.try_get("command_id")?,
-                    room_id: row.try_get("room_id")?,
+                    command_id: row.try_get::<IdText, _>("command_id")?.into(),
+                    room_id: row.try_get::<IdText, _>("room_id")?.into(),
                     command_name: row.try_get("command_name")?,
                     fingerprint: row.try_get("request_fingerprint")?,
                     reply: row.try_get("reply")?,

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use service_kit::db::IdText;
 use sqlx::{MySqlPool, Row};
 
 use super::{Store, is_duplicate};
@@ -304,9 +305,9 @@ async fn saga_by_id(pool: &MySqlPool, command_id: &str) -> Result<Option<SagaRow
 
 fn saga_row(row: &sqlx::mysql::MySqlRow) -> Result<SagaRow, sqlx::Error> {
     Ok(SagaRow {
-        command_id: row.try_get("command_id")?,
-        room_id: row.try_get("room_id")?,
-        sender_id: row.try_get("sender_id")?,
+        command_id: row.try_get::<IdText, _>("command_id")?.into(),
+        room_id: row.try_get::<IdText, _>("room_id")?.into(),
+        sender_id: row.try_get::<IdText, _>("sender_id")?.into(),
         amount: row.try_get("amount")?,
         status: row.try_get("status")?,
         refund_attempts: row.try_get("refund_attempts")?,

@@ -18,7 +18,8 @@ pub use requests::{
 };
 
 pub use outbox_schema::ids::{
-    MAX_APP_CODE_LEN, MAX_COMMAND_ID_LEN, MAX_ID_LEN, MAX_REQUEST_ID_LEN, is_id_charset,
+    MAX_APP_CODE_LEN, MAX_COMMAND_ID_LEN, MAX_ID_LEN, MAX_REQUEST_ID_LEN, MAX_ROOM_ID_LEN,
+    MAX_USER_ID_LEN, is_id_charset,
 };
 /// Longest room title in characters (the `rooms.title` column).
 pub const MAX_TITLE_CHARS: usize = 128;
@@ -131,7 +132,8 @@ pub(crate) fn build<M: Message + Clone>(
         ));
     };
     check_id("meta.command_id", &meta.command_id, MAX_COMMAND_ID_LEN)?;
-    check_id("room_id", room_id, MAX_ID_LEN)?;
+    // Bounded by the room's IM group id (Tencent's 48 bytes), not the column.
+    check_id("room_id", room_id, MAX_ROOM_ID_LEN)?;
     let app_code = if meta.app_code.is_empty() {
         context.default_app_code.to_owned()
     } else {
@@ -238,6 +240,133 @@ pub(crate) mod tests {
         assert!(error(u32::MAX as i64, i64::MAX).contains("overflows"));
         let ok = send_gift(&gift(3, 10), context()).unwrap();
         assert_eq!(ok.gift_charge(), Some(("s", 30)));
+    }
+
+    #[test]
+    fn ids_that_reach_tencent_im_fit_its_limits() {
+        let room_at_limit = "r".repeat(MAX_ROOM_ID_LEN);
+        let user_at_limit = "u".repeat(MAX_USER_ID_LEN);
+        let join = |room_id: &str, user_id: &str| api::JoinRoomRequest {
+            meta: meta("c1"),
+            room_id: room_id.into(),
+            user_id: user_id.into(),
+        };
+        assert!(join_room(&join(&room_at_limit, &user_at_limit), context()).is_ok());
+        let refused = |room_id: &str, user_id: &str| {
+            join_room(&join(room_id, user_id), context())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refused(&format!("{room_at_limit}r"), "u"),
+            "room_id must be at most 43 characters, got 44"
+        );
+        assert_eq!(
+            refused("r", &format!("{user_at_limit}u")),
+            "user_id must be at most 32 characters, got 33"
+        );
+        // The longest accepted room id makes the longest group id Tencent takes.
+        let group_id = tencent_im::ImSection::default().group_id(&room_at_limit);
+        assert_eq!(group_id.len(), tencent_im::section::MAX_GROUP_ID_BYTES);
+        assert_eq!(
+            tencent_im::section::MAX_GROUP_ID_BYTES,
+            outbox_schema::ids::TENCENT_IM_MAX_GROUP_ID_BYTES
+        );
+    }
+
+    #[test]
+    fn every_user_id_field_is_bounded_by_the_im_account_limit() {
+        let over = "u".repeat(MAX_USER_ID_LEN + 1);
+        let at = "u".repeat(MAX_USER_ID_LEN);
+        type Validator = Box<dyn Fn(&str) -> Result<CommandRequest, Error>>;
+        let cases: Vec<(&str, Validator)> = vec![
+            (
+                "owner_id",
+                Box::new(|id: &str| {
+                    create_room(
+                        &api::CreateRoomRequest {
+                            meta: meta("c1"),
+                            room_id: "r1".into(),
+                            owner_id: id.into(),
+                            title: "t".into(),
+                            mic_seat_count: 1,
+                        },
+                        context(),
+                    )
+                }),
+            ),
+            (
+                "actor_id",
+                Box::new(|id: &str| {
+                    close_room(
+                        &api::CloseRoomRequest {
+                            meta: meta("c1"),
+                            room_id: "r1".into(),
+                            actor_id: id.into(),
+                        },
+                        context(),
+                    )
+                }),
+            ),
+            (
+                "target_id",
+                Box::new(|id: &str| {
+                    kick_user(
+                        &api::KickUserRequest {
+                            meta: meta("c1"),
+                            room_id: "r1".into(),
+                            actor_id: "a".into(),
+                            target_id: id.into(),
+                            ban_seconds: 0,
+                        },
+                        context(),
+                    )
+                }),
+            ),
+            (
+                "sender_id",
+                Box::new(|id: &str| {
+                    send_gift(
+                        &api::SendGiftRequest {
+                            meta: meta("c1"),
+                            room_id: "r1".into(),
+                            sender_id: id.into(),
+                            receiver_id: "r".into(),
+                            gift_id: "g".into(),
+                            count: 1,
+                            unit_value: 1,
+                        },
+                        context(),
+                    )
+                }),
+            ),
+            (
+                "receiver_id",
+                Box::new(|id: &str| {
+                    send_gift(
+                        &api::SendGiftRequest {
+                            meta: meta("c1"),
+                            room_id: "r1".into(),
+                            sender_id: "s".into(),
+                            receiver_id: id.into(),
+                            gift_id: "g".into(),
+                            count: 1,
+                            unit_value: 1,
+                        },
+                        context(),
+                    )
+                }),
+            ),
+        ];
+        for (field, validate) in cases {
+            assert!(validate(&at).is_ok(), "{field} at the limit");
+            let error = validate(&over).unwrap_err();
+            assert!(matches!(error, Error::InvalidArgument(_)), "{field}");
+            assert_eq!(
+                error.to_string(),
+                format!("{field} must be at most 32 characters, got 33")
+            );
+        }
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! One validator per gateway write RPC: field checks that do not depend on
-//! room state, then the room_core command with its fingerprint.
+//! room state, then the room_core command with its fingerprint. User ids are
+//! Tencent IM accounts, so they are bounded by its limit (`MAX_USER_ID_LEN`);
+//! gift ids only by their column.
 
 use hyapp_api::room as api;
 use room_core::{Command, LeaveReason};
 
-use super::{CommandRequest, MAX_ID_LEN, MAX_TITLE_CHARS, RequestContext, build, check_id};
+use super::{
+    CommandRequest, MAX_ID_LEN, MAX_TITLE_CHARS, MAX_USER_ID_LEN, RequestContext, build, check_id,
+};
 use crate::Error;
 
 /// A closure clearing `meta.request_id` (tracing only, so not part of the fingerprint).
@@ -23,7 +27,7 @@ pub fn create_room(
     request: &api::CreateRoomRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("owner_id", &request.owner_id, MAX_ID_LEN)?;
+    check_id("owner_id", &request.owner_id, MAX_USER_ID_LEN)?;
     if request.title.trim().is_empty() {
         return Err(Error::InvalidArgument("title must not be empty".into()));
     }
@@ -65,7 +69,7 @@ pub fn close_room(
     request: &api::CloseRoomRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    check_id("actor_id", &request.actor_id, MAX_USER_ID_LEN)?;
     let command = Command::CloseRoom {
         actor_id: request.actor_id.clone(),
     };
@@ -85,7 +89,7 @@ pub fn join_room(
     request: &api::JoinRoomRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    check_id("user_id", &request.user_id, MAX_USER_ID_LEN)?;
     let command = Command::JoinRoom {
         user_id: request.user_id.clone(),
     };
@@ -105,7 +109,7 @@ pub fn leave_room(
     request: &api::LeaveRoomRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    check_id("user_id", &request.user_id, MAX_USER_ID_LEN)?;
     let command = Command::LeaveRoom {
         user_id: request.user_id.clone(),
         reason: LeaveReason::Voluntary,
@@ -126,8 +130,8 @@ pub fn kick_user(
     request: &api::KickUserRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
-    check_id("target_id", &request.target_id, MAX_ID_LEN)?;
+    check_id("actor_id", &request.actor_id, MAX_USER_ID_LEN)?;
+    check_id("target_id", &request.target_id, MAX_USER_ID_LEN)?;
     let ban_until_ms = if request.ban_seconds == 0 {
         0
     } else {
@@ -156,8 +160,8 @@ pub fn set_admin(
     request: &api::SetAdminRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
-    check_id("target_id", &request.target_id, MAX_ID_LEN)?;
+    check_id("actor_id", &request.actor_id, MAX_USER_ID_LEN)?;
+    check_id("target_id", &request.target_id, MAX_USER_ID_LEN)?;
     let command = Command::SetAdmin {
         actor_id: request.actor_id.clone(),
         target_id: request.target_id.clone(),
@@ -179,7 +183,7 @@ pub fn take_mic(
     request: &api::TakeMicRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    check_id("user_id", &request.user_id, MAX_USER_ID_LEN)?;
     let command = Command::TakeMic {
         user_id: request.user_id.clone(),
         seat_index: request.seat_index,
@@ -200,7 +204,7 @@ pub fn leave_mic(
     request: &api::LeaveMicRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("user_id", &request.user_id, MAX_ID_LEN)?;
+    check_id("user_id", &request.user_id, MAX_USER_ID_LEN)?;
     let command = Command::LeaveMic {
         user_id: request.user_id.clone(),
     };
@@ -220,7 +224,7 @@ pub fn lock_mic(
     request: &api::LockMicRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    check_id("actor_id", &request.actor_id, MAX_USER_ID_LEN)?;
     let command = Command::LockMic {
         actor_id: request.actor_id.clone(),
         seat_index: request.seat_index,
@@ -241,7 +245,7 @@ pub fn unlock_mic(
     request: &api::UnlockMicRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("actor_id", &request.actor_id, MAX_ID_LEN)?;
+    check_id("actor_id", &request.actor_id, MAX_USER_ID_LEN)?;
     let command = Command::UnlockMic {
         actor_id: request.actor_id.clone(),
         seat_index: request.seat_index,
@@ -263,8 +267,8 @@ pub fn send_gift(
     request: &api::SendGiftRequest,
     context: RequestContext<'_>,
 ) -> Result<CommandRequest, Error> {
-    check_id("sender_id", &request.sender_id, MAX_ID_LEN)?;
-    check_id("receiver_id", &request.receiver_id, MAX_ID_LEN)?;
+    check_id("sender_id", &request.sender_id, MAX_USER_ID_LEN)?;
+    check_id("receiver_id", &request.receiver_id, MAX_USER_ID_LEN)?;
     check_id("gift_id", &request.gift_id, MAX_ID_LEN)?;
     if request.count <= 0 {
         return Err(Error::InvalidArgument(format!(

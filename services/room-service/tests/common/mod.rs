@@ -28,6 +28,7 @@ pub struct Harness {
     pub workers: room_service::workers::Workers,
     pub node_id: String,
     pub config: Config,
+    pub grpc_addr: std::net::SocketAddr,
     app: Option<App>,
     shutdown: CancellationToken,
     task: Option<JoinHandle<Result<ShutdownReport, room_service::Error>>>,
@@ -60,21 +61,78 @@ impl Harness {
     /// The sum of every sample of `name` (all label sets) on the admin
     /// port's `/metrics`, e.g. `room_group_commit_batch_size_sum`.
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = reqwest::get(format!("{}/metrics", self.http))
-            .await
-            .expect("metrics endpoint")
-            .text()
-            .await
-            .expect("metrics text");
-        text.lines()
-            .filter(|line| {
-                line.strip_prefix(name)
-                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-            })
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        metric(&self.http, name).await
     }
 
+    /// Another instance on this harness's database, wallet and Redis prefix,
+    /// with its own node id and ports.
+    pub async fn second_node(&self, tweak: impl FnOnce(&mut Config)) -> Node {
+        let mut config = test_config(&self.db, &self.wallet);
+        tweak(&mut config);
+        Node::start(config).await
+    }
+}
+
+/// The sum of every sample of `name` (all label sets) on the `/metrics` of
+/// the admin server at `http`.
+pub async fn metric(http: &str, name: &str) -> f64 {
+    let text = reqwest::get(format!("{http}/metrics"))
+        .await
+        .expect("metrics endpoint")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A further room-service instance started by [`Harness::second_node`].
+pub struct Node {
+    pub client: RoomServiceClient<Channel>,
+    pub http: String,
+    pub node_id: String,
+    pub grpc: String,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<ShutdownReport, room_service::Error>>,
+}
+
+impl Node {
+    async fn start(config: Config) -> Node {
+        let config = config.validate().expect("valid test config");
+        let app = App::build(config.clone()).await.expect("build app");
+        let grpc = format!("http://{}", app.grpc_addr());
+        let client = RoomServiceClient::connect(grpc.clone())
+            .await
+            .expect("connect room-service");
+        let shutdown = CancellationToken::new();
+        Node {
+            client,
+            http: format!("http://{}", app.http_addr()),
+            node_id: config.node_id.clone(),
+            grpc,
+            task: tokio::spawn(app.run(shutdown.clone())),
+            shutdown,
+        }
+    }
+
+    /// See [`metric`].
+    pub async fn metric(&self, name: &str) -> f64 {
+        metric(&self.http, name).await
+    }
+
+    /// Gracefully stops the instance.
+    pub async fn stop(self) -> ShutdownReport {
+        self.shutdown.cancel();
+        self.task.await.expect("app task").expect("clean shutdown")
+    }
+}
+
+impl Harness {
     /// Database + wallet + app with the default test config.
     pub async fn start() -> Harness {
         Self::start_with(|_| {}).await
@@ -108,6 +166,7 @@ impl Harness {
             http: format!("http://{}", app.http_addr()),
             workers: app.workers().clone(),
             node_id: config.node_id.clone(),
+            grpc_addr: app.grpc_addr(),
             config,
             db,
             wallet,

@@ -1,0 +1,372 @@
+//! Forwarding to the instance that holds a room's lease
+//! (docs/design.md#scale-out): any instance accepts any call; when another
+//! live instance holds the room, the call goes to it once over its
+//! `RoomPeer` gRPC service, with the caller's remaining deadline and
+//! metadata (traceparent included), and the caller gets the holder's answer.
+//!
+//! [`CallContext`] is what travels with a call; [`Peers`] keeps one lazily
+//! connected channel per holder address.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hyapp_api::room::room_peer_client::RoomPeerClient;
+use hyapp_api::room::{CommandReply, GetRoomRequest, HeartbeatRequest, PeerCommand, RoomSnapshot};
+use tonic::metadata::{KeyAndValueRef, MetadataMap};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::Error;
+use crate::validate::CommandRequest;
+
+/// Response metadata naming the instance that executed a call.
+pub const SERVED_BY: &str = "x-room-served-by";
+/// Request metadata of a forwarded call: the forwarding node's id.
+pub const FORWARDED_BY: &str = "x-room-forwarded-by";
+
+/// Metadata that belongs to one HTTP/2 hop, or that we set ourselves, and is
+/// therefore not copied onto the forwarded call.
+const HOP_METADATA: [&str; 9] = [
+    "grpc-timeout",
+    "grpc-encoding",
+    "grpc-accept-encoding",
+    "te",
+    "content-type",
+    "user-agent",
+    "host",
+    SERVED_BY,
+    FORWARDED_BY,
+];
+
+/// Most holder addresses with a cached channel; past it the cache starts
+/// over (addresses change as pods are replaced, so it must not only grow).
+const MAX_CACHED_CHANNELS: usize = 256;
+
+/// What travels with one call into [`crate::Rooms`].
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// When the caller stops waiting (`grpc-timeout`), if it said.
+    pub deadline: Option<Instant>,
+    /// The caller's metadata to carry to the holder (hop headers removed).
+    pub metadata: MetadataMap,
+    /// Whether this call may be forwarded: false for a call that was
+    /// forwarded to us already (at most one hop) and for sweeps that every
+    /// instance runs anyway.
+    pub may_forward: bool,
+}
+
+impl CallContext {
+    /// A call room-service makes itself (a consumer's command): forwardable,
+    /// no deadline but the peer timeout, no caller metadata.
+    pub fn internal() -> Self {
+        Self {
+            may_forward: true,
+            ..Self::default()
+        }
+    }
+
+    /// A call served here only, never forwarded.
+    pub fn local_only() -> Self {
+        Self::default()
+    }
+
+    /// The context of a gRPC request that arrived at `received`: its deadline
+    /// and its metadata minus hop headers. A request that carries
+    /// [`FORWARDED_BY`] was forwarded once already and is served here.
+    pub fn from_request(metadata: &MetadataMap, received: Instant) -> Self {
+        let deadline = metadata
+            .get("grpc-timeout")
+            .and_then(|value| value.to_str().ok())
+            .and_then(parse_grpc_timeout)
+            .map(|timeout| received + timeout);
+        let mut carried = MetadataMap::new();
+        for entry in metadata.iter() {
+            match entry {
+                KeyAndValueRef::Ascii(key, value) => {
+                    if !HOP_METADATA.contains(&key.as_str()) {
+                        carried.insert(key.clone(), value.clone());
+                    }
+                }
+                KeyAndValueRef::Binary(key, value) => {
+                    carried.insert_bin(key.clone(), value.clone());
+                }
+            }
+        }
+        Self {
+            deadline,
+            metadata: carried,
+            may_forward: metadata.get(FORWARDED_BY).is_none(),
+        }
+    }
+
+    /// Time left before the deadline, capped by `cap`; `None` when it passed.
+    fn remaining(&self, cap: Duration) -> Option<Duration> {
+        match self.deadline {
+            None => Some(cap),
+            Some(deadline) => deadline
+                .checked_duration_since(Instant::now())
+                .filter(|left| !left.is_zero())
+                .map(|left| left.min(cap)),
+        }
+    }
+}
+
+/// Parses a `grpc-timeout` value: up to 8 digits and a unit (H M S m u n).
+pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    if value.len() < 2 || value.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.checked_mul(3600)?),
+        "M" => Duration::from_secs(amount.checked_mul(60)?),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+/// A value and the node that produced it (the `x-room-served-by` header).
+#[derive(Debug, Clone)]
+pub struct Served<T> {
+    /// The answer.
+    pub value: T,
+    /// Node id of the instance that executed the call.
+    pub node_id: String,
+}
+
+/// Whether a failed forward should be retried here, once: the holder could
+/// not be reached (no room-service reason on the status) or said it is
+/// stopping or no longer the holder, so its lease is released or about to be.
+pub fn retry_here(error: &Error) -> bool {
+    match error {
+        Error::Forwarded(_) => matches!(
+            error.forwarded_reason(),
+            None | Some("shutting_down" | "room_owned_elsewhere")
+        ),
+        _ => false,
+    }
+}
+
+/// Clients of the other instances.
+#[derive(Debug)]
+pub struct Peers {
+    node_id: String,
+    timeout: Duration,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+impl Peers {
+    /// Clients that present `node_id` as the forwarder and give a call
+    /// without a deadline at most `timeout`.
+    pub fn new(node_id: &str, timeout: Duration) -> Self {
+        Self {
+            node_id: node_id.to_owned(),
+            timeout,
+            channels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    fn client(&self, address: &str) -> Result<RoomPeerClient<Channel>, Error> {
+        let mut channels = self
+            .channels
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(channel) = channels.get(address) {
+            return Ok(RoomPeerClient::new(channel.clone()));
+        }
+        let endpoint = Endpoint::from_shared(address.to_owned()).map_err(|error| {
+            Error::Internal(format!(
+                "lease names an unusable address {address:?}: {error}"
+            ))
+        })?;
+        let channel = endpoint
+            .connect_timeout(self.timeout.min(Duration::from_secs(2)))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        if channels.len() >= MAX_CACHED_CHANNELS {
+            channels.clear();
+        }
+        channels.insert(address.to_owned(), channel.clone());
+        Ok(RoomPeerClient::new(channel))
+    }
+
+    fn request<T>(&self, message: T, call: &CallContext) -> Result<tonic::Request<T>, Error> {
+        let remaining = call.remaining(self.timeout).ok_or_else(|| {
+            Error::Forwarded(Box::new(tonic::Status::deadline_exceeded(
+                "the caller's deadline passed before the call could be forwarded",
+            )))
+        })?;
+        let mut request = tonic::Request::new(message);
+        *request.metadata_mut() = call.metadata.clone();
+        if let Ok(value) = self.node_id.parse() {
+            request.metadata_mut().insert(FORWARDED_BY, value);
+        }
+        request.set_timeout(remaining);
+        Ok(request)
+    }
+
+    fn served<T>(response: tonic::Response<T>) -> Served<T> {
+        let node_id = response
+            .metadata()
+            .get(SERVED_BY)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Served {
+            value: response.into_inner(),
+            node_id,
+        }
+    }
+
+    /// Runs a validated command on the holder at `address`.
+    pub async fn execute(
+        &self,
+        address: &str,
+        request: &CommandRequest,
+        call: &CallContext,
+    ) -> Result<Served<CommandReply>, Error> {
+        let command_json = serde_json::to_vec(&request.command)
+            .map_err(|error| Error::Internal(format!("command does not encode: {error}")))?;
+        let message = PeerCommand {
+            room_id: request.room_id.clone(),
+            command_id: request.command_id.clone(),
+            app_code: request.app_code.clone(),
+            request_id: request.request_id.clone(),
+            traceparent: request.traceparent.clone(),
+            fingerprint: request.fingerprint.to_vec(),
+            command_json,
+            origin_node: self.node_id.clone(),
+        };
+        let request = self.request(message, call)?;
+        self.client(address)?
+            .execute(request)
+            .await
+            .map(Self::served)
+            .map_err(|status| Error::Forwarded(Box::new(status)))
+    }
+
+    /// Reads the room on the holder at `address`.
+    pub async fn get_room(
+        &self,
+        address: &str,
+        room_id: &str,
+        call: &CallContext,
+    ) -> Result<Served<RoomSnapshot>, Error> {
+        let request = self.request(
+            GetRoomRequest {
+                room_id: room_id.to_owned(),
+            },
+            call,
+        )?;
+        self.client(address)?
+            .get_room(request)
+            .await
+            .map(Self::served)
+            .map_err(|status| Error::Forwarded(Box::new(status)))
+    }
+
+    /// Records a heartbeat on the holder at `address`; returns the expiry.
+    pub async fn heartbeat(
+        &self,
+        address: &str,
+        room_id: &str,
+        user_id: &str,
+        call: &CallContext,
+    ) -> Result<Served<i64>, Error> {
+        let request = self.request(
+            HeartbeatRequest {
+                room_id: room_id.to_owned(),
+                user_id: user_id.to_owned(),
+            },
+            call,
+        )?;
+        self.client(address)?
+            .heartbeat(request)
+            .await
+            .map(Self::served)
+            .map(|served| Served {
+                value: served.value.expires_at_ms,
+                node_id: served.node_id,
+            })
+            .map_err(|status| Error::Forwarded(Box::new(status)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit() {
+        assert_eq!(parse_grpc_timeout("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_grpc_timeout("3M"), Some(Duration::from_secs(180)));
+        assert_eq!(parse_grpc_timeout("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_grpc_timeout("7u"), Some(Duration::from_micros(7)));
+        assert_eq!(parse_grpc_timeout("9n"), Some(Duration::from_nanos(9)));
+        for bad in ["", "S", "5", "5s", "123456789S", "-1S", "1.5S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn forwarded_calls_carry_metadata_but_not_hop_headers() {
+        let mut metadata = MetadataMap::new();
+        metadata.insert(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+                .parse()
+                .unwrap(),
+        );
+        metadata.insert("x-request-id", "abc".parse().unwrap());
+        metadata.insert("grpc-timeout", "1500m".parse().unwrap());
+        metadata.insert("content-type", "application/grpc".parse().unwrap());
+        let received = Instant::now();
+        let call = CallContext::from_request(&metadata, received);
+        assert!(call.may_forward);
+        assert_eq!(call.deadline, Some(received + Duration::from_millis(1500)));
+        assert!(call.metadata.get("traceparent").is_some());
+        assert_eq!(call.metadata.get("x-request-id").unwrap(), "abc");
+        assert!(call.metadata.get("grpc-timeout").is_none());
+        assert!(call.metadata.get("content-type").is_none());
+
+        metadata.insert(FORWARDED_BY, "node-a".parse().unwrap());
+        assert!(!CallContext::from_request(&metadata, received).may_forward);
+    }
+
+    #[test]
+    fn a_passed_deadline_is_not_forwarded_and_the_rest_is_capped() {
+        let peers = Peers::new("node-a", Duration::from_secs(5));
+        let late = CallContext {
+            deadline: Some(Instant::now() - Duration::from_millis(1)),
+            ..CallContext::internal()
+        };
+        assert!(peers.request((), &late).is_err());
+        assert_eq!(
+            CallContext::internal().remaining(Duration::from_secs(5)),
+            Some(Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn only_unreachable_or_departing_holders_are_retried_here() {
+        let unreachable = Error::Forwarded(Box::new(tonic::Status::unavailable("connect refused")));
+        assert!(retry_here(&unreachable));
+        let stopping = Error::Forwarded(Box::new(tonic::Status::from(Error::ShuttingDown)));
+        assert!(retry_here(&stopping));
+        let refused = Error::Forwarded(Box::new(tonic::Status::from(Error::from(
+            room_core::Rejection::SeatTaken,
+        ))));
+        assert!(!retry_here(&refused));
+        assert!(!retry_here(&Error::ShuttingDown));
+    }
+}
