@@ -12,12 +12,14 @@
 //! settle and verifies the delivery ledger; its exit code is ours.
 
 use crate::backends::Backends;
-use crate::faults::{self, Fault, Schedule};
+use crate::faults;
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
-use crate::services::{self, Overrides, Ports, Spec, Topology};
+use crate::schedule::{self, Fault, Schedule};
+use crate::services::{self, Overrides, Ports, Spec};
 use crate::stack::{self, Plan};
+use crate::topology::{self, Topology};
 use std::collections::HashSet;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -60,7 +62,10 @@ impl Options {
                 .map(|elapsed| elapsed.as_secs())
                 .unwrap_or(1),
             duration: Duration::from_secs(120),
-            faults: faults::KINDS.iter().map(|kind| kind.to_string()).collect(),
+            faults: schedule::KINDS
+                .iter()
+                .map(|kind| kind.to_string())
+                .collect(),
             rooms: 40,
             min_acked_per_room: 1,
             room_services: 3,
@@ -97,11 +102,11 @@ impl Options {
                         .collect();
                     if let Some(unknown) = list
                         .iter()
-                        .find(|kind| !faults::KINDS.contains(&kind.as_str()))
+                        .find(|kind| !schedule::KINDS.contains(&kind.as_str()))
                     {
                         return Err(format!(
                             "--faults: unknown kind `{unknown}`; known: {}",
-                            faults::KINDS.join(",")
+                            schedule::KINDS.join(",")
                         ));
                     }
                     options.faults = list;
@@ -111,7 +116,7 @@ impl Options {
                         "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
                          [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N] \
                          [--room-services 1-3] [--consumer-instances 1-2]",
-                        faults::KINDS.join(",")
+                        schedule::KINDS.join(",")
                     ));
                 }
             }
@@ -181,7 +186,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let specs = scaled_specs(&ports, &overrides, &topology)?;
     let room_services: Vec<String> = specs
         .iter()
-        .filter(|spec| services::role_of(spec.name) == "room-service")
+        .filter(|spec| topology::role_of(spec.name) == "room-service")
         .map(|spec| {
             let grpc = spec.env_value("ROOM__GRPC_LISTEN").unwrap_or_default();
             format!("{}=http://{grpc}", spec.name)
@@ -189,7 +194,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         .collect();
     let consumer_metrics: Vec<String> = specs
         .iter()
-        .filter(|spec| CONSUMERS.contains(&services::role_of(spec.name)))
+        .filter(|spec| CONSUMERS.contains(&topology::role_of(spec.name)))
         .map(|spec| {
             let port = spec.probe.target().0;
             format!("{}=http://127.0.0.1:{port}/metrics", spec.name)
@@ -358,10 +363,10 @@ fn scaled_specs(
             .iter_mut()
             .find(|spec| spec.name == instances[0])
             .ok_or_else(|| format!("no spec for {}", instances[0]))?;
-        services::identify(base);
+        topology::identify(base);
         let base = base.clone();
         for name in &instances[1..] {
-            specs.push(services::instance(&base, name, &mut fresh_port)?);
+            specs.push(topology::instance(&base, name, &mut fresh_port)?);
         }
     }
     Ok(specs)

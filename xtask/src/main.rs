@@ -24,9 +24,11 @@ mod faults;
 mod infra;
 mod interrupt;
 mod localdb;
+mod schedule;
 mod services;
 mod stack;
 mod test;
+mod topology;
 mod up;
 mod up_check;
 

@@ -7,6 +7,7 @@
 use crate::infra::{self, Broker, BrokerStorage};
 use crate::interrupt::{self, StopFlag};
 use crate::services::{self, Overrides, Phase, Ports, Spec};
+use crate::topology;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Stop order by service (see [`services::role_of`]): the writer drains
+/// Stop order by service (see [`topology::role_of`]): the writer drains
 /// first, then whatever reads after it.
 pub const STOP_ORDER: &[&str] = &[
     "room-service",
@@ -455,7 +456,7 @@ impl Stack {
             while let Some(index) = self
                 .running
                 .iter()
-                .position(|service| services::role_of(service.name) == *role)
+                .position(|service| topology::role_of(service.name) == *role)
             {
                 let mut service = self.running.remove(index);
                 if let Ok(Some(status)) = service.child.try_wait() {
