@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use service_kit::{backoff::Backoff, duration::ConfigDuration, mq::MqConfig};
 use std::{collections::BTreeMap, time::Duration};
 
-/// The `consumer` section of a consumer service's config.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The `consumer` section of a consumer service's config. `Debug` is its
+/// redacted dump: a `client_properties` value named like a secret
+/// (`sasl.password`) never prints.
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsumerConfig {
     /// Consumer group; empty means the service's default group.
@@ -48,7 +50,14 @@ pub struct ConsumerConfig {
     /// room event is a few hundred bytes).
     pub max_message_bytes: usize,
     /// Extra librdkafka properties, applied last.
+    #[serde(serialize_with = "service_kit::secret::serialize_redacted_properties")]
     pub client_properties: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for ConsumerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        service_kit::config::debug_as_dump(self, f)
+    }
 }
 
 impl Default for ConsumerConfig {
@@ -102,8 +111,9 @@ impl RetryPolicy {
     }
 }
 
-/// Everything one consumer needs, resolved from config.
-#[derive(Debug, Clone)]
+/// Everything one consumer needs, resolved from config. `Debug` redacts the
+/// client properties, which hold the SASL password.
+#[derive(Clone)]
 pub struct ConsumerSettings {
     /// Consumer group id.
     pub consumer_group: String,
@@ -135,6 +145,31 @@ pub struct ConsumerSettings {
     pub shutdown_grace: Duration,
     /// Purge of old dedup rows.
     pub dedup_purge: DedupPurge,
+}
+
+impl std::fmt::Debug for ConsumerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerSettings")
+            .field("consumer_group", &self.consumer_group)
+            .field("topic", &self.topic)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field(
+                "client_properties",
+                &service_kit::secret::RedactedProperties(&self.client_properties),
+            )
+            .field("retry", &self.retry)
+            .field("max_batch", &self.max_batch)
+            .field("partition_queue_limit", &self.partition_queue_limit)
+            .field("commit_interval", &self.commit_interval)
+            .field("session_timeout", &self.session_timeout)
+            .field("fetch_queue_kbytes", &self.fetch_queue_kbytes)
+            .field("fetch_wait_max", &self.fetch_wait_max)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("send_timeout", &self.send_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("dedup_purge", &self.dedup_purge)
+            .finish()
+    }
 }
 
 /// When and how much of `consumer_dedup` is purged.

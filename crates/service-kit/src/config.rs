@@ -3,9 +3,13 @@
 //! (`configs/<service>.yaml` when present, or the `--config FILE` given, which
 //! must exist) → environment variables (`ROOM__OUTBOX_WORKER__BATCH_SIZE=500`
 //! style: prefix, then the key path, separated by `__`) → the service's own
-//! validation.
+//! validation. Environment values keep their exact text and are typed by the
+//! field they land in; secrets may come from files (`…_FILE`; `config/env.rs`).
+
+mod env;
 
 use crate::Error;
+use env::EnvLayer;
 use serde::de::DeserializeOwned;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +24,9 @@ pub struct ConfigSources {
     pub file: Option<PathBuf>,
     /// Keys whose environment value is a comma-separated list.
     pub list_keys: &'static [&'static str],
+    /// Keys holding a secret (passwords, keys, tokens, URLs that may carry a
+    /// password), which may also be given as `<VARIABLE>_FILE=<path>`.
+    pub secret_keys: &'static [&'static str],
 }
 
 impl ConfigSources {
@@ -45,17 +52,12 @@ impl ConfigSources {
                 path.display()
             )));
         }
-        let mut environment = config::Environment::with_prefix(self.env_prefix)
-            .prefix_separator("__")
-            .separator("__")
-            .try_parsing(true)
-            .source(env);
-        if !self.list_keys.is_empty() {
-            environment = environment.list_separator(",");
-            for key in self.list_keys {
-                environment = environment.with_list_parse_key(key);
-            }
-        }
+        let vars = match env {
+            Some(vars) => vars.into_iter().collect(),
+            None => process_env(self.env_prefix)?,
+        };
+        let environment =
+            EnvLayer::resolve(self.env_prefix, self.list_keys, self.secret_keys, vars)?;
         config::Config::builder()
             .add_source(file_source(&path).required(required))
             .add_source(environment)
@@ -63,6 +65,26 @@ impl ConfigSources {
             .and_then(config::Config::try_deserialize)
             .map_err(|error| Error::Config(format!("{}: {error}", path.display())))
     }
+}
+
+/// The process environment. A variable under `prefix` whose value is not
+/// UTF-8 is refused rather than mangled: it may be a password.
+fn process_env(prefix: &str) -> Result<Vec<(String, String)>, Error> {
+    let prefix = format!("{prefix}__").to_lowercase();
+    let mut vars = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        let Ok(name) = name.into_string() else {
+            continue;
+        };
+        match value.into_string() {
+            Ok(value) => vars.push((name, value)),
+            Err(_) if name.to_lowercase().starts_with(&prefix) => {
+                return Err(Error::Config(format!("{name} is not valid UTF-8")));
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(vars)
 }
 
 fn file_source(path: &Path) -> config::File<config::FileSourceFile, config::FileFormat> {
@@ -84,6 +106,20 @@ pub fn dump<T: serde::Serialize>(config: &T) -> String {
     serde_json::to_string_pretty(config).unwrap_or_else(|error| format!("<unprintable: {error}>"))
 }
 
+/// `Debug` for a config section that holds secrets inside ordinary strings
+/// (URLs, client properties): its `--dump-config` rendering, which redacts
+/// them through `serialize_with`. Written as one line per section, it cannot
+/// fall behind when a field is added, as a hand-written field list could.
+pub fn debug_as_dump<T: serde::Serialize>(
+    config: &T,
+    f: &mut std::fmt::Formatter<'_>,
+) -> std::fmt::Result {
+    match serde_json::to_string(config) {
+        Ok(json) => f.write_str(&json),
+        Err(error) => write!(f, "<unprintable: {error}>"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +139,8 @@ mod tests {
         outbox_worker: Worker,
         password: Secret,
         servers: Vec<String>,
+        enabled: bool,
+        name: String,
     }
 
     fn write_temp(name: &str, body: &str) -> PathBuf {
@@ -119,6 +157,7 @@ mod tests {
             env_prefix: prefix,
             file: Some(file),
             list_keys: &["servers"],
+            secret_keys: &["password"],
         }
     }
 
@@ -170,5 +209,93 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("/nonexistent/x.yaml"), "{error}");
+    }
+
+    fn env_of(pairs: &[(&str, &str)]) -> std::collections::HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+
+    fn load_env(prefix: &'static str, pairs: &[(&str, &str)]) -> Result<Sample, Error> {
+        let path = write_temp(prefix, "name: \"from-file\"\n");
+        sources(path, prefix).load_with_env(Some(env_of(pairs)))
+    }
+
+    #[test]
+    fn env_strings_keep_their_exact_text_and_numbers_still_parse() {
+        let config = load_env(
+            "SKTEST5",
+            &[
+                ("SKTEST5__PASSWORD", "007123"),
+                ("SKTEST5__NAME", "1e3"),
+                ("SKTEST5__ENABLED", "true"),
+                ("SKTEST5__OUTBOX_WORKER__BATCH_SIZE", "0500"),
+                ("SKTEST5__OUTBOX_WORKER__POLL_INTERVAL", "250"),
+                ("SKTEST5__SERVERS", "7"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.password.expose(), "007123");
+        assert_eq!(config.name, "1e3");
+        assert!(config.enabled);
+        assert_eq!(config.outbox_worker.batch_size, 500);
+        assert_eq!(config.outbox_worker.poll_interval.as_millis(), 250);
+        // A one-item list of something number-like is still a list.
+        assert_eq!(config.servers, vec!["7".to_string()]);
+        let error = load_env("SKTEST6", &[("SKTEST6__OUTBOX_WORKER__BATCH_SIZE", "many")])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("batch_size"), "{error}");
+    }
+
+    #[test]
+    fn secret_comes_from_its_file_without_the_trailing_newline() {
+        let file = write_temp("secret-file", "");
+        std::fs::write(&file, "007123 with spaces \n").unwrap();
+        let config = load_env(
+            "SKTEST7",
+            &[("SKTEST7__PASSWORD_FILE", file.to_str().unwrap())],
+        )
+        .unwrap();
+        assert_eq!(config.password.expose(), "007123 with spaces ");
+    }
+
+    #[test]
+    fn secret_given_twice_or_from_a_missing_file_is_refused() {
+        let file = write_temp("secret-twice", "");
+        std::fs::write(&file, "a\n").unwrap();
+        let error = load_env(
+            "SKTEST8",
+            &[
+                ("SKTEST8__PASSWORD", "b"),
+                ("SKTEST8__PASSWORD_FILE", file.to_str().unwrap()),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("password") && error.contains("SKTEST8__PASSWORD_FILE"),
+            "{error}"
+        );
+        let error = load_env(
+            "SKTEST9",
+            &[("SKTEST9__PASSWORD_FILE", "/nonexistent/secret")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("password") && error.contains("/nonexistent/secret"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn file_form_of_a_key_that_is_no_secret_is_an_unknown_key() {
+        let error = load_env("SKTEST10", &[("SKTEST10__NAME_FILE", "/etc/hostname")])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("name_file"), "{error}");
     }
 }

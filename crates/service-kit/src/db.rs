@@ -1,10 +1,16 @@
 //! MySQL/MariaDB pool and the embedded migrations (`migrations/` at the
 //! workspace root), shared by every service that owns tables, and
 //! [`IdText`], how every id column is read.
+//!
+//! TLS to the database is `mysql.ssl_mode` and `mysql.ssl_ca`, checked before
+//! the first connection: a verifying mode needs a CA file that exists, a CA
+//! file needs a verifying mode (sqlx ignores it otherwise), and TLS settings
+//! in the URL's query must agree with the keys, so no setting is silently
+//! overridden by another.
 
 use crate::{Error, duration::ConfigDuration};
 use serde::{Deserialize, Serialize};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlSslMode};
 use std::str::FromStr;
 
 /// The workspace's migrations, embedded at build time.
@@ -183,6 +189,60 @@ pub struct MysqlConfig {
     pub acquire_timeout: ConfigDuration,
     /// Run migrations at start-up (local and test stacks; production runs them as a job).
     pub run_migrations: bool,
+    /// TLS to the server: `disabled`, `preferred` (TLS when the server
+    /// offers it, certificate not checked), `required` (TLS, certificate not
+    /// checked), `verify_ca`, `verify_identity` (certificate and host name
+    /// checked against `ssl_ca`).
+    pub ssl_mode: MysqlSslMode,
+    /// PEM file of the CA(s) the server's certificate must chain to; needed
+    /// by, and only used with, `verify_ca` and `verify_identity`.
+    pub ssl_ca: String,
+}
+
+/// `mysql.ssl_mode`, the MySQL client's `--ssl-mode` values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MysqlSslMode {
+    /// Plain TCP.
+    Disabled,
+    /// TLS when the server offers it, without checking its certificate
+    /// (sqlx's and the MySQL client's default).
+    #[default]
+    Preferred,
+    /// TLS or no connection; the certificate is not checked.
+    Required,
+    /// TLS with the certificate checked against `ssl_ca`, any host name.
+    VerifyCa,
+    /// TLS with the certificate checked against `ssl_ca` and the URL's host
+    /// name: what a database reached over a network should use.
+    VerifyIdentity,
+}
+
+impl MysqlSslMode {
+    /// The spelling in config and in a URL's `ssl-mode` (case-insensitive there).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disabled => "disabled",
+            Self::Preferred => "preferred",
+            Self::Required => "required",
+            Self::VerifyCa => "verify_ca",
+            Self::VerifyIdentity => "verify_identity",
+        }
+    }
+
+    fn verifies(self) -> bool {
+        matches!(self, Self::VerifyCa | Self::VerifyIdentity)
+    }
+
+    fn to_sqlx(self) -> MySqlSslMode {
+        match self {
+            Self::Disabled => MySqlSslMode::Disabled,
+            Self::Preferred => MySqlSslMode::Preferred,
+            Self::Required => MySqlSslMode::Required,
+            Self::VerifyCa => MySqlSslMode::VerifyCa,
+            Self::VerifyIdentity => MySqlSslMode::VerifyIdentity,
+        }
+    }
 }
 
 impl std::fmt::Debug for MysqlConfig {
@@ -193,6 +253,8 @@ impl std::fmt::Debug for MysqlConfig {
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("run_migrations", &self.run_migrations)
+            .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_ca", &self.ssl_ca)
             .finish()
     }
 }
@@ -205,18 +267,86 @@ impl Default for MysqlConfig {
             max_connections: 16,
             acquire_timeout: ConfigDuration::from_secs(3),
             run_migrations: false,
+            ssl_mode: MysqlSslMode::Preferred,
+            ssl_ca: String::new(),
         }
     }
 }
 
 impl MysqlConfig {
-    /// Connects a pool (lazily validated by a first ping) and runs migrations when configured.
-    pub async fn connect(&self) -> Result<MySqlPool, Error> {
+    /// The connect options: the URL, the password and the TLS settings,
+    /// checked first (errors name the key). [`MysqlConfig::connect`] starts
+    /// with it, so a service refuses a bad TLS setting at start-up, before
+    /// any connection is tried.
+    pub fn connect_options(&self) -> Result<MySqlConnectOptions, Error> {
+        self.check_tls()?;
         let mut options = MySqlConnectOptions::from_str(&self.url)
             .map_err(|error| Error::Config(format!("mysql.url: {error}")))?;
         if !self.password.is_empty() {
             options = options.password(self.password.expose());
         }
+        options = options.ssl_mode(self.ssl_mode.to_sqlx());
+        if !self.ssl_ca.is_empty() {
+            options = options.ssl_ca(&self.ssl_ca);
+        }
+        Ok(options)
+    }
+
+    fn check_tls(&self) -> Result<(), Error> {
+        let invalid = |message: String| Err(Error::Config(message));
+        let mode = self.ssl_mode.as_str();
+        for (name, value) in url_query(&self.url) {
+            let name = name.to_ascii_lowercase();
+            let agrees = match name.as_str() {
+                "ssl-mode" | "sslmode" => value.eq_ignore_ascii_case(mode),
+                "ssl-ca" | "sslca" => value == self.ssl_ca,
+                // Client certificates are not configured by this service;
+                // sqlx would use them, so they may stay in the URL.
+                _ => true,
+            };
+            if !agrees {
+                let key = if name.contains("mode") {
+                    "ssl_mode"
+                } else {
+                    "ssl_ca"
+                };
+                let configured = if key == "ssl_mode" {
+                    mode
+                } else {
+                    self.ssl_ca.as_str()
+                };
+                return invalid(format!(
+                    "mysql.url sets {name}={value} but mysql.{key} is `{configured}`: \
+                     set TLS in mysql.{key} (the URL's value would silently win)"
+                ));
+            }
+        }
+        // Without a CA file sqlx would verify against its built-in public
+        // roots, which the private CAs of managed MySQL (RDS, Cloud SQL) are
+        // not in: require the file, so what is trusted is written in the config.
+        if self.ssl_mode.verifies() && self.ssl_ca.is_empty() {
+            return invalid(format!(
+                "mysql.ssl_ca is required with mysql.ssl_mode {mode}: the PEM file of the \
+                 CA that signed the server's certificate"
+            ));
+        }
+        if !self.ssl_ca.is_empty() {
+            if !self.ssl_mode.verifies() {
+                return invalid(format!(
+                    "mysql.ssl_ca is set but mysql.ssl_mode {mode} does not check the \
+                     certificate; use verify_ca or verify_identity"
+                ));
+            }
+            if let Err(error) = std::fs::metadata(&self.ssl_ca) {
+                return invalid(format!("mysql.ssl_ca `{}`: {error}", self.ssl_ca));
+            }
+        }
+        Ok(())
+    }
+
+    /// Connects a pool (lazily validated by a first ping) and runs migrations when configured.
+    pub async fn connect(&self) -> Result<MySqlPool, Error> {
+        let options = self.connect_options()?;
         let pool = MySqlPoolOptions::new()
             .max_connections(self.max_connections.max(1))
             // No ping before every checkout: it is a round trip per
@@ -235,5 +365,83 @@ impl MysqlConfig {
             migrate(&pool).await?;
         }
         Ok(pool)
+    }
+}
+
+/// The `name=value` pairs of a URL's query (values undecoded: TLS modes and
+/// the paths compared here need no escaping).
+fn url_query(url: &str) -> impl Iterator<Item = (&str, &str)> {
+    url.split_once('?')
+        .map(|(_, query)| query)
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+
+    fn refusal(config: &MysqlConfig) -> String {
+        match config.connect_options() {
+            Ok(_) => panic!("accepted {config:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn verifying_modes_need_an_existing_ca_file() {
+        for mode in [MysqlSslMode::VerifyCa, MysqlSslMode::VerifyIdentity] {
+            let config = MysqlConfig {
+                ssl_mode: mode,
+                ..MysqlConfig::default()
+            };
+            assert!(refusal(&config).contains("mysql.ssl_ca is required"));
+            let config = MysqlConfig {
+                ssl_mode: mode,
+                ssl_ca: "/nonexistent/ca.pem".into(),
+                ..MysqlConfig::default()
+            };
+            assert!(refusal(&config).contains("mysql.ssl_ca `/nonexistent/ca.pem`"));
+        }
+    }
+
+    #[test]
+    fn a_ca_file_without_a_verifying_mode_is_refused() {
+        let config = MysqlConfig {
+            ssl_mode: MysqlSslMode::Required,
+            ssl_ca: "/etc/hostname".into(),
+            ..MysqlConfig::default()
+        };
+        assert!(refusal(&config).contains("does not check the certificate"));
+    }
+
+    #[test]
+    fn url_tls_settings_must_agree_with_the_keys() {
+        let config = MysqlConfig {
+            url: "mysql://root@db:3306/hyapp?ssl-mode=DISABLED".into(),
+            ..MysqlConfig::default()
+        };
+        let error = refusal(&config);
+        assert!(
+            error.contains("ssl-mode=DISABLED") && error.contains("mysql.ssl_mode"),
+            "{error}"
+        );
+        let config = MysqlConfig {
+            url: "mysql://root@db:3306/hyapp?sslca=/other.pem".into(),
+            ..MysqlConfig::default()
+        };
+        assert!(refusal(&config).contains("mysql.ssl_ca"));
+
+        let agreeing = MysqlConfig {
+            url: "mysql://root@db:3306/hyapp?ssl-mode=REQUIRED&charset=utf8mb4".into(),
+            ssl_mode: MysqlSslMode::Required,
+            ..MysqlConfig::default()
+        };
+        agreeing.connect_options().expect("agreeing URL accepted");
+        MysqlConfig::default()
+            .connect_options()
+            .expect("defaults accepted");
     }
 }

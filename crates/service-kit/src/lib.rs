@@ -1,7 +1,7 @@
 //! Shared service plumbing used by every binary of the platform, written once:
 //! layered configuration, durations and secrets in config, telemetry,
-//! shutdown signals, the admin HTTP surface (`/healthz`, `/readyz`, `/metrics`)
-//! and the MySQL pool with the embedded migrations.
+//! shutdown signals, the admin HTTP surface (`/healthz`, `/readyz`, `/metrics`),
+//! gRPC TLS and the MySQL pool with the embedded migrations.
 
 pub mod admin_http;
 mod allocator;
@@ -9,7 +9,9 @@ pub mod backoff;
 pub mod config;
 pub mod db;
 pub mod duration;
+pub mod grpc_tls;
 pub mod mq;
+pub mod redis;
 pub mod secret;
 pub mod shutdown;
 pub mod telemetry;

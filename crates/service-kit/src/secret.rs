@@ -1,6 +1,8 @@
 //! A configuration secret (SASL password, Tencent IM key, admin token, DB
 //! password) that never prints: Debug, Display and Serialize all show `***`,
-//! so `--dump-config`, logs and error messages cannot leak it.
+//! so `--dump-config`, logs and error messages cannot leak it. Also the
+//! redaction of the two places a secret hides inside ordinary text: the
+//! userinfo of a URL and the value of a client property named like a secret.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -74,9 +76,92 @@ pub fn serialize_redacted_url<S: Serializer>(url: &str, serializer: S) -> Result
     serializer.serialize_str(&redact_url(url))
 }
 
+/// Whether a client property (librdkafka `sasl.password`,
+/// `ssl.key.password`, `sasl.jaas.config`, `sasl.oauthbearer.client.secret`,
+/// `ssl.key.pem`…) holds a secret, judged by its name: an operator may pass
+/// any property through `consumer.client_properties`, so the names of the
+/// known ones are not enough.
+pub fn is_secret_property(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "password",
+        "secret",
+        "token",
+        "credential",
+        "jaas",
+        "oauthbearer.config",
+        "key.pem",
+        "private",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
+}
+
+/// The value of property `key` as it may be shown: `***` for a secret
+/// property, a URL without its password otherwise.
+pub fn redact_property(key: &str, value: &str) -> String {
+    if is_secret_property(key) && !value.is_empty() {
+        "***".to_owned()
+    } else {
+        redact_url(value)
+    }
+}
+
+/// `serialize_with` for a map of client properties (`consumer.client_properties`).
+pub fn serialize_redacted_properties<S: Serializer>(
+    properties: &std::collections::BTreeMap<String, String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_map(
+        properties
+            .iter()
+            .map(|(key, value)| (key, redact_property(key, value))),
+    )
+}
+
+/// Debug of a list of client properties with their secrets redacted.
+pub struct RedactedProperties<'a>(pub &'a [(String, String)]);
+
+impl std::fmt::Debug for RedactedProperties<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(
+                self.0
+                    .iter()
+                    .map(|(key, value)| (key, redact_property(key, value))),
+            )
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_properties_are_redacted() {
+        for key in [
+            "sasl.password",
+            "ssl.key.password",
+            "sasl.jaas.config",
+            "sasl.oauthbearer.client.secret",
+            "ssl.key.pem",
+            "SASL.PASSWORD",
+        ] {
+            assert_eq!(redact_property(key, "hunter2"), "***", "{key}");
+        }
+        assert_eq!(redact_property("client.id", "relay"), "relay");
+        assert_eq!(
+            redact_property("sasl.oauthbearer.token.endpoint.url", "https://u:pw@idp/t"),
+            "***"
+        );
+        assert_eq!(
+            redact_property("bootstrap.servers", "http://u:pw@broker:9092"),
+            "http://u:***@broker:9092"
+        );
+        let list = vec![("sasl.password".to_owned(), "hunter2".to_owned())];
+        assert!(!format!("{:?}", RedactedProperties(&list)).contains("hunter2"));
+    }
 
     #[test]
     fn url_passwords_are_redacted() {

@@ -294,6 +294,24 @@ pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
             &format!("{CONSUMER_BASE}http_lisen: \"127.0.0.1:1\"\n"),
             "http_lisen",
         ),
+        ConfigCase {
+            name: "IM secret given as value and as file",
+            yaml: CONSUMER_BASE.to_string(),
+            env: vec![
+                (format!("{prefix}__TENCENT_IM__SECRET_KEY"), "a".into()),
+                (
+                    format!("{prefix}__TENCENT_IM__SECRET_KEY_FILE"),
+                    "/nonexistent/im-secret".into(),
+                ),
+            ],
+            names: "tencent_im.secret_key is set by both",
+        },
+        env(
+            "secret file missing",
+            "ROCKETMQ__SECRET_KEY_FILE",
+            "/nonexistent/sasl-password",
+            "rocketmq.secret_key",
+        ),
     ]
 }
 

@@ -8,7 +8,10 @@
 //! `HYAPP_TEST_KAFKA_BOOTSTRAP` (no default: the broker only exists inside a test run).
 
 pub mod binary;
+pub mod pki;
+pub mod secrets;
 pub mod source_tree;
+pub mod tls_servers;
 
 use rdkafka::{
     ClientConfig,

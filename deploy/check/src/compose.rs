@@ -167,6 +167,13 @@ pub fn check_compose(model: &Model, compose: &Value, dockerfile: &str) -> Vec<St
                     "compose: {name} publishes {text}, but listens on {own_ports:?}"
                 ));
             }
+            if !mapping.is_loopback() {
+                // README.md#trust-boundary: the compose stack's listeners
+                // have development credentials or none at all.
+                problems.push(format!(
+                    "compose: {name} publishes {text} on every interface; publish it on 127.0.0.1 only (\"127.0.0.1:{text}\")"
+                ));
+            }
             problems.extend(mapping.check_replicas(name, &text, replicas));
             published.push((name.clone(), text, mapping));
         }
@@ -459,6 +466,16 @@ fn port_range(text: &str) -> Result<(u16, u16), String> {
 }
 
 impl PortMapping {
+    /// Whether the host side binds a loopback address only (`127.0.0.1`,
+    /// `[::1]`); no address means every interface.
+    pub fn is_loopback(&self) -> bool {
+        self.host_ip
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+    }
+
     /// Problems with running `replicas` containers of `service` with this
     /// mapping (`text` as written). Each container binds its own host port:
     /// one picked from a range when it maps one container port, the whole
@@ -555,6 +572,15 @@ mod tests {
             (v6.host_ip.as_str(), v6.protocol.as_str()),
             ("[::1]", "udp")
         );
+        assert!(bound.is_loopback() && v6.is_loopback());
+        for open in [
+            "7101:7101",
+            "0.0.0.0:7101:7101",
+            "[::]:7101:7101",
+            "10.0.0.1:7101:7101",
+        ] {
+            assert!(!parse(open).unwrap().is_loopback(), "{open}");
+        }
         let long =
             parse_port_mapping(&serde_json::json!({"target": 7101, "published": "7101-7103"}));
         assert_eq!(long.unwrap(), mapping(Some((7101, 7103)), (7101, 7101)));

@@ -356,6 +356,10 @@ fn compose_wrong_ports_are_caught() {
             serde_json::json!(["CMD", "curl", "-fsS", "http://127.0.0.1:7402/readyz"]);
     });
     assert_caught(problems.clone(), "room-service publishes 7103:7103");
+    assert_caught(
+        problems.clone(),
+        "room-service publishes 7101:7101 on every interface",
+    );
     assert_caught(problems.clone(), "http_listen port 7999");
     assert_caught(problems.clone(), "refers to fake-wallet:7401");
     assert_caught(
@@ -435,7 +439,7 @@ fn compose_replicas_are_checked() {
     assert_clean(compose_with(|compose| {
         let room = &mut compose["services"]["room-service"];
         room["deploy"]["replicas"] = Value::from(1);
-        room["ports"] = serde_json::json!(["7101:7101", "7102:7102"]);
+        room["ports"] = serde_json::json!(["127.0.0.1:7101:7101", "127.0.0.1:7102:7102"]);
         room["environment"]["ROOM__NODE_ID"] = Value::from("room-1");
     }));
 }
@@ -646,6 +650,7 @@ fn load<T: serde::de::DeserializeOwned>(
         env_prefix: Box::leak(app.env_prefix.clone().into_boxed_str()),
         file: Some(file.to_path_buf()),
         list_keys: Box::leak(list_keys.into_boxed_slice()),
+        secret_keys: &[],
     }
     .load_with_env::<T>(Some(env.clone().into_iter().collect()))
     .map_err(|error| error.to_string())

@@ -8,6 +8,8 @@
 //! Faults (fail the next N calls of a method, before or after applying them,
 //! and added latency) are set through [`FakeWalletHandle`] in-process or the
 //! admin HTTP routes documented in `admin`. Tests call [`spawn`] on port 0.
+//! With [`FakeWalletConfig::tls`] the gRPC port speaks TLS, as the real
+//! wallet does in production, so room-service's TLS client is tested too.
 
 mod admin;
 pub mod faults;
@@ -40,6 +42,8 @@ pub struct FakeWalletConfig {
     pub initial_balance: i64,
     /// Starting balances of particular users.
     pub balances: Vec<(String, i64)>,
+    /// TLS of the gRPC port; `None` = plaintext.
+    pub tls: Option<tonic::transport::ServerTlsConfig>,
 }
 
 impl Default for FakeWalletConfig {
@@ -49,6 +53,7 @@ impl Default for FakeWalletConfig {
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             initial_balance: DEFAULT_INITIAL_BALANCE,
             balances: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -76,6 +81,7 @@ impl Shared {
 #[derive(Debug)]
 pub struct FakeWalletHandle {
     grpc_addr: SocketAddr,
+    tls: bool,
     admin_addr: SocketAddr,
     shared: Shared,
     cancel: CancellationToken,
@@ -108,12 +114,17 @@ pub async fn spawn(config: FakeWalletConfig) -> anyhow::Result<FakeWalletHandle>
         shared: shared.clone(),
     });
     let grpc_cancel = cancel.clone();
+    let tls = config.tls.is_some();
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = config.tls {
+        server = server.tls_config(tls).context("wallet grpc tls")?;
+    }
     let grpc_task = tokio::spawn(async move {
         // Without TCP_NODELAY, concurrent replies on one HTTP/2 connection wait
         // for the client's delayed ACK (~40 ms): real gRPC servers set it.
         let incoming =
             tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
-        let result = tonic::transport::Server::builder()
+        let result = server
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, grpc_cancel.cancelled_owned())
             .await;
@@ -134,6 +145,7 @@ pub async fn spawn(config: FakeWalletConfig) -> anyhow::Result<FakeWalletHandle>
     tracing::info!(%grpc_addr, %admin_addr, "fake wallet listening");
     Ok(FakeWalletHandle {
         grpc_addr,
+        tls,
         admin_addr,
         shared,
         cancel,
@@ -147,9 +159,10 @@ impl FakeWalletHandle {
         self.grpc_addr
     }
 
-    /// `http://host:port` of the gRPC server, as a client endpoint.
+    /// `http://host:port` (`https://` with TLS) of the gRPC server, as a client endpoint.
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.grpc_addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.grpc_addr)
     }
 
     /// Admin HTTP address.

@@ -37,6 +37,7 @@ async fn main() -> anyhow::Result<()> {
         admin_listen: args.admin_listen,
         initial_balance: args.initial_balance,
         balances: Vec::new(),
+        tls: None,
     })
     .await?;
     shutdown.cancelled().await;

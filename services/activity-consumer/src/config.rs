@@ -9,7 +9,9 @@ use consumer_runtime::{
 };
 use outbox_schema::names::GROUP_ACTIVITY;
 use serde::{Deserialize, Serialize};
-use service_kit::{db::MysqlConfig, mq::MqConfig, telemetry::LogConfig};
+use service_kit::{
+    Secret, db::MysqlConfig, grpc_tls::ServerTls, mq::MqConfig, telemetry::LogConfig,
+};
 use std::fmt::Display;
 use tencent_im::ImSection as TencentImSection;
 
@@ -105,6 +107,13 @@ pub struct Config {
     pub activity: ActivityConfig,
     /// gRPC listen address of the `activity.v1` direct entry.
     pub grpc_listen: String,
+    /// TLS of the direct entry; with `client_ca_file`, callers must present a
+    /// certificate (mutual TLS), which authenticates them.
+    pub grpc_tls: ServerTls,
+    /// Bearer token every direct-entry call must carry (`authorization:
+    /// Bearer …`); empty = none asked. Off loopback, the entry needs this or
+    /// mutual TLS: anyone reaching it could otherwise write activity state.
+    pub grpc_auth_token: Secret,
     /// Admin HTTP (`/healthz`, `/readyz`, `/metrics`).
     pub http_listen: String,
 }
@@ -119,6 +128,8 @@ impl Default for Config {
             tencent_im: TencentImSection::default(),
             activity: ActivityConfig::default(),
             grpc_listen: "127.0.0.1:7301".into(),
+            grpc_tls: ServerTls::default(),
+            grpc_auth_token: Secret::default(),
             http_listen: "127.0.0.1:7302".into(),
         }
     }
@@ -127,6 +138,15 @@ impl Default for Config {
 impl ServiceConfig for Config {
     const SERVICE: &str = "activity-consumer";
     const ENV_PREFIX: &str = "ACTIVITY";
+    // The host's shared secret keys, plus the direct entry's token.
+    const SECRET_KEYS: &[&str] = &[
+        "mysql.url",
+        "mysql.password",
+        "rocketmq.access_key",
+        "rocketmq.secret_key",
+        "tencent_im.secret_key",
+        "grpc_auth_token",
+    ];
 
     fn shared(&self) -> SharedSections<'_> {
         SharedSections {
@@ -143,9 +163,21 @@ impl ServiceConfig for Config {
         self.tencent_im.validate()
     }
 
-    /// `grpc_listen` and the `activity` section.
+    /// `grpc_listen`, how the entry authenticates callers, and the `activity` section.
     fn validate_own(&self) -> Result<(), Error> {
         service_kit::config::check_listen("grpc_listen", &self.grpc_listen)?;
+        self.grpc_tls.load("grpc_tls")?;
+        crate::auth::BearerToken::new(&self.grpc_auth_token)?;
+        let loopback = self
+            .grpc_listen
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|addr| addr.ip().is_loopback());
+        if !loopback && !self.grpc_tls.requires_client_cert() && self.grpc_auth_token.is_empty() {
+            return Err(Error::Config(format!(
+                "grpc_listen `{}` is reachable from other hosts: set grpc_auth_token or grpc_tls.client_ca_file (mutual TLS) so the direct entry authenticates its callers",
+                self.grpc_listen
+            )));
+        }
         let mut ids = std::collections::HashSet::new();
         for rule in &self.activity.activities {
             if rule.id.is_empty() || rule.id.len() > 64 || !ids.insert(rule.id.as_str()) {

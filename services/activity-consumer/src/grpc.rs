@@ -1,6 +1,10 @@
 //! The `activity.v1` direct entry, called by the outbox relay in `direct` and
 //! `dual` publish mode. It runs the consumer's code path, in the consumer's
 //! dedup group, so an event that arrives both ways is applied once.
+//!
+//! Callers are authenticated by mutual TLS (`grpc_tls.client_ca_file`, in the
+//! TLS layer) and/or a bearer token ([`crate::auth::BearerToken`],
+//! `grpc_auth_token`); each one configured is required.
 
 use crate::processor::ActivityProcessor;
 use consumer_runtime::{HandlerError, Outcome};

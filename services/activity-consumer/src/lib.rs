@@ -10,6 +10,7 @@
 //! broadcast sweeper as a background task and the gRPC entry as an extra
 //! server (named [`GRPC_SERVER`]).
 
+pub mod auth;
 pub mod broadcast;
 pub mod config;
 pub mod grpc;
@@ -66,13 +67,22 @@ impl ConsumerService for Service {
             let processor = processor.clone();
             move |stop| async move { processor.broadcaster().run(stop).await }
         });
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = config.grpc_tls.load("grpc_tls")? {
+            server = server
+                .tls_config(tls)
+                .map_err(|error| Error::Config(format!("grpc_tls: {error}")))?;
+        }
+        let token = auth::BearerToken::new(&config.grpc_auth_token)?;
         host.server(GRPC_SERVER, &config.grpc_listen, {
             let processor = processor.clone();
             move |listener, stop| {
-                tonic::transport::Server::builder()
-                    .add_service(ActivityServiceServer::new(grpc::ActivityGrpc::new(
-                        processor,
-                    )))
+                let mut server = server;
+                server
+                    .add_service(ActivityServiceServer::with_interceptor(
+                        grpc::ActivityGrpc::new(processor),
+                        token,
+                    ))
                     .serve_with_incoming_shutdown(
                         // Concurrent replies must not wait for delayed ACKs (Nagle).
                         TcpIncoming::from(listener).with_nodelay(Some(true)),

@@ -1,5 +1,7 @@
 //! The `activity-consumer` binary as an operator starts it: invalid configs
-//! are refused naming the key, and `--dump-config` redacts every secret.
+//! (a direct entry open to other hosts without authentication, half a TLS
+//! section among them) are refused naming the key, and `--dump-config`
+//! redacts every secret.
 
 use testkit::binary::{
     CONSUMER_BASE, ConfigCase, assert_consumer_dump_redacts, assert_start_refused, consumer_cases,
@@ -17,6 +19,27 @@ fn invalid_configs_are_refused_naming_the_key() {
             "ACTIVITY__GRPC_LISTEN",
             "nowhere",
             "grpc_listen",
+        ),
+        ConfigCase::env(
+            "direct entry open to other hosts without a token or mutual TLS",
+            CONSUMER_BASE,
+            "ACTIVITY__GRPC_LISTEN",
+            "0.0.0.0:7301",
+            "grpc_auth_token",
+        ),
+        ConfigCase::env(
+            "TLS certificate without its key",
+            CONSUMER_BASE,
+            "ACTIVITY__GRPC_TLS__CERT_FILE",
+            "/nonexistent/cert.pem",
+            "grpc_tls.key_file",
+        ),
+        ConfigCase::file(
+            "TLS certificate file missing",
+            &format!(
+                "{CONSUMER_BASE}grpc_tls:\n  cert_file: \"/nonexistent/cert.pem\"\n  key_file: \"/nonexistent/key.pem\"\n"
+            ),
+            "grpc_tls.cert_file",
         ),
         ConfigCase::env(
             "broadcasts without a group",
@@ -51,4 +74,21 @@ fn invalid_configs_are_refused_naming_the_key() {
 #[test]
 fn dump_config_redacts_secrets() {
     assert_consumer_dump_redacts(EXE, "ACTIVITY");
+}
+
+#[test]
+fn dump_and_debug_hide_every_planted_secret() {
+    use consumer_runtime::host::ServiceConfig;
+    use testkit::secrets::{
+        CONSUMER_PROPERTIES_YAML, MARK, PlantedSecrets, assert_client_properties_redacted,
+    };
+    type Config = activity_consumer::config::Config;
+    let planted = PlantedSecrets::new("ACTIVITY", <Config as ServiceConfig>::SECRET_KEYS);
+    let (dump, path) = planted.dump(EXE, &format!("{CONSUMER_BASE}{CONSUMER_PROPERTIES_YAML}"));
+    assert_client_properties_redacted(&dump);
+    let config = Config::load_with_env(Some(path), Some(planted.env_map())).unwrap();
+    planted.assert_hidden(&dump, &format!("{config:?}"));
+    // The resolved settings carry the SASL password as a client property.
+    let settings = config.consumer_settings().unwrap();
+    assert!(!format!("{settings:?}").contains(MARK), "{settings:?}");
 }

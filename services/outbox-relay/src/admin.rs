@@ -2,7 +2,8 @@
 //! `GET /admin/status`, `GET /admin/dead-letters`, `POST /admin/dead-letters/replay`,
 //! `POST /admin/purge`. Every request needs `Authorization: Bearer <admin_token>`;
 //! with no token configured the endpoints are disabled (404). The token is
-//! compared in constant time and never logged.
+//! compared in constant time and never logged. [`check_token`] refuses, at
+//! start, a guessable token on a listener other hosts can reach.
 
 use crate::ops::{self, DeadLetterFilter};
 use axum::{
@@ -16,6 +17,42 @@ use axum::{
 use serde::Deserialize;
 use service_kit::Secret;
 use sqlx::MySqlPool;
+
+/// The token of the sample config (`configs/outbox-relay.yaml`), known to
+/// everyone who has read this repository.
+pub const SAMPLE_TOKEN: &str = "local-admin-token";
+
+/// Shortest token accepted on a non-loopback listener: 32 bytes of random
+/// text cannot be guessed by trying, a memorable word can.
+pub const MIN_TOKEN_BYTES: usize = 32;
+
+/// Refuses an `admin_token` that anyone could present, when `http_listen` is
+/// reachable from other hosts: the sample token or one shorter than
+/// [`MIN_TOKEN_BYTES`]. On a loopback listener (local development, the demo,
+/// tests) only processes on the same host can call, so any token is allowed;
+/// an empty token disables the endpoints and is allowed everywhere.
+pub fn check_token(token: &Secret, http_listen: &str) -> Result<(), crate::Error> {
+    // An address that does not parse counts as reachable: bind refuses it
+    // later anyway, and the weaker token must not slip through first.
+    let loopback = http_listen
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|addr| addr.ip().is_loopback());
+    if token.is_empty() || loopback {
+        return Ok(());
+    }
+    let problem = if token.expose() == SAMPLE_TOKEN {
+        "is the sample token".to_owned()
+    } else if token.expose().len() < MIN_TOKEN_BYTES {
+        format!("is shorter than {MIN_TOKEN_BYTES} bytes")
+    } else {
+        return Ok(());
+    };
+    Err(crate::Error::Config(format!(
+        "admin_token {problem}, and http_listen `{http_listen}` is not loopback; \
+         set a random token of at least {MIN_TOKEN_BYTES} bytes \
+         (RELAY__ADMIN_TOKEN or RELAY__ADMIN_TOKEN_FILE), or leave it empty to disable /admin/*"
+    )))
+}
 
 #[derive(Clone)]
 struct AdminState {
@@ -123,7 +160,32 @@ async fn purge(State(state): State<AdminState>, Query(query): Query<PurgeQuery>)
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{MIN_TOKEN_BYTES, SAMPLE_TOKEN, check_token, constant_time_eq};
+    use service_kit::Secret;
+
+    #[test]
+    fn guessable_tokens_are_refused_off_loopback() {
+        let strong = Secret::new("x".repeat(MIN_TOKEN_BYTES));
+        let short = Secret::new("x".repeat(MIN_TOKEN_BYTES - 1));
+        let sample = Secret::new(SAMPLE_TOKEN);
+        for listen in ["0.0.0.0:7201", "10.1.2.3:7201", "[::]:7201", "relay:7201"] {
+            for (token, names) in [(&sample, "sample token"), (&short, "shorter than 32")] {
+                let error = check_token(token, listen).unwrap_err().to_string();
+                assert!(
+                    error.contains("admin_token") && error.contains(names),
+                    "{listen}: {error}"
+                );
+                assert!(!error.contains(token.expose()), "token printed: {error}");
+            }
+            check_token(&strong, listen).unwrap();
+            check_token(&Secret::default(), listen).unwrap();
+        }
+        for listen in ["127.0.0.1:7201", "127.0.0.1:0", "[::1]:7201"] {
+            for token in [&sample, &short, &strong] {
+                check_token(token, listen).unwrap();
+            }
+        }
+    }
 
     #[test]
     fn token_comparison() {

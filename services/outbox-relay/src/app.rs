@@ -61,6 +61,7 @@ impl App {
     /// Validates the config, connects MySQL, creates the publishers and binds the admin port.
     pub async fn build(config: RelayServiceConfig) -> Result<Self, Error> {
         // Refuse a bad config before touching MySQL, so the message is about the config.
+        crate::admin::check_token(&config.admin_token, &config.http_listen)?;
         if RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?.uses_direct() {
             crate::direct::check_config(&config.direct)?;
         }

@@ -24,7 +24,8 @@ pub enum PublishMode {
 }
 
 /// The `outbox_worker` section (docs/design.md#configuration-names).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `Debug` is its redacted dump, so `redis_url`'s password never prints.
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OutboxWorkerConfig {
     /// Run the relay (in room-service: the embedded relay).
@@ -53,8 +54,12 @@ pub struct OutboxWorkerConfig {
     pub shard_lease: ConfigDuration,
     /// Listen for room-service's commit nudge on Redis pub/sub.
     pub nudge_enabled: bool,
-    /// Redis URL of the nudge channel.
+    /// Redis URL of the nudge channel (a password in it is shown as `***`).
+    #[serde(serialize_with = "service_kit::secret::serialize_redacted_url")]
     pub redis_url: String,
+    /// PEM file of the CA(s) a `rediss://` nudge server's certificate must
+    /// chain to; empty = the system's roots.
+    pub redis_tls_ca_file: String,
     /// Delivered rows older than this are purged by `purge`.
     pub retention: ConfigDuration,
     /// Node id in logs and leases; empty = hostname + pid.
@@ -77,9 +82,16 @@ impl Default for OutboxWorkerConfig {
             shard_lease: ConfigDuration::from_secs(10),
             nudge_enabled: true,
             redis_url: "redis://127.0.0.1:6379".into(),
+            redis_tls_ca_file: String::new(),
             retention: ConfigDuration::from_secs(7 * 86_400),
             node_id: String::new(),
         }
+    }
+}
+
+impl std::fmt::Debug for OutboxWorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        service_kit::config::debug_as_dump(self, f)
     }
 }
 
@@ -92,6 +104,10 @@ pub struct DirectConfig {
     pub tencent_im: TencentImConfig,
     /// activity-service gRPC endpoint, e.g. `http://127.0.0.1:7301`; empty disables the sink.
     pub activity_endpoint: String,
+    /// TLS of an `https://` activity endpoint.
+    pub activity_tls: service_kit::grpc_tls::ClientTls,
+    /// Bearer token sent with every activity call (the entry's `grpc_auth_token`).
+    pub activity_auth_token: Secret,
     /// What an event does in IM beyond its message: im-bridge's own
     /// `im_bridge` section, so both paths treat every event alike.
     pub im_bridge: room_im::BridgeConfig,
@@ -99,6 +115,19 @@ pub struct DirectConfig {
 
 /// The shared `tencent_im` section (one definition for every service).
 pub use tencent_im::ImSection as TencentImConfig;
+
+/// Keys of [`RelayServiceConfig`] that hold a secret or a URL that may carry
+/// one; each may also be given as `RELAY__<KEY>_FILE`.
+pub const SECRET_KEYS: &[&str] = &[
+    "mysql.url",
+    "mysql.password",
+    "rocketmq.access_key",
+    "rocketmq.secret_key",
+    "outbox_worker.redis_url",
+    "direct.tencent_im.secret_key",
+    "admin_token",
+    "direct.activity_auth_token",
+];
 
 /// The standalone relay binary's whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -118,6 +147,24 @@ pub struct RelayServiceConfig {
     pub http_listen: String,
     /// Bearer token for `/admin/*`; empty disables the admin endpoints.
     pub admin_token: Secret,
+}
+
+impl RelayServiceConfig {
+    /// Loads the layered configuration (defaults → `configs/outbox-relay.yaml`
+    /// or `file` → `RELAY__…` environment, or `env` when given).
+    pub fn load_with_env(
+        file: Option<std::path::PathBuf>,
+        env: Option<std::collections::HashMap<String, String>>,
+    ) -> Result<Self, service_kit::Error> {
+        service_kit::config::ConfigSources {
+            service: "outbox-relay",
+            env_prefix: "RELAY",
+            file,
+            list_keys: &["rocketmq.name_servers"],
+            secret_keys: SECRET_KEYS,
+        }
+        .load_with_env(env)
+    }
 }
 
 impl Default for RelayServiceConfig {

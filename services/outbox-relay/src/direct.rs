@@ -14,6 +14,7 @@ use hyapp_api::activity::{
 };
 use room_im::{ApplyError, RoomIm};
 use std::{sync::Arc, time::Duration};
+use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 /// Dedup group of the direct IM sink's sent messages.
@@ -24,6 +25,8 @@ pub const DIRECT_IM_GROUP: &str = "hyapp-room-outbox-direct-im";
 pub struct DirectSinks {
     /// activity-service `ConsumeRoomEvent`.
     pub activity: Option<ActivityServiceClient<Channel>>,
+    /// `authorization` value of every activity call (`Bearer <token>`), if a token is set.
+    pub activity_authorization: Option<MetadataValue<tonic::metadata::Ascii>>,
     /// Tencent IM, as im-bridge drives it.
     pub im: Option<Arc<RoomIm>>,
 }
@@ -42,7 +45,51 @@ pub fn check_config(config: &DirectConfig) -> Result<(), crate::Error> {
             .validate()
             .map_err(|error| crate::Error::Config(error.to_string()))?;
     }
+    activity_endpoint(config)?;
+    activity_authorization(config)?;
     Ok(())
+}
+
+/// The activity entry's endpoint (`None` when the sink is off): TLS with
+/// `activity_tls` for `https://`, plaintext for `http://`.
+fn activity_endpoint(
+    config: &DirectConfig,
+) -> Result<Option<tonic::transport::Endpoint>, crate::Error> {
+    if config.activity_endpoint.is_empty() {
+        return Ok(None);
+    }
+    config
+        .activity_tls
+        .endpoint(
+            "direct.activity_tls",
+            "direct.activity_endpoint",
+            &config.activity_endpoint,
+        )
+        .map(Some)
+        .map_err(|error| crate::Error::Config(error.to_string()))
+}
+
+/// `Bearer <token>` for the entry's token check, refused at start-up when
+/// the token cannot be a header value.
+fn activity_authorization(
+    config: &DirectConfig,
+) -> Result<Option<MetadataValue<tonic::metadata::Ascii>>, crate::Error> {
+    if config.activity_auth_token.is_empty() {
+        return Ok(None);
+    }
+    let mut value: MetadataValue<tonic::metadata::Ascii> =
+        format!("Bearer {}", config.activity_auth_token.expose())
+            .parse()
+            .map_err(|_| {
+                crate::Error::Config(
+                    "direct.activity_auth_token must be visible ASCII (it travels as a header)"
+                        .into(),
+                )
+            })?;
+    // Debug then prints `Sensitive` instead of the token (DirectSinks is
+    // Debug), and HTTP/2 header compression never indexes it.
+    value.set_sensitive(true);
+    Ok(Some(value))
 }
 
 impl DirectSinks {
@@ -66,19 +113,18 @@ impl DirectSinks {
         } else {
             None
         };
-        let activity_endpoint = config.activity_endpoint.as_str();
-        let activity = if activity_endpoint.is_empty() {
-            None
-        } else {
-            let channel = tonic::transport::Endpoint::from_shared(activity_endpoint.to_string())
-                .map_err(|error| {
-                    crate::Error::Config(format!("direct.activity_endpoint: {error}"))
-                })?
-                .connect_timeout(Duration::from_secs(3))
-                .connect_lazy();
-            Some(ActivityServiceClient::new(channel))
-        };
-        Ok(Self { activity, im })
+        let activity = activity_endpoint(config)?.map(|endpoint| {
+            ActivityServiceClient::new(
+                endpoint
+                    .connect_timeout(Duration::from_secs(3))
+                    .connect_lazy(),
+            )
+        });
+        Ok(Self {
+            activity,
+            activity_authorization: activity_authorization(config)?,
+            im,
+        })
     }
 
     /// Delivers one room event to every sink.
@@ -114,6 +160,11 @@ impl DirectSinks {
         if let Some(activity) = &self.activity {
             let mut request = tonic::Request::new(ConsumeRoomEventRequest { event: Some(event) });
             request.set_timeout(timeout);
+            if let Some(authorization) = &self.activity_authorization {
+                request
+                    .metadata_mut()
+                    .insert("authorization", authorization.clone());
+            }
             activity
                 .clone()
                 .consume_room_event(request)
@@ -127,5 +178,27 @@ impl DirectSinks {
                 })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_activity_token_travels_as_a_bearer_header_that_never_prints() {
+        let config = DirectConfig {
+            activity_endpoint: "http://127.0.0.1:7301".into(),
+            activity_auth_token: service_kit::Secret::new("t0ken"),
+            ..DirectConfig::default()
+        };
+        let value = activity_authorization(&config).unwrap().unwrap();
+        assert_eq!(value.to_str().unwrap(), "Bearer t0ken");
+        assert!(!format!("{value:?}").contains("t0ken"), "{value:?}");
+        let spaced = DirectConfig {
+            activity_auth_token: service_kit::Secret::new("two\nlines"),
+            ..config
+        };
+        assert!(check_config(&spaced).is_err());
     }
 }

@@ -42,6 +42,8 @@ impl From<service_kit::Error> for Error {
     fn from(error: service_kit::Error) -> Self {
         match error {
             service_kit::Error::Database(error) => Error::Database(error),
+            // The message alone: both errors print "invalid configuration: ".
+            service_kit::Error::Config(message) => Error::Config(message),
             other => Error::Config(other.to_string()),
         }
     }

@@ -9,7 +9,7 @@ use outbox_relay::{
     config::RelayServiceConfig,
     ops::{self, DeadLetterFilter},
 };
-use service_kit::{config::ConfigSources, duration::ConfigDuration};
+use service_kit::duration::ConfigDuration;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -98,13 +98,7 @@ impl From<FilterArgs> for DeadLetterFilter {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let config: RelayServiceConfig = ConfigSources {
-        service: "outbox-relay",
-        env_prefix: "RELAY",
-        file: cli.config.clone(),
-        list_keys: &["rocketmq.name_servers"],
-    }
-    .load()?;
+    let config = RelayServiceConfig::load_with_env(cli.config.clone(), None)?;
     if cli.dump_config {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());

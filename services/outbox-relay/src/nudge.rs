@@ -2,6 +2,9 @@
 //! each commit that wrote outbox rows; the relay wakes at once instead of
 //! waiting for its poll interval. Best effort by design — if Redis is away the
 //! relay still polls, so a lost nudge only costs latency, never an event.
+//! The subscriber reaches Redis as `outbox_worker.redis_url` (`rediss://` for
+//! TLS, trusting `outbox_worker.redis_tls_ca_file`), built by
+//! `service_kit::redis` like room-service's own pool.
 
 use fred::prelude::*;
 use outbox_schema::names::NUDGE_CHANNEL;
@@ -15,12 +18,28 @@ use tokio_util::sync::CancellationToken;
 /// once. The Redis client's own reconnect policy uses the same bounds.
 const RECONNECT: Backoff = Backoff::exponential(Duration::from_millis(100), Duration::from_secs(5));
 
+/// Where the nudge subscriber's settings live, for error messages.
+const KEYS: service_kit::redis::RedisKeys = service_kit::redis::RedisKeys {
+    url: "outbox_worker.redis_url",
+    tls_ca_file: "outbox_worker.redis_tls_ca_file",
+};
+
+/// The subscriber's client settings, checked; errors name the key.
+pub fn client_config(redis_url: &str, tls_ca_file: &str) -> Result<Config, service_kit::Error> {
+    service_kit::redis::client_config(KEYS, redis_url, tls_ca_file)
+}
+
 /// Subscribes to the nudge channel and wakes `notify` on every message, until
 /// `shutdown`. Reconnects with backoff; never returns an error.
-pub async fn listen(redis_url: String, notify: Arc<Notify>, shutdown: CancellationToken) {
+pub async fn listen(
+    redis_url: String,
+    tls_ca_file: String,
+    notify: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
     let mut failures: u32 = 0;
     while !shutdown.is_cancelled() {
-        match subscribe_once(&redis_url, &notify, &shutdown).await {
+        match subscribe_once(&redis_url, &tls_ca_file, &notify, &shutdown).await {
             Ok(()) => return,
             Err(error) => {
                 failures = failures.saturating_add(1);
@@ -37,10 +56,13 @@ pub async fn listen(redis_url: String, notify: Arc<Notify>, shutdown: Cancellati
 
 async fn subscribe_once(
     redis_url: &str,
+    tls_ca_file: &str,
     notify: &Notify,
     shutdown: &CancellationToken,
 ) -> Result<(), Error> {
-    let config = Config::from_url(redis_url)?;
+    // Read again on every (re)connect, so a rotated CA file is picked up.
+    let config = client_config(redis_url, tls_ca_file)
+        .map_err(|error| Error::new(ErrorKind::Config, error.to_string()))?;
     let subscriber = Builder::from_config(config)
         .set_policy(ReconnectPolicy::new_exponential(
             0,

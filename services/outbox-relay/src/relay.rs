@@ -99,7 +99,8 @@ impl Relay {
         ));
         if settings.nudge_enabled {
             tasks.spawn(crate::nudge::listen(
-                settings.redis_url.clone(),
+                settings.redis_url.expose().to_owned(),
+                settings.redis_tls_ca_file.clone(),
                 self.nudge.clone(),
                 background.clone(),
             ));

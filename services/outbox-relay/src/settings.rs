@@ -10,6 +10,7 @@ use crate::{
     config::{OutboxWorkerConfig, PublishMode},
 };
 use service_kit::{
+    Secret,
     backoff::{Backoff, Jitter, Strategy},
     duration::ConfigDuration,
     mq::MqConfig,
@@ -42,8 +43,11 @@ pub struct RelaySettings {
     pub shard_lease: Duration,
     /// Subscribe to the commit nudge.
     pub nudge_enabled: bool,
-    /// Redis URL of the nudge channel.
-    pub redis_url: String,
+    /// Redis URL of the nudge channel; a [`Secret`] because it may carry a
+    /// password and the settings are `Debug`.
+    pub redis_url: Secret,
+    /// CA file of a `rediss://` nudge server (empty = system roots).
+    pub redis_tls_ca_file: String,
     /// Delivered-row retention for purge.
     pub retention: Duration,
     /// This instance's id (leases, logs, `claimed_by`).
@@ -109,6 +113,11 @@ impl RelaySettings {
                 Strategy::Fixed => Jitter::None,
             },
         );
+        if worker.nudge_enabled {
+            // Checked now (scheme, CA file) so a bad value stops the start-up
+            // instead of leaving the relay polling-only with a warning per retry.
+            crate::nudge::client_config(&worker.redis_url, &worker.redis_tls_ca_file)?;
+        }
         let node_id = if worker.node_id.is_empty() {
             default_node_id()
         } else {
@@ -126,7 +135,8 @@ impl RelaySettings {
             claim_lease: positive(worker.claim_lease, defaults.claim_lease),
             shard_lease: positive(worker.shard_lease, defaults.shard_lease),
             nudge_enabled: worker.nudge_enabled,
-            redis_url: worker.redis_url.clone(),
+            redis_url: Secret::new(worker.redis_url.as_str()),
+            redis_tls_ca_file: worker.redis_tls_ca_file.clone(),
             retention: positive(worker.retention, defaults.retention),
             node_id,
             room_outbox_topic: mq.topic(&mq.room_outbox.topic),

@@ -8,6 +8,7 @@ use outbox_relay::{app::App, config::RelayServiceConfig};
 use service_kit::{Secret, db::MysqlConfig};
 use std::process::Command;
 use testkit::binary::{ConfigCase, assert_dump_redacts, assert_start_refused};
+use testkit::secrets::PlantedSecrets;
 use tokio_util::sync::CancellationToken;
 
 fn write_config(name: &str, body: &str) -> std::path::PathBuf {
@@ -37,6 +38,15 @@ fn invalid_configs_are_refused_naming_the_key() {
         testkit::binary::UNREACHABLE_MYSQL
     );
     let env = |name, key, value, names| ConfigCase::env(name, &base, key, value, names);
+    let off_loopback = |name, token: &str, names| ConfigCase {
+        name,
+        yaml: base.clone(),
+        env: vec![
+            ("RELAY__HTTP_LISTEN".into(), "0.0.0.0:0".into()),
+            ("RELAY__ADMIN_TOKEN".into(), token.into()),
+        ],
+        names,
+    };
     let cases = [
         env(
             "mq mode without the MQ publisher",
@@ -74,6 +84,31 @@ fn invalid_configs_are_refused_naming_the_key() {
             "soon",
             "soon",
         ),
+        off_loopback(
+            "sample admin token on a reachable listener",
+            outbox_relay::admin::SAMPLE_TOKEN,
+            "sample token",
+        ),
+        off_loopback(
+            "short admin token on a reachable listener",
+            "0123456789abcdef0123456789abcde",
+            "shorter than 32 bytes",
+        ),
+        ConfigCase {
+            name: "admin token given twice",
+            yaml: base.clone(),
+            env: vec![
+                ("RELAY__ADMIN_TOKEN".into(), "a".into()),
+                ("RELAY__ADMIN_TOKEN_FILE".into(), "/etc/hostname".into()),
+            ],
+            names: "admin_token is set by both RELAY__ADMIN_TOKEN and RELAY__ADMIN_TOKEN_FILE",
+        },
+        env(
+            "secret file missing",
+            "RELAY__MYSQL__PASSWORD_FILE",
+            "/nonexistent/mysql-password",
+            "mysql.password",
+        ),
         ConfigCase::file(
             "unknown key in the file",
             &format!("{base}outbox_worker:\n  batch_sise: 5\n"),
@@ -107,6 +142,34 @@ fn dump_config_redacts_secrets() {
         dump["mysql"]["url"],
         "mysql://root:***@127.0.0.1:3306/hyapp"
     );
+}
+
+#[test]
+fn dump_and_debug_hide_every_planted_secret() {
+    let planted = PlantedSecrets::new("RELAY", outbox_relay::config::SECRET_KEYS);
+    let (dump, path) = planted.dump(EXE, "");
+    let config = RelayServiceConfig::load_with_env(Some(path), Some(planted.env_map())).unwrap();
+    planted.assert_hidden(&dump, &format!("{config:?}"));
+    let settings =
+        outbox_relay::RelaySettings::from_config(&config.outbox_worker, &config.rocketmq).unwrap();
+    assert!(!format!("{settings:?}").contains(testkit::secrets::MARK));
+}
+
+#[test]
+fn environment_strings_keep_their_text() {
+    let env = [
+        ("RELAY__ADMIN_TOKEN", "007123"),
+        ("RELAY__OUTBOX_WORKER__BATCH_SIZE", "0500"),
+        ("RELAY__OUTBOX_WORKER__NUDGE_ENABLED", "false"),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect();
+    let path = write_config("relay.yaml", "");
+    let config = RelayServiceConfig::load_with_env(Some(path), Some(env)).unwrap();
+    assert_eq!(config.admin_token.expose(), "007123");
+    assert_eq!(config.outbox_worker.batch_size, 500);
+    assert!(!config.outbox_worker.nudge_enabled);
 }
 
 #[tokio::test]

@@ -54,6 +54,8 @@ pub struct App {
     readiness: Arc<Readiness>,
     registry: Arc<Registry>,
     grpc_listener: TcpListener,
+    /// The listener's TLS (`grpc_tls`), loaded at build so a bad file fails before anything runs.
+    grpc_tls: Option<tonic::transport::ServerTlsConfig>,
     http_listener: TcpListener,
     grpc_addr: SocketAddr,
     http_addr: SocketAddr,
@@ -94,8 +96,22 @@ impl App {
         // Known only now that the listener is bound (port 0 picks one).
         let advertised = config.advertised_url(grpc_addr);
         let redis = Redis::connect(&config.redis, &config.node_id, &advertised).await?;
-        let wallet = Wallet::new(&config.wallet.endpoint, config.wallet.timeout.as_std())?;
+        let wallet = Wallet::new(&config.wallet)?;
         let im = ImGroups::from_config(&config.tencent_im)?;
+        let grpc_tls = config
+            .grpc_tls
+            .load("grpc_tls")
+            .map_err(|error| Error::Config(error.to_string()))?;
+        let mut peers = Peers::new(&config.node_id, config.forward_timeout.as_std());
+        if config.grpc_tls.is_enabled() {
+            // The other instances advertise https:// then (Config::check_grpc_tls).
+            peers = peers.with_tls(
+                config
+                    .peer_tls
+                    .load("peer_tls")
+                    .map_err(|error| Error::Config(error.to_string()))?,
+            );
+        }
         let room = &config.room;
         let settings = PipelineSettings {
             snapshot_every_n: room.snapshot_every_n,
@@ -132,7 +148,7 @@ impl App {
             deps: Arc::clone(&deps),
             im,
             default_app_code: config.app_code.clone(),
-            peers: Arc::new(Peers::new(&config.node_id, config.forward_timeout.as_std())),
+            peers: Arc::new(peers),
         };
         let consumer_metrics = consumer_runtime::ConsumerMetrics::register(&mut registry);
         let consumers = std::sync::Mutex::new(crate::consumers::build(
@@ -154,6 +170,7 @@ impl App {
             registry: Arc::new(registry),
             relay,
             grpc_listener,
+            grpc_tls,
             http_listener,
             workers: Workers::default(),
         })
@@ -238,6 +255,13 @@ impl App {
                 .push(name);
         };
         let grace = self.config.shutdown_grace.as_std();
+        // Before the workers start, so no error can leave them running.
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = self.grpc_tls.clone() {
+            builder = builder
+                .tls_config(tls)
+                .map_err(|error| Error::Config(format!("grpc_tls: {error}")))?;
+        }
         // Workers start before the gRPC server serves
         // (docs/design.md#lifecycle-start-up-and-drain-order).
         self.start_workers()?;
@@ -264,7 +288,7 @@ impl App {
         let grpc_stop = CancellationToken::new();
         let incoming = tonic::transport::server::TcpIncoming::from(self.grpc_listener)
             .with_nodelay(Some(true));
-        let server = tonic::transport::Server::builder()
+        let server = builder
             .add_service(health_service)
             .add_service(reflection)
             .add_service(reflection_alpha)

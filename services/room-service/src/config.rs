@@ -11,12 +11,15 @@ use serde::{Deserialize, Serialize};
 use service_kit::config::ConfigSources;
 use service_kit::db::MysqlConfig;
 use service_kit::duration::ConfigDuration;
+use service_kit::grpc_tls::{ClientTls, ServerTls};
 use service_kit::mq::MqConfig;
 use service_kit::telemetry::LogConfig;
 use tencent_im::ImSection as TencentImConfig;
 
 use crate::Error;
 use crate::validate::{MAX_APP_CODE_LEN, is_id_charset};
+
+mod grpc_tls;
 
 /// The whole room-service configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,6 +33,13 @@ pub struct Config {
     pub redis: RedisConfig,
     /// gRPC listen address (port 0 picks a free one).
     pub grpc_listen: String,
+    /// TLS (and with `client_ca_file`, mutual TLS) of the gRPC listener,
+    /// which serves the gateway and the other instances alike.
+    pub grpc_tls: ServerTls,
+    /// How this instance verifies (and, for mutual TLS, authenticates to)
+    /// another instance whose advertised URL is `https://` when it forwards
+    /// a call there (docs/design.md#scale-out).
+    pub peer_tls: ClientTls,
     /// Admin HTTP listen address: `/healthz`, `/readyz`, `/metrics`.
     pub http_listen: String,
     /// This node's id, the value of the room leases it holds; empty = `$HOSTNAME-<pid>`.
@@ -73,6 +83,8 @@ impl Default for Config {
             mysql: MysqlConfig::default(),
             redis: RedisConfig::default(),
             grpc_listen: "127.0.0.1:7101".into(),
+            grpc_tls: ServerTls::default(),
+            peer_tls: ClientTls::default(),
             http_listen: "127.0.0.1:7102".into(),
             node_id: String::new(),
             advertise_url: String::new(),
@@ -92,13 +104,18 @@ impl Default for Config {
     }
 }
 
-/// The `redis` section.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The `redis` section. `Debug` is its redacted dump, so the URL's password
+/// never prints.
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://host:port/db` (a password in it is shown as `***` by `--dump-config`).
+    /// `redis://host:port/db`, or `rediss://` for TLS (a password in it is
+    /// shown as `***` by `--dump-config`).
     #[serde(serialize_with = "service_kit::secret::serialize_redacted_url")]
     pub url: String,
+    /// PEM file of the CA(s) a `rediss://` server's certificate must chain
+    /// to; empty = the system's roots.
+    pub tls_ca_file: String,
     /// Room lease validity; renewed at a third of it while the cell is loaded.
     pub lease_ttl: ConfigDuration,
     /// Deadline of one Redis command, so an outage fails requests instead of hanging them.
@@ -109,10 +126,35 @@ pub struct RedisConfig {
     pub key_prefix: String,
 }
 
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        service_kit::config::debug_as_dump(self, f)
+    }
+}
+
+impl RedisConfig {
+    /// Where these settings live, for error messages.
+    pub const KEYS: service_kit::redis::RedisKeys = service_kit::redis::RedisKeys {
+        url: "redis.url",
+        tls_ca_file: "redis.tls_ca_file",
+    };
+
+    /// The Redis client settings (TLS included), checked; errors name the key.
+    pub fn client_config(&self) -> Result<fred::types::config::Config, Error> {
+        service_kit::redis::client_config(Self::KEYS, &self.url, &self.tls_ca_file).map_err(
+            |error| match error {
+                service_kit::Error::Config(message) => Error::Config(message),
+                other => Error::Config(other.to_string()),
+            },
+        )
+    }
+}
+
 impl Default for RedisConfig {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:6379".into(),
+            tls_ca_file: String::new(),
             lease_ttl: ConfigDuration::from_secs(30),
             command_timeout: ConfigDuration::from_secs(1),
             pool_size: 4,
@@ -252,10 +294,12 @@ impl RulesConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WalletConfig {
-    /// `http://host:port` of the wallet gRPC service.
+    /// `http://host:port` (plaintext) or `https://host:port` (TLS) of the wallet gRPC service.
     pub endpoint: String,
     /// Deadline of one Debit/Refund call.
     pub timeout: ConfigDuration,
+    /// TLS of an `https://` endpoint.
+    pub tls: ClientTls,
 }
 
 impl Default for WalletConfig {
@@ -263,6 +307,7 @@ impl Default for WalletConfig {
         Self {
             endpoint: "http://127.0.0.1:7601".into(),
             timeout: ConfigDuration::from_secs(2),
+            tls: ClientTls::default(),
         }
     }
 }
@@ -273,6 +318,10 @@ impl Default for WalletConfig {
 pub struct ActivityConfig {
     /// gRPC endpoint, e.g. `http://127.0.0.1:7301`; empty disables the activity sink.
     pub endpoint: String,
+    /// TLS of an `https://` endpoint.
+    pub tls: ClientTls,
+    /// Bearer token sent with every call (the entry's `grpc_auth_token`).
+    pub auth_token: service_kit::Secret,
 }
 
 /// The `saga` section.
@@ -307,6 +356,19 @@ const LIST_KEYS: &[&str] = &[
     "im_bridge.silent_event_types",
 ];
 
+/// Keys holding a secret or a URL that may carry one; each may also be given
+/// as `ROOM__<KEY>_FILE` (a Kubernetes secret file).
+pub const SECRET_KEYS: &[&str] = &[
+    "mysql.url",
+    "mysql.password",
+    "redis.url",
+    "rocketmq.access_key",
+    "rocketmq.secret_key",
+    "tencent_im.secret_key",
+    "outbox_worker.redis_url",
+    "activity.auth_token",
+];
+
 impl Config {
     /// The URL this instance advertises in its leases, for the gRPC listener
     /// bound at `bound`: `advertise_url` when set, else derived from it.
@@ -314,11 +376,18 @@ impl Config {
         if !self.advertise_url.is_empty() {
             return self.advertise_url.clone();
         }
+        // The other instances reach this one over the same listener, so the
+        // scheme follows whether it speaks TLS.
+        let scheme = if self.grpc_tls.is_enabled() {
+            "https"
+        } else {
+            "http"
+        };
         if bound.ip().is_unspecified() {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
-            return format!("http://{host}:{}", bound.port());
+            return format!("{scheme}://{host}:{}", bound.port());
         }
-        format!("http://{bound}")
+        format!("{scheme}://{bound}")
     }
 
     /// Loads the layered configuration and validates it.
@@ -336,6 +405,7 @@ impl Config {
             env_prefix: "ROOM",
             file,
             list_keys: LIST_KEYS,
+            secret_keys: SECRET_KEYS,
         }
         .load_with_env(env)
         .map_err(|error| Error::Config(error.to_string()))?;
@@ -384,14 +454,22 @@ impl Config {
                 ));
             }
         }
+        self.check_grpc_tls()?;
         self.forward_timeout = self
             .forward_timeout
             .positive_or(ConfigDuration::from_secs(5));
-        if !self.redis.url.starts_with("redis://") && !self.redis.url.starts_with("rediss://") {
-            return invalid(format!(
-                "redis.url `{}` must start with redis:// or rediss://",
-                service_kit::secret::redact_url(&self.redis.url)
-            ));
+        // Builds (and discards) the client settings: the scheme, the CA file's
+        // existence and contents are checked now, not at the first connect.
+        self.redis.client_config()?;
+        if self.outbox_worker.enabled && self.outbox_worker.nudge_enabled {
+            outbox_relay::nudge::client_config(
+                &self.outbox_worker.redis_url,
+                &self.outbox_worker.redis_tls_ca_file,
+            )
+            .map_err(|error| match error {
+                service_kit::Error::Config(message) => Error::Config(message),
+                other => Error::Config(other.to_string()),
+            })?;
         }
         if self.redis.lease_ttl.as_millis() < 1_000 {
             return invalid(format!(
@@ -473,14 +551,12 @@ impl Config {
         if let Some((key, _)) = room.rules.caps().into_iter().find(|(_, cap)| *cap == 0) {
             return invalid(format!("room.rules.{key} must be at least 1"));
         }
-        if !self.wallet.endpoint.starts_with("http://")
-            && !self.wallet.endpoint.starts_with("https://")
-        {
-            return invalid(format!(
-                "wallet.endpoint `{}` must start with http:// or https://",
-                self.wallet.endpoint
-            ));
-        }
+        // Builds the endpoint once: the scheme, the TLS files and an
+        // `https://` endpoint's trust are all checked before anything starts.
+        self.wallet
+            .tls
+            .endpoint("wallet.tls", "wallet.endpoint", &self.wallet.endpoint)
+            .map_err(|error| Error::Config(error.to_string()))?;
         self.wallet.timeout = self
             .wallet
             .timeout

@@ -26,6 +26,8 @@ pub fn build(
     let direct = DirectConfig {
         tencent_im: config.tencent_im.clone(),
         activity_endpoint: config.activity.endpoint.clone(),
+        activity_tls: config.activity.tls.clone(),
+        activity_auth_token: config.activity.auth_token.clone(),
         im_bridge: config.im_bridge.clone(),
     };
     let relay = outbox_relay::app::build_relay(

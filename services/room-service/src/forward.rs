@@ -5,7 +5,8 @@
 //! metadata (traceparent included), and the caller gets the holder's answer.
 //!
 //! [`CallContext`] is what travels with a call; [`Peers`] keeps one lazily
-//! connected channel per holder address.
+//! connected channel per holder address, over TLS (`peer_tls`) when the
+//! holder advertised an `https://` URL.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use hyapp_api::room::room_peer_client::RoomPeerClient;
 use hyapp_api::room::{CommandReply, GetRoomRequest, HeartbeatRequest, PeerCommand, RoomSnapshot};
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::Error;
 use crate::validate::CommandRequest;
@@ -156,6 +157,7 @@ pub fn retry_here(error: &Error) -> bool {
 pub struct Peers {
     node_id: String,
     timeout: Duration,
+    tls: Option<ClientTlsConfig>,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -166,8 +168,16 @@ impl Peers {
         Self {
             node_id: node_id.to_owned(),
             timeout,
+            tls: None,
             channels: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Calls holders that advertise `https://` over TLS with `tls` (the
+    /// loaded `peer_tls`). Without it such a holder cannot be called.
+    pub fn with_tls(mut self, tls: ClientTlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// This node's id.
@@ -183,11 +193,23 @@ impl Peers {
         if let Some(channel) = channels.get(address) {
             return Ok(RoomPeerClient::new(channel.clone()));
         }
-        let endpoint = Endpoint::from_shared(address.to_owned()).map_err(|error| {
+        let unusable = |error: &dyn std::fmt::Display| {
             Error::Internal(format!(
                 "lease names an unusable address {address:?}: {error}"
             ))
-        })?;
+        };
+        let mut endpoint = Endpoint::from_shared(address.to_owned()).map_err(|e| unusable(&e))?;
+        if address.starts_with("https://") {
+            // A holder with a TLS listener. Without peer TLS (a plaintext
+            // instance while the fleet is switched to TLS) it is answered
+            // like an unreachable holder.
+            let tls = self.tls.clone().ok_or_else(|| {
+                Error::Forwarded(Box::new(tonic::Status::unavailable(format!(
+                    "holder {address} speaks TLS and this instance has no grpc_tls"
+                ))))
+            })?;
+            endpoint = endpoint.tls_config(tls).map_err(|e| unusable(&e))?;
+        }
         let channel = endpoint
             .connect_timeout(self.timeout.min(Duration::from_secs(2)))
             .tcp_nodelay(true)
@@ -355,6 +377,14 @@ mod tests {
             CallContext::internal().remaining(Duration::from_secs(5)),
             Some(Duration::from_secs(5))
         );
+    }
+
+    #[tokio::test]
+    async fn a_tls_holder_is_unreachable_without_peer_tls() {
+        let peers = Peers::new("node-a", Duration::from_secs(5));
+        let error = peers.client("https://10.0.0.7:7101").unwrap_err();
+        assert!(retry_here(&error), "{error:?}");
+        assert!(peers.client("http://10.0.0.7:7101").is_ok());
     }
 
     #[test]

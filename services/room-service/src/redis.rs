@@ -174,8 +174,7 @@ impl Redis {
         node_id: &str,
         advertise_url: &str,
     ) -> Result<Self, Error> {
-        let redis_config = Config::from_url(&config.url)
-            .map_err(|error| Error::Config(format!("redis.url: {error}")))?;
+        let redis_config = config.client_config()?;
         let timeout = config.command_timeout.as_std();
         let pool = Builder::from_config(redis_config)
             .with_performance_config(|performance| {

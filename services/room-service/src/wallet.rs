@@ -1,14 +1,17 @@
 //! The wallet gRPC client (contract `wallet/v1`, owned by another team): debit
 //! and refund idempotent by key, each bounded by `wallet.timeout`. A debit
 //! either definitely did not happen ([`DebitFailure::Refused`]) or its outcome
-//! is unknown ([`DebitFailure::Unknown`]) and must be compensated.
+//! is unknown ([`DebitFailure::Unknown`]) and must be compensated. An
+//! `https://` endpoint is called over TLS (`wallet.tls`), an `http://` one in
+//! plaintext.
 
 use std::time::Duration;
 
 use hyapp_api::wallet::{DebitRequest, RefundRequest, wallet_service_client::WalletServiceClient};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::Error;
+use crate::config::WalletConfig;
 
 /// Why a debit did not succeed.
 #[derive(Debug)]
@@ -41,9 +44,12 @@ pub fn refund_key(command_id: &str) -> String {
 
 impl Wallet {
     /// A lazily connecting client, so the wallet being down at start-up only fails gifts.
-    pub fn new(endpoint: &str, timeout: Duration) -> Result<Self, Error> {
-        let channel = Endpoint::from_shared(endpoint.to_owned())
-            .map_err(|error| Error::Config(format!("wallet.endpoint `{endpoint}`: {error}")))?
+    pub fn new(config: &WalletConfig) -> Result<Self, Error> {
+        let timeout: Duration = config.timeout.as_std();
+        let channel = config
+            .tls
+            .endpoint("wallet.tls", "wallet.endpoint", &config.endpoint)
+            .map_err(|error| Error::Config(error.to_string()))?
             .timeout(timeout)
             .connect_timeout(timeout)
             .connect_lazy();

@@ -88,6 +88,24 @@ fn invalid_configs_are_refused_naming_the_key() {
             "18446744073709551615",
             "max_gift_unit_value",
         ),
+        ConfigCase {
+            name: "MySQL password given as value and as file",
+            yaml: BASE.to_string(),
+            env: vec![
+                ("ROOM__MYSQL__PASSWORD".into(), "a".into()),
+                (
+                    "ROOM__MYSQL__PASSWORD_FILE".into(),
+                    "/nonexistent/mysql".into(),
+                ),
+            ],
+            names: "mysql.password is set by both ROOM__MYSQL__PASSWORD and ROOM__MYSQL__PASSWORD_FILE",
+        },
+        env(
+            "secret file missing",
+            "ROOM__REDIS__URL_FILE",
+            "/nonexistent/redis-url",
+            "redis.url",
+        ),
         env(
             "zero room cap",
             "ROOM__ROOM__RULES__MAX_MEMBERS",
@@ -124,4 +142,40 @@ fn dump_config_redacts_secrets() {
         "mysql://root:***@127.0.0.1:3306/hyapp"
     );
     assert_eq!(dump["redis"]["url"], "redis://:***@127.0.0.1:6379");
+}
+
+#[test]
+fn dump_and_debug_hide_every_planted_secret() {
+    use testkit::secrets::{
+        CONSUMER_PROPERTIES_YAML, PlantedSecrets, assert_client_properties_redacted,
+    };
+    let planted = PlantedSecrets::new("ROOM", room_service::config::SECRET_KEYS);
+    let (dump, path) = planted.dump(EXE, &format!("{BASE}{CONSUMER_PROPERTIES_YAML}"));
+    assert_client_properties_redacted(&dump);
+    let config =
+        room_service::config::Config::load_with_env(Some(path), Some(planted.env_map())).unwrap();
+    planted.assert_hidden(&dump, &format!("{config:?}"));
+}
+
+#[test]
+fn environment_strings_keep_their_text_and_numbers_still_parse() {
+    let path = testkit::binary::write_config(BASE);
+    let env = [
+        ("ROOM__MYSQL__PASSWORD", "007123"),
+        ("ROOM__APP_CODE", "0042"),
+        ("ROOM__ROOM__SNAPSHOT_EVERY_N", "0100"),
+        ("ROOM__ROOM__GROUP_COMMIT", "false"),
+        ("ROOM__ROOM__IDLE_TTL", "90s"),
+        ("ROOM__ROOM__RULES__TREASURE_THRESHOLDS", "0300"),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect();
+    let config = room_service::config::Config::load_with_env(Some(path), Some(env)).unwrap();
+    assert_eq!(config.mysql.password.expose(), "007123");
+    assert_eq!(config.app_code, "0042");
+    assert_eq!(config.room.snapshot_every_n, 100);
+    assert!(!config.room.group_commit);
+    assert_eq!(config.room.idle_ttl.as_millis(), 90_000);
+    assert_eq!(config.room.rules.treasure_thresholds, vec![300]);
 }

@@ -38,6 +38,15 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Send + Sync + 'static {
     const ENV_PREFIX: &'static str;
     /// Keys whose environment value is a comma-separated list.
     const LIST_KEYS: &'static [&'static str] = &["rocketmq.name_servers"];
+    /// Keys holding a secret or a URL that may carry one; each may also be
+    /// given as `<ENV_PREFIX>__<KEY>_FILE` (a Kubernetes secret file).
+    const SECRET_KEYS: &'static [&'static str] = &[
+        "mysql.url",
+        "mysql.password",
+        "rocketmq.access_key",
+        "rocketmq.secret_key",
+        "tencent_im.secret_key",
+    ];
 
     /// The shared sections.
     fn shared(&self) -> SharedSections<'_>;
@@ -66,6 +75,7 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Send + Sync + 'static {
             env_prefix: Self::ENV_PREFIX,
             file,
             list_keys: Self::LIST_KEYS,
+            secret_keys: Self::SECRET_KEYS,
         }
         .load_with_env(env)?;
         config.validate()?;

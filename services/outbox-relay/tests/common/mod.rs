@@ -264,6 +264,7 @@ pub fn direct_relay_with(
         },
         activity_endpoint: String::new(),
         im_bridge,
+        ..outbox_relay::config::DirectConfig::default()
     };
     let mut registry = prometheus_client::registry::Registry::default();
     outbox_relay::app::build_relay(

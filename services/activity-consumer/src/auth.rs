@@ -1,0 +1,116 @@
+//! The direct entry's bearer token check (`grpc_auth_token`): a tonic
+//! interceptor that refuses a call without `authorization: Bearer <token>`
+//! or with another token `UNAUTHENTICATED`, comparing in constant time. A
+//! leaf module, so the config can check the token without the gRPC service.
+
+use service_kit::Secret;
+use std::sync::Arc;
+use tonic::{Request, Status};
+
+/// The `authorization: Bearer <token>` check of every call, when a token is configured.
+#[derive(Clone)]
+pub struct BearerToken {
+    expected: Option<Arc<[u8]>>,
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.expected.is_some() {
+            "BearerToken(***)"
+        } else {
+            "BearerToken(off)"
+        })
+    }
+}
+
+impl BearerToken {
+    /// Checks calls against `token`; an empty one checks nothing. A token
+    /// that cannot travel as a header value is refused (`grpc_auth_token`).
+    pub fn new(token: &Secret) -> Result<Self, crate::Error> {
+        if token.is_empty() {
+            return Ok(Self { expected: None });
+        }
+        if !token.expose().bytes().all(|byte| byte.is_ascii_graphic()) {
+            return Err(crate::Error::Config(
+                "grpc_auth_token must be visible ASCII without spaces (it travels as a header)"
+                    .into(),
+            ));
+        }
+        Ok(Self {
+            expected: Some(format!("Bearer {}", token.expose()).into_bytes().into()),
+        })
+    }
+}
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(expected) = &self.expected else {
+            return Ok(request);
+        };
+        let given = request
+            .metadata()
+            .get("authorization")
+            .map(|value| value.as_bytes())
+            .unwrap_or_default();
+        if constant_time_eq(given, expected) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated("missing or wrong bearer token"))
+        }
+    }
+}
+
+/// Compares without stopping at the first differing byte, so the time taken
+/// does not tell a caller how much of a guessed token was right.
+fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
+    let mut difference = given.len() ^ expected.len();
+    for (index, byte) in expected.iter().enumerate() {
+        difference |= usize::from(byte ^ given.get(index).copied().unwrap_or(0));
+    }
+    difference == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::service::Interceptor;
+
+    fn request(authorization: Option<&str>) -> Request<()> {
+        let mut request = Request::new(());
+        if let Some(value) = authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", value.parse().unwrap());
+        }
+        request
+    }
+
+    fn call(check: &mut BearerToken, authorization: Option<&str>) -> Result<(), tonic::Code> {
+        check
+            .call(request(authorization))
+            .map(drop)
+            .map_err(|status| status.code())
+    }
+
+    #[test]
+    fn only_the_exact_bearer_token_passes() {
+        let mut check = BearerToken::new(&Secret::new("s3cret")).unwrap();
+        assert_eq!(call(&mut check, Some("Bearer s3cret")), Ok(()));
+        for wrong in [
+            None,
+            Some("Bearer s3cre"),
+            Some("Bearer s3cret2"),
+            Some("s3cret"),
+        ] {
+            assert_eq!(
+                call(&mut check, wrong),
+                Err(tonic::Code::Unauthenticated),
+                "{wrong:?}"
+            );
+        }
+        let mut off = BearerToken::new(&Secret::default()).unwrap();
+        assert_eq!(call(&mut off, None), Ok(()));
+        assert!(BearerToken::new(&Secret::new("two words")).is_err());
+        assert!(!format!("{check:?}").contains("s3cret"));
+    }
+}
