@@ -34,6 +34,32 @@ pub fn assert_client_properties_redacted(dump: &str) {
     assert_eq!(properties["client.rack"], "rack-1", "{properties}");
 }
 
+/// The planted-secrets check of a consumer service: plants a secret in each
+/// of `secret_keys`, dumps the config of `exe` (the consumer base config plus
+/// secret-named client properties), loads the same config in-process with
+/// `load`, and asserts that neither the dump nor the config's `Debug` nor
+/// the resolved consumer settings' `Debug` (`settings`, which carry the SASL
+/// password as a client property) shows any of them.
+///
+/// # Panics
+/// When a secret leaks or a planted key did not arrive.
+pub fn assert_consumer_secrets_hidden<C: std::fmt::Debug, S: std::fmt::Debug>(
+    exe: &str,
+    prefix: &str,
+    secret_keys: &[&str],
+    load: impl FnOnce(PathBuf, HashMap<String, String>) -> C,
+    settings: impl FnOnce(&C) -> S,
+) {
+    let planted = PlantedSecrets::new(prefix, secret_keys);
+    let yaml = format!("{}{CONSUMER_PROPERTIES_YAML}", crate::binary::CONSUMER_BASE);
+    let (dump, path) = planted.dump(exe, &yaml);
+    assert_client_properties_redacted(&dump);
+    let config = load(path, planted.env_map());
+    planted.assert_hidden(&dump, &format!("{config:?}"));
+    let settings = settings(&config);
+    assert!(!format!("{settings:?}").contains(MARK), "{settings:?}");
+}
+
 /// Keys that may come from a file but are an identity, not a secret (the SASL
 /// user): planted with a visible value, which the dump must show as given.
 const IDENTITIES: &[&str] = &["rocketmq.access_key"];

@@ -37,16 +37,12 @@ fn dump_config_redacts_secrets() {
 #[test]
 fn dump_and_debug_hide_every_planted_secret() {
     use consumer_runtime::host::ServiceConfig;
-    use testkit::secrets::{
-        CONSUMER_PROPERTIES_YAML, MARK, PlantedSecrets, assert_client_properties_redacted,
-    };
     type Config = notice_consumer::config::Config;
-    let planted = PlantedSecrets::new("NOTICE", <Config as ServiceConfig>::SECRET_KEYS);
-    let (dump, path) = planted.dump(EXE, &format!("{CONSUMER_BASE}{CONSUMER_PROPERTIES_YAML}"));
-    assert_client_properties_redacted(&dump);
-    let config = Config::load_with_env(Some(path), Some(planted.env_map())).unwrap();
-    planted.assert_hidden(&dump, &format!("{config:?}"));
-    // The resolved settings carry the SASL password as a client property.
-    let settings = config.consumer_settings().unwrap();
-    assert!(!format!("{settings:?}").contains(MARK), "{settings:?}");
+    testkit::secrets::assert_consumer_secrets_hidden(
+        EXE,
+        "NOTICE",
+        <Config as ServiceConfig>::SECRET_KEYS,
+        |path, env| Config::load_with_env(Some(path), Some(env)).unwrap(),
+        |config| config.consumer_settings().unwrap(),
+    );
 }
