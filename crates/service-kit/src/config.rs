@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// Where a service's configuration comes from.
 #[derive(Debug, Clone)]
-pub struct ConfigSources {
+pub struct ConfigSources<'a> {
     /// Service name; the default file is `configs/<service>.yaml`.
     pub service: &'static str,
     /// Environment prefix, e.g. `ROOM` for `ROOM__OUTBOX_WORKER__BATCH_SIZE`.
@@ -26,10 +26,10 @@ pub struct ConfigSources {
     pub list_keys: &'static [&'static str],
     /// Keys holding a secret (passwords, keys, tokens, URLs that may carry a
     /// password), which may also be given as `<VARIABLE>_FILE=<path>`.
-    pub secret_keys: &'static [&'static str],
+    pub secret_keys: &'a [&'a str],
 }
 
-impl ConfigSources {
+impl ConfigSources<'_> {
     /// Loads and deserializes the layered configuration.
     pub fn load<T: DeserializeOwned>(&self) -> Result<T, Error> {
         self.load_with_env(None)
@@ -151,7 +151,7 @@ mod tests {
         path
     }
 
-    fn sources(file: PathBuf, prefix: &'static str) -> ConfigSources {
+    fn sources(file: PathBuf, prefix: &'static str) -> ConfigSources<'static> {
         ConfigSources {
             service: "sample",
             env_prefix: prefix,

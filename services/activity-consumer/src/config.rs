@@ -138,15 +138,8 @@ impl Default for Config {
 impl ServiceConfig for Config {
     const SERVICE: &str = "activity-consumer";
     const ENV_PREFIX: &str = "ACTIVITY";
-    // The host's shared secret keys, plus the direct entry's token.
-    const SECRET_KEYS: &[&str] = &[
-        "mysql.url",
-        "mysql.password",
-        "rocketmq.access_key",
-        "rocketmq.secret_key",
-        "tencent_im.secret_key",
-        "grpc_auth_token",
-    ];
+    // The direct entry's token, beside the shared sections' secrets.
+    const OWN_SECRET_KEYS: &[&str] = &["grpc_auth_token"];
 
     fn shared(&self) -> SharedSections<'_> {
         SharedSections {

@@ -41,7 +41,7 @@ fn dump_and_debug_hide_every_planted_secret() {
     testkit::secrets::assert_consumer_secrets_hidden(
         EXE,
         "IM_BRIDGE",
-        <Config as ServiceConfig>::SECRET_KEYS,
+        &<Config as ServiceConfig>::secret_keys(),
         |path, env| Config::load_with_env(Some(path), Some(env)).unwrap(),
         |config| config.consumer_settings().unwrap(),
     );

@@ -29,6 +29,15 @@ pub struct SharedSections<'a> {
     pub http_listen: &'a str,
 }
 
+/// Secret-bearing keys of the sections every consumer service has.
+pub const SHARED_SECRET_KEYS: &[&str] = &[
+    "mysql.url",
+    "mysql.password",
+    "rocketmq.access_key",
+    "rocketmq.secret_key",
+    "tencent_im.secret_key",
+];
+
 /// A consumer service's whole configuration: defaults → `configs/<SERVICE>.yaml`
 /// (or `--config`) → `<ENV_PREFIX>__…` environment → [`ServiceConfig::validate`].
 pub trait ServiceConfig: Serialize + DeserializeOwned + Send + Sync + 'static {
@@ -38,15 +47,20 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Send + Sync + 'static {
     const ENV_PREFIX: &'static str;
     /// Keys whose environment value is a comma-separated list.
     const LIST_KEYS: &'static [&'static str] = &["rocketmq.name_servers"];
-    /// Keys holding a secret or a URL that may carry one; each may also be
-    /// given as `<ENV_PREFIX>__<KEY>_FILE` (a Kubernetes secret file).
-    const SECRET_KEYS: &'static [&'static str] = &[
-        "mysql.url",
-        "mysql.password",
-        "rocketmq.access_key",
-        "rocketmq.secret_key",
-        "tencent_im.secret_key",
-    ];
+    /// The service's own keys holding a secret, beside the shared sections'
+    /// ones ([`SHARED_SECRET_KEYS`]); see [`ServiceConfig::secret_keys`].
+    const OWN_SECRET_KEYS: &'static [&'static str] = &[];
+
+    /// Keys holding a secret or a URL that may carry one, shared and own;
+    /// each may also be given as `<ENV_PREFIX>__<KEY>_FILE` (a Kubernetes
+    /// secret file).
+    fn secret_keys() -> Vec<&'static str> {
+        SHARED_SECRET_KEYS
+            .iter()
+            .chain(Self::OWN_SECRET_KEYS)
+            .copied()
+            .collect()
+    }
 
     /// The shared sections.
     fn shared(&self) -> SharedSections<'_>;
@@ -70,12 +84,13 @@ pub trait ServiceConfig: Serialize + DeserializeOwned + Send + Sync + 'static {
         file: Option<PathBuf>,
         env: Option<HashMap<String, String>>,
     ) -> Result<Self, Error> {
+        let secret_keys = Self::secret_keys();
         let config: Self = ConfigSources {
             service: Self::SERVICE,
             env_prefix: Self::ENV_PREFIX,
             file,
             list_keys: Self::LIST_KEYS,
-            secret_keys: Self::SECRET_KEYS,
+            secret_keys: &secret_keys,
         }
         .load_with_env(env)?;
         config.validate()?;
