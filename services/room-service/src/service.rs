@@ -356,14 +356,7 @@ impl Rooms {
     }
 
     /// Records a presence heartbeat of a member on the instance holding the
-    /// room; returns the new expiry.
-    pub async fn heartbeat(&self, room_id: &str, user_id: &str) -> Result<i64, Error> {
-        self.heartbeat_call(room_id, user_id, &CallContext::internal())
-            .await
-            .map(|served| served.value)
-    }
-
-    /// [`Rooms::heartbeat`] for a gRPC call.
+    /// room (`call` says whether it may be forwarded); returns the new expiry.
     pub async fn heartbeat_call(
         &self,
         room_id: &str,
