@@ -118,6 +118,7 @@ pub fn start_mariadb(
     command
         .arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", private_tmpdir(dir)?.display()))
         .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
         .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
         .arg(format!("--port={port}"))
@@ -145,6 +146,7 @@ fn install_mariadb(dir: &Path, data: &Path) -> Result<(), String> {
     install_cmd
         .arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", private_tmpdir(dir)?.display()))
         .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
         .stdout(out)
         .stderr(err);
@@ -153,6 +155,15 @@ fn install_mariadb(dir: &Path, data: &Path) -> Result<(), String> {
     }
     infra::run_checked(&mut install_cmd)
         .map_err(|error| format!("{error}; see {}", dir.join("install.log").display()))
+}
+
+/// `dir/tmp`, created if missing. MariaDB's temporary tables live there
+/// rather than in the shared /tmp, where another process's clean-up could
+/// delete them underneath the server (the install's bootstrap then aborts).
+fn private_tmpdir(dir: &Path) -> Result<PathBuf, String> {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|error| format!("create {}: {error}", tmp.display()))?;
+    Ok(tmp)
 }
 
 /// Appends to `dir/name` (a restarted server keeps the earlier log).

@@ -35,10 +35,16 @@ impl TlsMariaDb {
     pub async fn start(pki: &TestPki) -> Self {
         let dir = fresh_dir("hyapp-tls-mariadb-");
         let data = dir.join("data");
+        // A private tmpdir: the install's bootstrap server creates and
+        // deletes temporary tables there, and in the shared /tmp another
+        // process's clean-up could remove them underneath it.
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).expect("create the MariaDB tmpdir");
         let mut install = Command::new(binary("mariadb-install-db", "mysql_install_db"));
         install
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             // `normal`: root@localhost gets an empty password instead of
             // unix-socket authentication, so the test connects over TCP.
             .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
@@ -56,6 +62,7 @@ impl TlsMariaDb {
         command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
             .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
             .arg(format!("--port={port}"))
