@@ -122,7 +122,7 @@ fn tansu_version_ok(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn cargo() -> String {
+pub fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 

@@ -14,12 +14,15 @@
 //! - `chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N] [--min-acked-per-room N]
 //!   [--room-services 1-3] [--consumer-instances 1-2]`: the reliability run (workload + seeded
 //!   faults + ledger checker) against several room-service instances and twin consumers.
+//! - `deny [--require-advisories]`: the supply-chain check of `deny.toml`
+//!   (licences, bans, sources; advisories when the database is reachable).
 //! - `broker [--sqlite FILE]`: starts a Tansu broker in the foreground (for manual work).
 
 mod backends;
 mod bench;
 mod chaos;
 mod demo;
+mod deny;
 mod faults;
 mod infra;
 mod interrupt;
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         "test" => test::run(rest),
         "up-check" => up_check::run(),
         "bench" => bench::run(rest),
+        "deny" => deny::run(rest),
         "broker" => infra::run_broker_foreground(rest),
         "" | "help" | "--help" | "-h" => {
             print_help();
@@ -88,6 +92,7 @@ fn print_help() {
          test [ARGS...]  run every test against real MariaDB, Redis and a Tansu broker\n                  (ARGS go to cargo nextest, e.g. `-p outbox-relay`)\n  \
          bench [--smoke] [--only NAME]\n                  run the benchmarks (table + target/bench/results.json)\n  \
          chaos [--seed N] [--duration 10m] [--faults kill,restart,broker,redis,mysql,im,wallet] [--rooms N] [--min-acked-per-room N] [--room-services 1-3] [--consumer-instances 1-2]\n                  crash/fault the running platform under load, then check the delivery ledger\n  \
+         deny [--require-advisories]\n                  supply-chain check of deny.toml (licences, bans, sources; advisories when\n                  the RustSec database is reachable)\n  \
          broker [--sqlite FILE]\n                  run a Tansu broker on 127.0.0.1:9092 until Ctrl-C"
     );
 }

@@ -167,12 +167,17 @@ impl ClientTls {
     }
 }
 
-const CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----";
-const PRIVATE_KEY: &str = "PRIVATE KEY-----";
+pub(crate) const CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----";
+pub(crate) const PRIVATE_KEY: &str = "PRIVATE KEY-----";
 
 /// Reads a PEM file, refusing one that lacks `marker`: tonic would accept an
 /// empty CA file and then trust nothing, failing only at the first handshake.
-fn read_pem(section: &str, key: &str, path: &str, marker: &str) -> Result<Vec<u8>, Error> {
+pub(crate) fn read_pem(
+    section: &str,
+    key: &str,
+    path: &str,
+    marker: &str,
+) -> Result<Vec<u8>, Error> {
     let bytes = std::fs::read(path)
         .map_err(|error| config(format!("{section}.{key} `{path}`: {error}")))?;
     if !String::from_utf8_lossy(&bytes).contains(marker) {

@@ -5,6 +5,14 @@
 //! delivery timeout and retries. Shared by the relay (producer) and every
 //! consumer, so the mapping is written once. No rdkafka dependency here: the
 //! result is a list of client properties.
+//!
+//! Security (docs/design.md#connections): `security_protocol` picks
+//! plaintext, TLS (`ssl`), SASL (`sasl_plaintext`) or both (`sasl_ssl`);
+//! `sasl_mechanism` is PLAIN or SCRAM-SHA-256/512; the `tls` subsection
+//! names the CA file, an optional client certificate and its key. The
+//! broker's host name is always verified. Every combination that cannot work
+//! is refused when the properties are built, which every service does at
+//! start-up.
 
 use crate::{Error, Secret, duration::ConfigDuration};
 use serde::{Deserialize, Serialize};
@@ -30,6 +38,8 @@ pub struct MqConfig {
     pub security_protocol: String,
     /// `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
     pub sasl_mechanism: String,
+    /// TLS settings for `ssl` / `sasl_ssl`.
+    pub tls: KafkaTls,
     /// Producer: how long a publish may take before it counts as failed.
     pub send_timeout: ConfigDuration,
     /// Producer: client-side retries within `send_timeout`.
@@ -39,6 +49,36 @@ pub struct MqConfig {
     /// `treasure_open` topic settings.
     pub treasure_open: TreasureOpenTopicConfig,
 }
+
+/// `rocketmq.tls`: what the client trusts and presents over TLS. Only valid
+/// with `security_protocol` `ssl` or `sasl_ssl`; without `ca_file` the
+/// system's CA store is trusted (managed brokers use public CAs).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaTls {
+    /// PEM CA certificate(s) the brokers' certificates must chain to.
+    pub ca_file: String,
+    /// PEM client certificate, for brokers that authenticate clients by
+    /// certificate; empty = none.
+    pub cert_file: String,
+    /// PEM private key of `cert_file`.
+    pub key_file: String,
+    /// Password of an encrypted `key_file`; empty for an unencrypted key.
+    pub key_password: Secret,
+}
+
+impl KafkaTls {
+    fn is_set(&self) -> bool {
+        !(self.ca_file.is_empty()
+            && self.cert_file.is_empty()
+            && self.key_file.is_empty()
+            && self.key_password.is_empty())
+    }
+}
+
+/// The SASL mechanisms this build speaks (PLAIN is built into librdkafka;
+/// SCRAM comes with its OpenSSL support).
+pub const SASL_MECHANISMS: [&str; 3] = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
 /// `rocketmq.room_outbox`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +125,7 @@ impl Default for MqConfig {
             namespace: String::new(),
             security_protocol: String::new(),
             sasl_mechanism: "PLAIN".into(),
+            tls: KafkaTls::default(),
             send_timeout: ConfigDuration::from_secs(3),
             retry: 2,
             room_outbox: RoomOutboxTopicConfig::default(),
@@ -142,29 +183,107 @@ impl MqConfig {
         }
     }
 
-    /// Common client properties (bootstrap and security) for producers and consumers.
+    /// Common client properties (bootstrap and security) for producers and
+    /// consumers, refusing any setting that cannot work (see the module docs).
     pub fn client_properties(&self) -> Result<Vec<(&'static str, String)>, Error> {
         let mut properties = vec![("bootstrap.servers", self.bootstrap_servers()?)];
-        let protocol = match self.security_protocol.as_str() {
-            "" if self.access_key.is_empty() => "plaintext",
-            "" => "sasl_ssl",
-            "plaintext" | "sasl_plaintext" | "ssl" | "sasl_ssl" => self.security_protocol.as_str(),
-            other => {
-                return Err(Error::Config(format!(
-                    "rocketmq.security_protocol `{other}` is not one of plaintext, sasl_plaintext, ssl, sasl_ssl"
-                )));
-            }
-        };
+        let protocol = self.protocol()?;
         properties.push(("security.protocol", protocol.to_string()));
         if protocol.starts_with("sasl") {
-            if self.access_key.is_empty() || self.secret_key.is_empty() {
-                return Err(Error::Config(format!(
-                    "rocketmq.access_key and rocketmq.secret_key are required with security_protocol {protocol}"
-                )));
+            properties.extend(self.sasl_properties(protocol)?);
+            if self.sends_password_in_clear() {
+                tracing::warn!(
+                    "rocketmq: SASL PLAIN over sasl_plaintext sends the password unencrypted; use sasl_ssl or SCRAM"
+                );
             }
-            properties.push(("sasl.mechanism", self.sasl_mechanism.clone()));
-            properties.push(("sasl.username", self.access_key.clone()));
-            properties.push(("sasl.password", self.secret_key.expose().to_string()));
+        }
+        if protocol.ends_with("ssl") {
+            properties.extend(self.tls_properties()?);
+        } else if self.tls.is_set() {
+            return Err(Error::Config(format!(
+                "rocketmq.tls is set but security_protocol is {protocol}: use ssl or sasl_ssl, or remove rocketmq.tls"
+            )));
+        }
+        Ok(properties)
+    }
+
+    /// Whether credentials would cross the network unencrypted (`sasl_plaintext`
+    /// with PLAIN): allowed — some private networks offer nothing else — but
+    /// worth a start-up warning.
+    pub fn sends_password_in_clear(&self) -> bool {
+        matches!(self.protocol(), Ok("sasl_plaintext"))
+            && self.sasl_mechanism.eq_ignore_ascii_case("PLAIN")
+    }
+
+    fn protocol(&self) -> Result<&str, Error> {
+        match self.security_protocol.as_str() {
+            "" if self.access_key.is_empty() => Ok("plaintext"),
+            "" => Ok("sasl_ssl"),
+            "plaintext" | "sasl_plaintext" | "ssl" | "sasl_ssl" => {
+                Ok(self.security_protocol.as_str())
+            }
+            other => Err(Error::Config(format!(
+                "rocketmq.security_protocol `{other}` is not one of plaintext, sasl_plaintext, ssl, sasl_ssl"
+            ))),
+        }
+    }
+
+    fn sasl_properties(&self, protocol: &str) -> Result<Vec<(&'static str, String)>, Error> {
+        if self.access_key.is_empty() || self.secret_key.is_empty() {
+            return Err(Error::Config(format!(
+                "rocketmq.access_key and rocketmq.secret_key are required with security_protocol {protocol}"
+            )));
+        }
+        let mechanism = self.sasl_mechanism.to_ascii_uppercase();
+        if !SASL_MECHANISMS.contains(&mechanism.as_str()) {
+            return Err(Error::Config(format!(
+                "rocketmq.sasl_mechanism `{}` is not one of {}",
+                self.sasl_mechanism,
+                SASL_MECHANISMS.join(", ")
+            )));
+        }
+        Ok(vec![
+            ("sasl.mechanism", mechanism),
+            ("sasl.username", self.access_key.clone()),
+            ("sasl.password", self.secret_key.expose().to_string()),
+        ])
+    }
+
+    /// TLS properties, with every file read now so a missing or non-PEM file
+    /// is refused at start-up rather than at the first connection.
+    fn tls_properties(&self) -> Result<Vec<(&'static str, String)>, Error> {
+        use crate::grpc_tls::{CERTIFICATE, PRIVATE_KEY, read_pem};
+        let tls = &self.tls;
+        // The broker's certificate must name the host the client dialled.
+        let mut properties = vec![
+            ("enable.ssl.certificate.verification", "true".to_string()),
+            ("ssl.endpoint.identification.algorithm", "https".to_string()),
+        ];
+        if !tls.ca_file.is_empty() {
+            read_pem("rocketmq.tls", "ca_file", &tls.ca_file, CERTIFICATE)?;
+            properties.push(("ssl.ca.location", tls.ca_file.clone()));
+        }
+        match (tls.cert_file.is_empty(), tls.key_file.is_empty()) {
+            (true, true) if !tls.key_password.is_empty() => {
+                return Err(Error::Config(
+                    "rocketmq.tls.key_password is set without rocketmq.tls.key_file".into(),
+                ));
+            }
+            (true, true) => {}
+            (false, false) => {
+                read_pem("rocketmq.tls", "cert_file", &tls.cert_file, CERTIFICATE)?;
+                read_pem("rocketmq.tls", "key_file", &tls.key_file, PRIVATE_KEY)?;
+                properties.push(("ssl.certificate.location", tls.cert_file.clone()));
+                properties.push(("ssl.key.location", tls.key_file.clone()));
+                if !tls.key_password.is_empty() {
+                    properties.push(("ssl.key.password", tls.key_password.expose().to_string()));
+                }
+            }
+            _ => {
+                return Err(Error::Config(
+                    "rocketmq.tls.cert_file and rocketmq.tls.key_file must be set together".into(),
+                ));
+            }
         }
         Ok(properties)
     }
@@ -225,5 +344,85 @@ mod tests {
                 .to_string()
                 .contains("rocketmq.access_key")
         );
+    }
+
+    fn secure(protocol: &str) -> MqConfig {
+        MqConfig {
+            name_servers: vec!["broker.example:9093".into()],
+            access_key: "user".into(),
+            secret_key: Secret::new("pw"),
+            security_protocol: protocol.into(),
+            ..MqConfig::default()
+        }
+    }
+
+    fn refusal(config: &MqConfig) -> String {
+        match config.client_properties() {
+            Ok(properties) => panic!("accepted: {:?}", properties.len()),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    fn pem_file(name: &str, body: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("mq-tls-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        path.display().to_string()
+    }
+
+    #[test]
+    fn scram_over_tls_maps_to_librdkafka_properties_with_hostname_verification() {
+        let ca = pem_file(
+            "ca.pem",
+            "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+        );
+        let mut config = secure("sasl_ssl");
+        config.sasl_mechanism = "scram-sha-512".into();
+        config.tls.ca_file = ca.clone();
+        let properties = config.client_properties().unwrap();
+        assert!(properties.contains(&("sasl.mechanism", "SCRAM-SHA-512".into())));
+        assert!(properties.contains(&("ssl.ca.location", ca)));
+        assert!(properties.contains(&("ssl.endpoint.identification.algorithm", "https".into())));
+        assert!(!config.sends_password_in_clear());
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_naming_the_key() {
+        let mut config = secure("sasl_ssl");
+        config.sasl_mechanism = "GSSAPI".into();
+        assert!(refusal(&config).contains("rocketmq.sasl_mechanism `GSSAPI`"));
+
+        let mut config = secure("sasl_plaintext");
+        config.tls.ca_file = "/etc/ca.pem".into();
+        assert!(
+            refusal(&config)
+                .contains("rocketmq.tls is set but security_protocol is sasl_plaintext")
+        );
+
+        let mut config = secure("ssl");
+        config.tls.cert_file = "/etc/client.pem".into();
+        assert!(refusal(&config).contains("must be set together"));
+
+        let mut config = secure("ssl");
+        config.tls.key_password = Secret::new("k");
+        assert!(refusal(&config).contains("rocketmq.tls.key_password"));
+
+        let mut config = secure("ssl");
+        config.tls.ca_file = "/nonexistent/ca.pem".into();
+        assert!(refusal(&config).contains("rocketmq.tls.ca_file `/nonexistent/ca.pem`"));
+
+        let mut config = secure("ssl");
+        config.tls.ca_file = pem_file("junk.pem", "not a certificate");
+        assert!(refusal(&config).contains("holds no PEM"));
+    }
+
+    #[test]
+    fn plain_over_plaintext_is_flagged_as_sending_the_password_in_clear() {
+        assert!(secure("sasl_plaintext").sends_password_in_clear());
+        let mut scram = secure("sasl_plaintext");
+        scram.sasl_mechanism = "SCRAM-SHA-256".into();
+        assert!(!scram.sends_password_in_clear());
+        assert!(!secure("sasl_ssl").sends_password_in_clear());
     }
 }

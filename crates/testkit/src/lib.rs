@@ -10,6 +10,7 @@
 pub mod binary;
 pub mod pki;
 pub mod secrets;
+pub mod secure_broker;
 pub mod source_tree;
 pub mod tls_servers;
 

@@ -143,7 +143,7 @@ impl TlsRedis {
 
 /// A started server process, killed (and its directory removed) on drop.
 #[derive(Debug)]
-struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: Child,
     dir: PathBuf,
 }
@@ -151,7 +151,7 @@ struct ServerProcess {
 impl ServerProcess {
     /// Spawns `command` logging to `dir/server.log` and waits until `port`
     /// accepts TCP connections (the TLS handshake is the tests' business).
-    async fn start(mut command: Command, name: &str, dir: PathBuf, port: u16) -> Self {
+    pub(crate) async fn start(mut command: Command, name: &str, dir: PathBuf, port: u16) -> Self {
         let log = std::fs::File::create(dir.join("server.log")).expect("create server log");
         let child = command
             .stdin(Stdio::null())
@@ -181,7 +181,7 @@ impl ServerProcess {
         server
     }
 
-    fn log(&self) -> PathBuf {
+    pub(crate) fn log(&self) -> PathBuf {
         self.dir.join("server.log")
     }
 }
@@ -194,7 +194,7 @@ impl Drop for ServerProcess {
     }
 }
 
-fn fresh_dir(prefix: &str) -> PathBuf {
+pub(crate) fn fresh_dir(prefix: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(crate::unique(prefix));
     std::fs::create_dir_all(&dir).expect("create server dir");
     dir
@@ -202,7 +202,7 @@ fn fresh_dir(prefix: &str) -> PathBuf {
 
 /// A port nothing listened on a moment ago (the usual bind-to-0 probe; the
 /// server binds it right after).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("probe a free port")

@@ -8,7 +8,11 @@
 //! somewhere, the peer port is admitted from the Deployment's own pods, a
 //! same-namespace `podSelector` names a Deployment that exists, and a
 //! Deployment whose pods call each other has a policy at all (its peer port
-//! is otherwise open to every pod in the cluster).
+//! is otherwise open to every pod in the cluster). Ports whose callers must
+//! be named — a `grpc` port (calls that change rooms or leaderboards) and
+//! the `http` port of pods labelled `hyapp.io/operator-endpoints: "true"`
+//! (the relay's operator endpoints) — must be guarded by a policy, and no
+//! rule may admit everyone to them.
 //!
 //! Only `matchLabels` selectors are read; a policy using `matchExpressions`
 //! is reported rather than guessed at.
@@ -16,6 +20,9 @@
 use crate::k8s_objects::{Deployment, NAME_LABEL, name_of};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The pod label of Deployments whose `http` port serves operator actions.
+const OPERATOR_ENDPOINTS_LABEL: &str = "hyapp.io/operator-endpoints";
 
 /// The label every namespace carries with its own name.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -120,6 +127,16 @@ pub(crate) fn check(
                     ));
                 }
             }
+            for port in restricted_ports(deployment) {
+                if rules
+                    .iter()
+                    .any(|rule| admits_port(rule, port, deployment) && admits_anyone(rule))
+                {
+                    problems.push(format!(
+                        "k8s: NetworkPolicy {name} admits anyone to {deployment_name} port {port}, whose callers must be named"
+                    ));
+                }
+            }
             if let Some(peer) = deployment.peer_port
                 && !rules.iter().any(|rule| {
                     admits_port(rule, peer, deployment) && admits_own_pods(rule, deployment)
@@ -132,15 +149,54 @@ pub(crate) fn check(
         }
     }
     for (name, deployment) in deployments {
-        if let Some(peer) = deployment.peer_port
-            && !guarded.contains(name)
-        {
+        if guarded.contains(name) {
+            continue;
+        }
+        if let Some(peer) = deployment.peer_port {
             problems.push(format!(
                 "k8s: Deployment {name} has no NetworkPolicy: port {peer}, where its pods call each other, is open to every pod in the cluster"
+            ));
+        } else if let Some(port) = restricted_ports(deployment).first() {
+            problems.push(format!(
+                "k8s: Deployment {name} has no NetworkPolicy: port {port}, whose callers must be named, is open to every pod in the cluster"
             ));
         }
     }
     problems
+}
+
+/// The ports of `deployment` whose callers a policy must name (module docs).
+fn restricted_ports(deployment: &Deployment) -> Vec<u16> {
+    let operator =
+        deployment.pod_labels.get(OPERATOR_ENDPOINTS_LABEL) == Some(&Value::String("true".into()));
+    deployment
+        .named_ports
+        .iter()
+        .filter(|(name, _)| *name == "grpc" || (operator && *name == "http"))
+        .map(|(_, port)| *port)
+        .collect()
+}
+
+/// Whether `rule` admits every pod (no `from`), or has a source that selects
+/// neither particular pods nor particular namespaces.
+fn admits_anyone(rule: &Value) -> bool {
+    let sources = rule
+        .get("from")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let names = |selector: Option<&Value>| {
+        selector
+            .and_then(|selector| selector.get("matchLabels"))
+            .and_then(Value::as_object)
+            .is_some_and(|labels| !labels.is_empty())
+    };
+    sources.is_empty()
+        || sources.iter().any(|source| {
+            source.get("ipBlock").is_none()
+                && !names(source.get("podSelector"))
+                && !names(source.get("namespaceSelector"))
+        })
 }
 
 fn namespace_of(doc: &Value) -> String {
@@ -303,5 +359,38 @@ mod tests {
             problems[0].contains("room-service has no NetworkPolicy"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn restricted_ports_need_a_policy_that_names_their_callers() {
+        let mut relay = deployment();
+        let mut spec = relay.remove("room-service").unwrap();
+        spec.peer_port = None;
+        spec.pod_name = "outbox-relay".into();
+        spec.pod_labels =
+            serde_json::json!({NAME_LABEL: "room-service", OPERATOR_ENDPOINTS_LABEL: "true"});
+        spec.ports = [7201].into();
+        spec.named_ports = [("http".to_string(), 7201)].into();
+        let deployments: BTreeMap<String, Deployment> = [("outbox-relay".to_string(), spec)].into();
+
+        let unguarded = check(&[], &deployments);
+        assert!(
+            unguarded[0].contains("outbox-relay has no NetworkPolicy: port 7201"),
+            "{unguarded:?}"
+        );
+        let open = policy(serde_json::json!([{"ports": [{"port": 7201}]}]));
+        let problems = check(&[&open], &deployments);
+        assert!(
+            problems[0].contains("admits anyone to outbox-relay port 7201"),
+            "{problems:?}"
+        );
+        let any_namespace = policy(serde_json::json!([
+            {"from": [{"namespaceSelector": {}}], "ports": [{"port": 7201}]}
+        ]));
+        assert_eq!(check(&[&any_namespace], &deployments).len(), 1);
+        let named = policy(serde_json::json!([
+            {"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: "monitoring"}}}], "ports": [{"port": 7201}]}
+        ]));
+        assert_eq!(check(&[&named], &deployments), Vec::<String>::new());
     }
 }

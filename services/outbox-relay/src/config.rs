@@ -123,6 +123,7 @@ pub const SECRET_KEYS: &[&str] = &[
     "mysql.password",
     "rocketmq.access_key",
     "rocketmq.secret_key",
+    "rocketmq.tls.key_password",
     "outbox_worker.redis_url",
     "direct.tencent_im.secret_key",
     "admin_token",

@@ -364,6 +364,7 @@ pub const SECRET_KEYS: &[&str] = &[
     "redis.url",
     "rocketmq.access_key",
     "rocketmq.secret_key",
+    "rocketmq.tls.key_password",
     "tencent_im.secret_key",
     "outbox_worker.redis_url",
     "activity.auth_token",

@@ -35,6 +35,7 @@ pub const SHARED_SECRET_KEYS: &[&str] = &[
     "mysql.password",
     "rocketmq.access_key",
     "rocketmq.secret_key",
+    "rocketmq.tls.key_password",
     "tencent_im.secret_key",
 ];
 
