@@ -19,15 +19,25 @@ const CHUNK: u64 = 100_000;
 /// delivered; 5,000 rooms; ids in commit-time order.
 async fn fill(pool: &MySqlPool) {
     let mut conn = pool.acquire().await.unwrap();
-    for statement in [
-        "CREATE TEMPORARY TABLE digits (d INT NOT NULL PRIMARY KEY)",
-        "INSERT INTO digits VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)",
-        "CREATE TEMPORARY TABLE numbers (n INT NOT NULL PRIMARY KEY)",
+    sqlx::raw_sql("CREATE TEMPORARY TABLE digits (d INT NOT NULL PRIMARY KEY)")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql("INSERT INTO digits VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql("CREATE TEMPORARY TABLE numbers (n INT NOT NULL PRIMARY KEY)")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
         "INSERT INTO numbers SELECT a.d + 10 * b.d + 100 * c.d + 1000 * d.d + 10000 * e.d \
          FROM digits a, digits b, digits c, digits d, digits e",
-    ] {
-        sqlx::raw_sql(statement).execute(&mut *conn).await.unwrap();
-    }
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
     for chunk in 0..ROWS / CHUNK {
         sqlx::query(
             "INSERT INTO room_outbox (event_id, app_code, room_id, shard, lane, room_event_seq, \
@@ -65,30 +75,29 @@ async fn fill(pool: &MySqlPool) {
     .execute(&mut *conn)
     .await
     .unwrap();
-    for statement in [
-        "ANALYZE TABLE room_outbox",
-        "ANALYZE TABLE relay_operator_audit",
-    ] {
-        sqlx::raw_sql(statement).execute(&mut *conn).await.unwrap();
-    }
+    // Fresh statistics, as a production table has them.
+    sqlx::raw_sql("ANALYZE TABLE room_outbox, relay_operator_audit")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
 }
 
 /// `sql` with every `?` replaced by a literal of the type its column has,
 /// judged from the text around it: ids and types as strings, the rest as
 /// growing numbers (so `id >= ? AND id < ?` is a non-empty range).
 fn with_samples(sql: &str) -> String {
-    let mut out = String::new();
+    let pieces: Vec<&str> = sql.split('?').collect();
     let mut number = 0;
-    let mut rest = sql;
-    while let Some(at) = rest.find('?') {
-        let before = rest[..at].trim_end();
-        let after = &rest[at + 1..];
-        out.push_str(&rest[..at]);
+    let mut filled = vec![pieces[0].to_owned()];
+    for (index, after) in pieces.iter().enumerate().skip(1) {
+        let before = pieces[..index].concat();
+        let before = before.trim_end();
         let literal = if after.starts_with(" = ''") {
             "''".to_owned()
         } else if before.ends_with("room_id =") {
             "'room-7'".to_owned()
         } else if before.ends_with("event_id =") {
+            // Row 2 is a dead letter (`n MOD 100 = 2`).
             format!("'{:0>36}'", 2)
         } else if before.ends_with("action =") {
             "'skip'".to_owned()
@@ -102,11 +111,10 @@ fn with_samples(sql: &str) -> String {
             number += 1;
             (1_700_000_000_000_i64 + number * 100_000).to_string()
         };
-        out.push_str(&literal);
-        rest = after;
+        filled.push(literal);
+        filled.push((*after).to_owned());
     }
-    out.push_str(rest);
-    out
+    filled.concat()
 }
 
 fn cell(row: &MySqlRow, index: usize) -> String {

@@ -74,15 +74,16 @@ pub async fn list_dead_letters(
         since = since.max(super::since_ms("since", window)?);
     }
     let until = filter.until_ms.unwrap_or(i64::MAX);
-    let (sql, key) = match (&filter.event_id, &filter.room_id) {
-        (Some(event), _) => (DEAD_LETTER_BY_EVENT_SQL, super::checked_event_id(event)?),
-        (None, Some(room)) => (DEAD_LETTERS_OF_ROOM_SQL, super::checked_room_id(room)?),
-        (None, None) => (DEAD_LETTERS_SQL, ""),
+    // One statement per access path, each naming its index.
+    let query = match (&filter.event_id, &filter.room_id) {
+        (Some(event), _) => {
+            sqlx::query(DEAD_LETTER_BY_EVENT_SQL).bind(super::checked_event_id(event)?)
+        }
+        (None, Some(room)) => {
+            sqlx::query(DEAD_LETTERS_OF_ROOM_SQL).bind(super::checked_room_id(room)?)
+        }
+        (None, None) => sqlx::query(DEAD_LETTERS_SQL),
     };
-    let mut query = sqlx::query(sql);
-    if !key.is_empty() {
-        query = query.bind(key);
-    }
     let rows = query
         .bind(event_type)
         .bind(event_type)

@@ -53,8 +53,8 @@ pub const DEAD_LETTER_BY_EVENT_SQL: &str = "SELECT id, event_id, room_id, event_
 
 /// Does the room have any row at all (tells an unknown room from a quiet
 /// one)? Binds: room id.
-pub const ROOM_EXISTS_SQL: &str =
-    "SELECT id FROM room_outbox FORCE INDEX (idx_room) WHERE room_id = ? LIMIT 1";
+pub const ROOM_EXISTS_SQL: &str = "SELECT id FROM \
+     room_outbox FORCE INDEX (idx_room) WHERE room_id = ? LIMIT 1";
 
 /// A room's open rows of one lane in commit order: the head first, then what
 /// queues behind it. Binds: room id, lane, limit.
@@ -87,8 +87,8 @@ pub const SKIP_SQL: &str = "UPDATE room_outbox SET status = 'failed', lock_until
 
 /// First row at or after an id: where purge's next chunk starts, and whether
 /// it is still old enough. Binds: id.
-pub const PURGE_NEXT_ROW_SQL: &str =
-    "SELECT id, created_at_ms FROM room_outbox WHERE id >= ? ORDER BY id LIMIT 1";
+pub const PURGE_NEXT_ROW_SQL: &str = "SELECT id, created_at_ms \
+     FROM room_outbox WHERE id >= ? ORDER BY id LIMIT 1";
 
 /// One purge chunk: delivered rows in an id range (a primary key range, never
 /// a walk past it). Binds: from id, to id (exclusive), cutoff ms.
@@ -96,8 +96,8 @@ pub const PURGE_CHUNK_SQL: &str = "DELETE FROM room_outbox WHERE id >= ? AND id 
      AND open_flag = 0 AND status IN ('delivered', 'published') AND created_at_ms < ?";
 
 /// Old audit rows, oldest first, bounded. Binds: cutoff ms, limit.
-pub const AUDIT_PURGE_SQL: &str =
-    "DELETE FROM relay_operator_audit WHERE at_ms < ? ORDER BY at_ms LIMIT ?";
+pub const AUDIT_PURGE_SQL: &str = "DELETE FROM relay_operator_audit \
+     WHERE at_ms < ? ORDER BY at_ms LIMIT ?";
 
 /// Records one operator mutation (an insert: nothing to read, so not in
 /// [`OPERATOR_QUERIES`]).
@@ -105,8 +105,8 @@ pub const AUDIT_INSERT_SQL: &str = "INSERT INTO relay_operator_audit \
      (at_ms, operator, action, room_id, event_id, row_count, reason, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// Adds a purge chunk's deletions to its audit row. Binds: rows, audit id.
-pub const AUDIT_ADD_COUNT_SQL: &str =
-    "UPDATE relay_operator_audit SET row_count = row_count + ? WHERE id = ?";
+pub const AUDIT_ADD_COUNT_SQL: &str = "UPDATE relay_operator_audit SET \
+     row_count = row_count + ? WHERE id = ?";
 
 /// Audit rows in a time window, newest first. Binds: since ms, limit.
 pub const AUDIT_RECENT_SQL: &str = "SELECT id, at_ms, operator, action, room_id, event_id, row_count, reason, detail \
@@ -125,8 +125,8 @@ pub const AUDIT_BY_ROOM_SQL: &str = "SELECT id, at_ms, operator, action, room_id
      AND (? = '' OR action = ?) ORDER BY at_ms DESC, id DESC LIMIT ?";
 
 /// Every shard lease (64 rows: reading them all is the point).
-pub const LEASES_SQL: &str =
-    "SELECT shard, owner, epoch, lease_until_ms FROM relay_shard_leases ORDER BY shard";
+pub const LEASES_SQL: &str = "SELECT shard, owner, \
+     epoch, lease_until_ms FROM relay_shard_leases ORDER BY shard";
 
 /// Every relay instance that heartbeats or once did.
 pub const INSTANCES_SQL: &str = "SELECT instance_id, heartbeat_at_ms, started_at_ms FROM relay_instances \
