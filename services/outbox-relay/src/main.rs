@@ -179,9 +179,15 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());
     }
-    service_kit::telemetry::init("outbox-relay", &config.log);
     let json = cli.json;
-    match cli.command.unwrap_or(Command::Run) {
+    let command = cli.command.unwrap_or(Command::Run);
+    if matches!(command, Command::Run) {
+        service_kit::telemetry::init("outbox-relay", &config.log);
+    } else {
+        // stdout is the command's output (a table, or JSON for a script).
+        service_kit::telemetry::init_for_command("outbox-relay", &config.log);
+    }
+    match command {
         Command::Run => {
             let shutdown = service_kit::shutdown::on_signal();
             let result = App::build(config).await?.run(shutdown).await;

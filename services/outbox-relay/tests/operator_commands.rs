@@ -16,6 +16,8 @@ async fn room_shows_the_retrying_head_and_retry_now_releases_it() {
     let events = room_with_backed_off_head(&db.pool, "room-a", 3).await;
     let worker = worker_config("relay-ops-a");
     let mq = mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns"));
+    let topic = mq.topic(outbox_schema::names::TOPIC_ROOM_OUTBOX);
+    testkit::create_topic(&topic, 1).await;
     let relay = mq_relay(&db.pool, &mq, &worker);
     let shards = own_all_shards(&relay).await;
 
@@ -88,7 +90,6 @@ async fn room_shows_the_retrying_head_and_retry_now_releases_it() {
     // Released now: the relay's own fenced claim takes the whole chain.
     let report = relay.run_batch(&shards).await.unwrap();
     assert_eq!(report.delivered, 3, "{report:?}");
-    let topic = mq.topic(outbox_schema::names::TOPIC_ROOM_OUTBOX);
     let records = read_topic(&testkit::kafka_bootstrap(), &topic, 3).await;
     assert_eq!(sequences_by_room(&records)["room-a"], vec![1, 2, 3]);
 

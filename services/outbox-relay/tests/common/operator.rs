@@ -12,14 +12,15 @@ use std::process::Command;
 pub const TOKEN: &str = "operator-test-token";
 pub const FIVE_MINUTES: i64 = 300_000;
 
-/// The real binary against `db`, with `args` after `--config`.
+/// The real binary against `db`, with `args` after `--config`. Logging at
+/// `info`: its lines go to stderr, so stdout must still parse as JSON.
 pub fn cli(db: &testkit::TestDb, args: &[&std::ffi::OsStr]) -> std::process::Output {
     let dir = std::env::temp_dir().join(testkit::unique("relay-ops-"));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("relay.yaml");
     std::fs::write(
         &config,
-        format!("mysql:\n  url: \"{}\"\nlog:\n  level: \"warn\"\n", db.url),
+        format!("mysql:\n  url: \"{}\"\nlog:\n  level: \"info\"\n", db.url),
     )
     .unwrap();
     Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
