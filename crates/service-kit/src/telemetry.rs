@@ -44,9 +44,24 @@ impl Default for LogConfig {
     }
 }
 
-/// Installs the global subscriber. Calling it twice is harmless (the second
-/// call is ignored), which keeps in-process tests that start several services simple.
+/// Installs the global subscriber, logging to stdout. Calling it twice is
+/// harmless (the second call is ignored), which keeps in-process tests that
+/// start several services simple.
 pub fn init(service: &'static str, config: &LogConfig) {
+    init_writing_to(service, config, std::io::stdout);
+}
+
+/// [`init`] for a one-shot command of a service binary (the relay's operator
+/// CLI): logs go to stderr, so its stdout stays the command's output — a
+/// table, or JSON a script parses.
+pub fn init_for_command(service: &'static str, config: &LogConfig) {
+    init_writing_to(service, config, std::io::stderr);
+}
+
+fn init_writing_to<W>(service: &'static str, config: &LogConfig, writer: W)
+where
+    W: for<'writer> fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(config.level.as_str()));
     let registry = tracing_subscriber::registry().with(filter);
@@ -56,10 +71,13 @@ pub fn init(service: &'static str, config: &LogConfig) {
                 fmt::layer()
                     .json()
                     .flatten_event(true)
-                    .with_current_span(false),
+                    .with_current_span(false)
+                    .with_writer(writer),
             )
             .try_init(),
-        LogFormat::Text => registry.with(fmt::layer().compact()).try_init(),
+        LogFormat::Text => registry
+            .with(fmt::layer().compact().with_writer(writer))
+            .try_init(),
     };
     if result.is_ok() {
         tracing::info!(service, "telemetry initialised");

@@ -42,6 +42,11 @@ const ALLOWED_SITES: &[(&str, &str, &str)] = &[
         "SELECT COUNT(*) FROM {table}",
         "test: table names come from the file's TABLES constant",
     ),
+    (
+        "services/outbox-relay/tests/operator_explain.rs",
+        "EXPLAIN {sql}",
+        "test: EXPLAINs the relay's operator statements (literal constants) with fixed sample literals in their placeholders, since EXPLAIN takes no bound parameters",
+    ),
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

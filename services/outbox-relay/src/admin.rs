@@ -1,15 +1,30 @@
-//! Authenticated admin HTTP endpoints (the CLI's operations over HTTP):
-//! `GET /admin/status`, `GET /admin/dead-letters`, `POST /admin/dead-letters/replay`,
-//! `POST /admin/purge`. Every request needs `Authorization: Bearer <admin_token>`;
-//! with no token configured the endpoints are disabled (404). The token is
-//! compared in constant time and never logged. [`check_token`] refuses, at
-//! start, a guessable token on a listener other hosts can reach.
+//! Authenticated admin HTTP endpoints: the CLI's operator commands over HTTP,
+//! served by the same `ops` functions. Reads are GET, mutations POST:
+//!
+//! | Endpoint | Command |
+//! |---|---|
+//! | `GET /admin/status` | `status` |
+//! | `GET /admin/rooms/{room_id}` | `room` |
+//! | `POST /admin/rooms/{room_id}/retry-now`, `/admin/events/{event_id}/retry-now` | `retry-now` |
+//! | `POST /admin/rooms/{room_id}/skip`, `/admin/events/{event_id}/skip` | `skip` (`reason=` required) |
+//! | `GET /admin/leases` | `leases` |
+//! | `GET /admin/audit` | `audit` |
+//! | `GET /admin/dead-letters`, `POST /admin/dead-letters/replay` | `dead-letters list`, `replay` |
+//! | `POST /admin/purge` | `purge` |
+//!
+//! Every request needs `Authorization: Bearer <admin_token>`; with no token
+//! configured the endpoints are disabled (404). The token is compared in
+//! constant time and never logged. [`check_token`] refuses, at start, a
+//! guessable token on a listener other hosts can reach. A mutation also
+//! needs `x-operator: <name>`, recorded in the audit trail with its reason.
+//! Refusals are JSON `{"error": …}`: 400 bad input, 404 unknown room or
+//! event, 409 a row not in a state the command applies to.
 
-use crate::ops::{self, DeadLetterFilter};
+use crate::ops::{self, DeadLetterFilter, Operator, Target};
 use axum::{
     Json, Router,
-    extract::{Query, Request, State},
-    http::{StatusCode, header::AUTHORIZATION},
+    extract::{Path, Query, Request, State},
+    http::{HeaderMap, StatusCode, header::AUTHORIZATION},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -17,6 +32,9 @@ use axum::{
 use serde::Deserialize;
 use service_kit::Secret;
 use sqlx::MySqlPool;
+
+/// The header naming who performs a mutation.
+pub const OPERATOR_HEADER: &str = "x-operator";
 
 /// The token of the sample config (`configs/outbox-relay.yaml`), known to
 /// everyone who has read this repository.
@@ -73,6 +91,13 @@ pub fn router(pool: MySqlPool, token: Secret, default_retention_ms: i64) -> Rout
     };
     Router::new()
         .route("/admin/status", get(status))
+        .route("/admin/rooms/{room_id}", get(room))
+        .route("/admin/rooms/{room_id}/retry-now", post(room_retry_now))
+        .route("/admin/rooms/{room_id}/skip", post(room_skip))
+        .route("/admin/events/{event_id}/retry-now", post(event_retry_now))
+        .route("/admin/events/{event_id}/skip", post(event_skip))
+        .route("/admin/leases", get(leases))
+        .route("/admin/audit", get(audit))
         .route("/admin/dead-letters", get(list_dead_letters))
         .route("/admin/dead-letters/replay", post(replay))
         .route("/admin/purge", post(purge))
@@ -106,56 +131,214 @@ fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
         == 0
 }
 
-fn internal(error: crate::Error) -> Response {
-    tracing::warn!(%error, "admin operation failed");
-    (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response()
+/// The HTTP status of each error: the caller's fault (4xx) or the server's.
+fn error_response(error: crate::Error) -> Response {
+    let status = match &error {
+        crate::Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
+        crate::Error::NotFound(_) => StatusCode::NOT_FOUND,
+        crate::Error::Refused(_) => StatusCode::CONFLICT,
+        crate::Error::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
+        crate::Error::Config(_) | crate::Error::Mq(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    if status.is_server_error() {
+        tracing::warn!(%error, "admin operation failed");
+    }
+    (
+        status,
+        Json(serde_json::json!({ "error": error.to_string() })),
+    )
+        .into_response()
+}
+
+fn respond<T: serde::Serialize>(result: Result<T, crate::Error>) -> Response {
+    match result {
+        Ok(value) => Json(value).into_response(),
+        Err(error) => error_response(error),
+    }
+}
+
+/// The `x-operator` header, checked like the CLI's `--operator`.
+fn operator(headers: &HeaderMap) -> Result<Operator, crate::Error> {
+    match headers.get(OPERATOR_HEADER) {
+        None => Operator::new(""),
+        Some(value) => Operator::new(value.to_str().map_err(|_| {
+            crate::Error::InvalidInput(format!("{OPERATOR_HEADER} is not visible ASCII"))
+        })?),
+    }
 }
 
 async fn status(State(state): State<AdminState>) -> Response {
-    match ops::status(&state.pool).await {
-        Ok(report) => Json(report).into_response(),
-        Err(error) => internal(error),
+    respond(ops::status(&state.pool).await)
+}
+
+async fn room(State(state): State<AdminState>, Path(room_id): Path<String>) -> Response {
+    respond(ops::room(&state.pool, &room_id).await)
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ReasonQuery {
+    reason: Option<String>,
+}
+
+async fn intervene(
+    state: AdminState,
+    headers: HeaderMap,
+    target: Result<Target, crate::Error>,
+    reason: Option<String>,
+    skip: bool,
+) -> Response {
+    let result = async {
+        let operator = operator(&headers)?;
+        let target = target?;
+        if skip {
+            ops::skip(&state.pool, &target, &operator, reason.as_deref()).await
+        } else {
+            ops::retry_now(&state.pool, &target, &operator, reason.as_deref()).await
+        }
     }
+    .await;
+    respond(result)
+}
+
+async fn room_retry_now(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(room_id): Path<String>,
+    Query(query): Query<ReasonQuery>,
+) -> Response {
+    let target = Target::from_parts(Some(&room_id), None);
+    intervene(state, headers, target, query.reason, false).await
+}
+
+async fn room_skip(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(room_id): Path<String>,
+    Query(query): Query<ReasonQuery>,
+) -> Response {
+    let target = Target::from_parts(Some(&room_id), None);
+    intervene(state, headers, target, query.reason, true).await
+}
+
+async fn event_retry_now(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(event_id): Path<String>,
+    Query(query): Query<ReasonQuery>,
+) -> Response {
+    let target = Target::from_parts(None, Some(&event_id));
+    intervene(state, headers, target, query.reason, false).await
+}
+
+async fn event_skip(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Path(event_id): Path<String>,
+    Query(query): Query<ReasonQuery>,
+) -> Response {
+    let target = Target::from_parts(None, Some(&event_id));
+    intervene(state, headers, target, query.reason, true).await
+}
+
+async fn leases(State(state): State<AdminState>) -> Response {
+    respond(ops::leases(&state.pool).await)
+}
+
+async fn audit(
+    State(state): State<AdminState>,
+    Query(filter): Query<ops::AuditFilter>,
+) -> Response {
+    respond(ops::audit::list(&state.pool, &filter).await)
 }
 
 async fn list_dead_letters(
     State(state): State<AdminState>,
     Query(filter): Query<DeadLetterFilter>,
 ) -> Response {
-    match ops::list_dead_letters(&state.pool, &filter).await {
-        Ok(letters) => Json(letters).into_response(),
-        Err(error) => internal(error),
-    }
+    respond(ops::list_dead_letters(&state.pool, &filter).await)
 }
 
-#[derive(Debug, Deserialize)]
+/// The dead-letter filter's fields plus the replay's own, written out:
+/// `serde(flatten)` would buffer the query's values as text and then refuse
+/// `limit=5` as "a string, expected u64".
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct ReplayQuery {
-    #[serde(flatten)]
-    filter: DeadLetterFilter,
-    #[serde(default)]
+    event_id: Option<String>,
+    room_id: Option<String>,
+    event_type: Option<String>,
+    since: Option<String>,
+    since_ms: Option<i64>,
+    until_ms: Option<i64>,
+    limit: Option<u64>,
     dry_run: bool,
+    reason: Option<String>,
 }
 
-async fn replay(State(state): State<AdminState>, Query(query): Query<ReplayQuery>) -> Response {
-    match ops::replay_dead_letters(&state.pool, &query.filter, query.dry_run).await {
-        Ok(letters) => Json(serde_json::json!({ "dry_run": query.dry_run, "replayed": letters }))
-            .into_response(),
-        Err(error) => internal(error),
+async fn replay(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Query(query): Query<ReplayQuery>,
+) -> Response {
+    let filter = DeadLetterFilter {
+        event_id: query.event_id,
+        room_id: query.room_id,
+        event_type: query.event_type,
+        since: query.since,
+        since_ms: query.since_ms,
+        until_ms: query.until_ms,
+        limit: query.limit,
+    };
+    let result = async {
+        let operator = if query.dry_run {
+            None
+        } else {
+            Some(operator(&headers)?)
+        };
+        let letters = ops::replay_dead_letters(
+            &state.pool,
+            &filter,
+            query.dry_run,
+            operator.as_ref(),
+            query.reason.as_deref(),
+        )
+        .await?;
+        Ok(serde_json::json!({ "dry_run": query.dry_run, "replayed": letters }))
     }
+    .await;
+    respond(result)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 struct PurgeQuery {
     retention_ms: Option<i64>,
+    retention: Option<String>,
+    reason: Option<String>,
 }
 
-async fn purge(State(state): State<AdminState>, Query(query): Query<PurgeQuery>) -> Response {
-    let retention = query.retention_ms.unwrap_or(state.default_retention_ms);
-    match ops::purge_delivered(&state.pool, retention).await {
-        Ok(deleted) => Json(serde_json::json!({ "deleted": deleted, "retention_ms": retention }))
-            .into_response(),
-        Err(error) => internal(error),
+async fn purge(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+    Query(query): Query<PurgeQuery>,
+) -> Response {
+    let result = async {
+        let operator = operator(&headers)?;
+        let retention = match (&query.retention, query.retention_ms) {
+            (Some(text), None) => ops::parse_duration("retention", text)?,
+            (None, Some(ms)) => ms,
+            (None, None) => state.default_retention_ms,
+            (Some(_), Some(_)) => {
+                return Err(crate::Error::InvalidInput(
+                    "give one of retention and retention_ms".into(),
+                ));
+            }
+        };
+        ops::purge_delivered(&state.pool, retention, &operator, query.reason.as_deref()).await
     }
+    .await;
+    respond(result)
 }
 
 #[cfg(test)]

@@ -36,6 +36,18 @@ pub enum Error {
     /// The Kafka client could not be created.
     #[error("broker client: {0}")]
     Mq(String),
+    /// An operator command's input is not acceptable; the message names the
+    /// field and the rule. Nothing was written.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// An operator command names a room or event the outbox does not hold.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// An operator command does not apply to the row's current state (e.g.
+    /// retry-now of a delivered row, skip of a row a relay holds); the
+    /// message says what the row is. Nothing was written.
+    #[error("refused: {0}")]
+    Refused(String),
 }
 
 impl From<service_kit::Error> for Error {

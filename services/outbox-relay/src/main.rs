@@ -1,15 +1,16 @@
-//! `outbox-relay`: runs the relay (default), or performs one operator action
-//! against `room_outbox` and prints JSON: `status`, `dead-letters list`,
-//! `dead-letters replay [--dry-run]`, `purge [--retention 7d]`.
+//! `outbox-relay`: runs the relay (default), or performs one operator command
+//! against `room_outbox` (`outbox_relay::ops`, the same code the admin HTTP
+//! endpoints run) and prints it as tables, or as JSON with `--json`:
+//! `status`, `room`, `retry-now`, `skip`, `leases`, `audit`,
+//! `dead-letters list|replay`, `purge`. Mutations need `--operator`.
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use outbox_relay::{
     app::App,
     config::RelayServiceConfig,
-    ops::{self, DeadLetterFilter},
+    ops::{self, AuditFilter, DeadLetterFilter, Operator, Target, render::Render},
 };
-use service_kit::duration::ConfigDuration;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -25,6 +26,9 @@ struct Cli {
     /// Print the effective config (secrets redacted) and exit.
     #[arg(long)]
     dump_config: bool,
+    /// Print operator command results as JSON (for scripts) instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -33,8 +37,44 @@ struct Cli {
 enum Command {
     /// Run the relay until SIGINT/SIGTERM (the default).
     Run,
-    /// Row counts per status and the age of the oldest undelivered row.
+    /// Open, retrying and dead-lettered rows, backlog age, retrying heads.
     Status,
+    /// One room's open chain: its head (decoded), what queues behind it, its wake-ups.
+    Room {
+        /// The room.
+        room_id: String,
+    },
+    /// Make a retryable head (or event) due now instead of after its backoff.
+    RetryNow {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Dead-letter a failing head (or event) so the rows behind it flow.
+    Skip {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[command(flatten)]
+        who: WhoArgs,
+    },
+    /// Shard leases (owner, epoch, expiry) and relay instances.
+    Leases,
+    /// The operator audit trail, newest first.
+    Audit {
+        /// Only the last window, e.g. 2h, 7d.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this action: replay, retry_now, skip, purge.
+        #[arg(long)]
+        action: Option<String>,
+        /// Only this room.
+        #[arg(long)]
+        room_id: Option<String>,
+        /// At most this many (default 100).
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Dead letters (rows in `failed`).
     #[command(subcommand)]
     DeadLetters(DeadLetterCommand),
@@ -43,6 +83,8 @@ enum Command {
         /// Keep rows younger than this (default: outbox_worker.retention).
         #[arg(long)]
         retention: Option<String>,
+        #[command(flatten)]
+        who: WhoArgs,
     },
 }
 
@@ -57,7 +99,37 @@ enum DeadLetterCommand {
         /// Only show what would be replayed.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        who: WhoArgs,
     },
+}
+
+/// Which row a retry-now or skip acts on: exactly one of the two.
+#[derive(Debug, Args)]
+struct TargetArgs {
+    /// The room whose head to act on.
+    #[arg(long)]
+    room_id: Option<String>,
+    /// The event to act on.
+    #[arg(long)]
+    event_id: Option<String>,
+}
+
+/// Who performs a mutation, and why (recorded in the audit trail).
+#[derive(Debug, Args)]
+struct WhoArgs {
+    /// Your name, recorded in the audit trail (required for a mutation).
+    #[arg(long)]
+    operator: Option<String>,
+    /// Why (required for skip).
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+impl WhoArgs {
+    fn operator(&self) -> anyhow::Result<Operator> {
+        Ok(Operator::new(self.operator.as_deref().unwrap_or_default())?)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +143,9 @@ struct FilterArgs {
     /// Only this event type.
     #[arg(long)]
     event_type: Option<String>,
+    /// Committed within this window ending now, e.g. 2h.
+    #[arg(long)]
+    since: Option<String>,
     /// Committed at or after this Unix time in ms.
     #[arg(long)]
     since_ms: Option<i64>,
@@ -88,6 +163,7 @@ impl From<FilterArgs> for DeadLetterFilter {
             event_id: args.event_id,
             room_id: args.room_id,
             event_type: args.event_type,
+            since: args.since,
             since_ms: args.since_ms,
             until_ms: args.until_ms,
             limit: args.limit,
@@ -103,40 +179,119 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());
     }
-    service_kit::telemetry::init("outbox-relay", &config.log);
-    match cli.command.unwrap_or(Command::Run) {
+    let json = cli.json;
+    let command = cli.command.unwrap_or(Command::Run);
+    if matches!(command, Command::Run) {
+        service_kit::telemetry::init("outbox-relay", &config.log);
+    } else {
+        // stdout is the command's output (a table, or JSON for a script).
+        service_kit::telemetry::init_for_command("outbox-relay", &config.log);
+    }
+    match command {
         Command::Run => {
             let shutdown = service_kit::shutdown::on_signal();
             let result = App::build(config).await?.run(shutdown).await;
             service_kit::telemetry::shutdown();
             result?;
         }
-        Command::Status => print_json(&ops::status(&pool(&config).await?).await?)?,
-        Command::DeadLetters(DeadLetterCommand::List(filter)) => {
-            print_json(&ops::list_dead_letters(&pool(&config).await?, &filter.into()).await?)?;
+        Command::Status => print(json, &ops::status(&pool(&config).await?).await?)?,
+        Command::Room { room_id } => {
+            print(json, &ops::room(&pool(&config).await?, &room_id).await?)?;
         }
-        Command::DeadLetters(DeadLetterCommand::Replay { filter, dry_run }) => {
-            let replayed =
-                ops::replay_dead_letters(&pool(&config).await?, &filter.into(), dry_run).await?;
-            print_json(&serde_json::json!({ "dry_run": dry_run, "replayed": replayed }))?;
+        Command::RetryNow { target, who } => {
+            let (target, operator) = (target_of(&target)?, who.operator()?);
+            let pool = pool(&config).await?;
+            let done = ops::retry_now(&pool, &target, &operator, who.reason.as_deref()).await?;
+            print(json, &done)?;
         }
-        Command::Purge { retention } => {
-            let retention = match retention {
-                Some(text) => ConfigDuration::parse(&text)
-                    .map_err(anyhow::Error::msg)
-                    .context("--retention")?,
-                None => config.outbox_worker.retention,
+        Command::Skip { target, who } => {
+            let (target, operator) = (target_of(&target)?, who.operator()?);
+            let pool = pool(&config).await?;
+            print(
+                json,
+                &ops::skip(&pool, &target, &operator, who.reason.as_deref()).await?,
+            )?;
+        }
+        Command::Leases => print(json, &ops::leases(&pool(&config).await?).await?)?,
+        Command::Audit {
+            since,
+            action,
+            room_id,
+            limit,
+        } => {
+            let filter = AuditFilter {
+                since,
+                action,
+                room_id,
+                limit,
             };
-            let deleted =
-                ops::purge_delivered(&pool(&config).await?, retention.as_millis()).await?;
-            print_json(&serde_json::json!({ "deleted": deleted, "retention": retention }))?;
+            print(
+                json,
+                &ops::audit::list(&pool(&config).await?, &filter).await?,
+            )?;
+        }
+        Command::DeadLetters(DeadLetterCommand::List(filter)) => {
+            let letters = ops::list_dead_letters(&pool(&config).await?, &filter.into()).await?;
+            print(json, &letters)?;
+        }
+        Command::DeadLetters(DeadLetterCommand::Replay {
+            filter,
+            dry_run,
+            who,
+        }) => {
+            let operator = if dry_run { None } else { Some(who.operator()?) };
+            let replayed = ops::replay_dead_letters(
+                &pool(&config).await?,
+                &filter.into(),
+                dry_run,
+                operator.as_ref(),
+                who.reason.as_deref(),
+            )
+            .await?;
+            if json {
+                print_json(&serde_json::json!({ "dry_run": dry_run, "replayed": replayed }))?;
+            } else {
+                let verb = if dry_run { "would replay" } else { "replayed" };
+                print!(
+                    "{verb} {} dead letters\n{}",
+                    replayed.len(),
+                    replayed.render()
+                );
+            }
+        }
+        Command::Purge { retention, who } => {
+            let operator = who.operator()?;
+            let retention = match retention {
+                Some(text) => ops::parse_duration("--retention", &text)?,
+                None => config.outbox_worker.retention.as_millis(),
+            };
+            let pool = pool(&config).await?;
+            let report =
+                ops::purge_delivered(&pool, retention, &operator, who.reason.as_deref()).await?;
+            print(json, &report)?;
         }
     }
     Ok(())
 }
 
+fn target_of(args: &TargetArgs) -> anyhow::Result<Target> {
+    Ok(Target::from_parts(
+        args.room_id.as_deref(),
+        args.event_id.as_deref(),
+    )?)
+}
+
 async fn pool(config: &RelayServiceConfig) -> anyhow::Result<sqlx::MySqlPool> {
     config.mysql.connect().await.context("connect mysql")
+}
+
+fn print(json: bool, report: &(impl serde::Serialize + Render)) -> anyhow::Result<()> {
+    if json {
+        print_json(report)
+    } else {
+        print!("{}", report.render());
+        Ok(())
+    }
 }
 
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

@@ -186,18 +186,20 @@ async fn cli_lists_replays_and_purges() {
     );
     let config = path.to_str().unwrap();
 
-    let output = relay_binary(&["--config", config, "status"]);
+    let output = relay_binary(&["--config", config, "--json", "status"]);
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
     let status: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(status["counts"], serde_json::json!([["failed", 2]]));
+    assert_eq!(status["failed"], 2);
+    assert_eq!(status["open"], 0);
 
     let output = relay_binary(&[
         "--config",
         config,
+        "--json",
         "dead-letters",
         "list",
         "--room-id",
@@ -210,6 +212,7 @@ async fn cli_lists_replays_and_purges() {
     let output = relay_binary(&[
         "--config",
         config,
+        "--json",
         "dead-letters",
         "replay",
         "--room-id",
@@ -233,8 +236,14 @@ async fn cli_lists_replays_and_purges() {
         "room-cli",
         "--limit",
         "1",
+        "--operator",
+        "oncall",
     ]);
-    assert!(output.status.success());
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(
         statuses(&db.pool, "room-cli").await,
         vec![(1, "pending".into()), (2, "failed".into())],
@@ -247,7 +256,16 @@ async fn cli_lists_replays_and_purges() {
     .execute(&db.pool)
     .await
     .unwrap();
-    let output = relay_binary(&["--config", config, "purge", "--retention", "1d"]);
+    let output = relay_binary(&[
+        "--config",
+        config,
+        "--json",
+        "purge",
+        "--retention",
+        "1d",
+        "--operator",
+        "oncall",
+    ]);
     let purged: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(purged["deleted"], 1);
     assert_eq!(
@@ -335,6 +353,7 @@ async fn admin_http_requires_the_token_and_serves_operations() {
             "{base}/admin/dead-letters/replay?room_id=room-http"
         ))
         .bearer_auth("s3cret-token")
+        .header("x-operator", "oncall")
         .send()
         .await
         .unwrap();

@@ -231,7 +231,7 @@ async fn a_failing_head_holds_its_room_only_then_dead_letters_and_replays() {
         ..Default::default()
     };
     assert_eq!(
-        ops::replay_dead_letters(&db.pool, &filter, true)
+        ops::replay_dead_letters(&db.pool, &filter, true, None, None)
             .await
             .unwrap()
             .len(),
@@ -251,10 +251,16 @@ async fn a_failing_head_holds_its_room_only_then_dead_letters_and_replays() {
         .await
         .unwrap();
     assert_eq!(
-        ops::replay_dead_letters(&db.pool, &filter, false)
-            .await
-            .unwrap()
-            .len(),
+        ops::replay_dead_letters(
+            &db.pool,
+            &filter,
+            false,
+            Some(&ops::Operator::new("oncall").unwrap()),
+            Some("payload fixed"),
+        )
+        .await
+        .unwrap()
+        .len(),
         1
     );
     assert_eq!(relay.run_batch(&shards).await.unwrap().delivered, 1);

@@ -171,7 +171,11 @@ async fn purge_removes_only_old_delivered_rows() {
         .await
         .unwrap();
 
-    assert_eq!(ops::purge_delivered(&db.pool, day).await.unwrap(), 2);
+    let operator = ops::Operator::new("oncall").unwrap();
+    let report = ops::purge_delivered(&db.pool, day, &operator, None)
+        .await
+        .unwrap();
+    assert_eq!(report.deleted, 2);
     assert_eq!(
         statuses(&db.pool, "room-old").await,
         vec![(3, "failed".into())]

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod operator;
+
 use outbox_relay::{
     Relay, RelaySettings,
     config::OutboxWorkerConfig,
