@@ -103,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());
     }
-    service_kit::telemetry::init("outbox-relay", &config.log);
+    service_kit::telemetry::init("outbox-relay", &config.log)?;
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
             let shutdown = service_kit::shutdown::on_signal();
