@@ -326,3 +326,81 @@ async fn a_call_without_traceparent_starts_a_trace_that_still_connects() {
     assert_eq!(chain.im_request.trace_id, trace_id);
     stack.stop().await;
 }
+
+/// A command sent to an instance that does not hold the room is executed by
+/// the holder inside its own span, a child of the forwarding instance's
+/// command span, and the holder's rows carry the holder's span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_command_continues_the_trace_on_the_holder() {
+    let receiver = receiver();
+    let mut holder = Harness::start().await;
+    let mut forwarder = holder.second_node(|_| {}).await;
+    let room = testkit::unique("room-fwd-");
+    room_with_members(&mut holder.client, &room, "owner", &[]).await;
+
+    let tracer = opentelemetry::global::tracer("gateway");
+    let gateway = opentelemetry::Context::new().with_span(
+        tracer
+            .span_builder("gateway JoinRoom")
+            .with_kind(SpanKind::Client)
+            .start(&tracer),
+    );
+    let gateway_traceparent = service_kit::trace::traceparent_of(&gateway);
+    let trace_id = gateway_traceparent[3..35].to_owned();
+    let gateway_span_id = gateway_traceparent[36..52].to_owned();
+    let mut request = tonic::Request::new(join(&room, "carol"));
+    request
+        .metadata_mut()
+        .insert("traceparent", gateway_traceparent.parse().unwrap());
+    let reply = forwarder
+        .client
+        .join_room(request)
+        .await
+        .expect("join through the other instance");
+    assert_eq!(
+        reply.metadata().get("x-room-served-by").unwrap(),
+        holder.node_id.as_str(),
+        "the holder executed it"
+    );
+    gateway.span().end();
+    let joined = reply
+        .get_ref()
+        .events
+        .iter()
+        .find(|event| event.event_type == "RoomUserJoined")
+        .expect("a RoomUserJoined event")
+        .event_id
+        .clone();
+
+    let found = receiver
+        .wait_for(WAIT, |spans| {
+            let in_trace = |span: &&ReceivedSpan| span.trace_id == trace_id;
+            let forwarding = spans
+                .iter()
+                .filter(in_trace)
+                .find(|span| span.name == COMMAND_SPAN && span.parent_span_id == gateway_span_id)?;
+            let executing = spans.iter().filter(in_trace).find(|span| {
+                span.name == "hyapp.room.v1.RoomPeer/Execute"
+                    && span.parent_span_id == forwarding.span_id
+            })?;
+            Some(executing.clone())
+        })
+        .await;
+    let Some(executing) = found else {
+        panic!(
+            "no forwarded chain in trace {trace_id}: {:#?}",
+            receiver.trace(&trace_id)
+        );
+    };
+    assert_eq!(executing.kind, "SPAN_KIND_SERVER");
+    assert_eq!(executing.attribute("room_id"), Some(room.as_str()));
+    let stored: String =
+        sqlx::query_scalar("SELECT traceparent FROM room_outbox WHERE event_id = ?")
+            .bind(&joined)
+            .fetch_one(&holder.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, format!("00-{trace_id}-{}-01", executing.span_id));
+    forwarder.stop().await;
+    holder.stop().await;
+}
