@@ -90,6 +90,42 @@ pub fn run(exe: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     run
 }
 
+/// The trace export settings every binary must refuse when malformed (its
+/// `log.otlp_endpoint` through `<prefix>__LOG__OTLP_ENDPOINT`, and the
+/// standard `OTEL_*` variables), on top of the config file `base`.
+pub fn trace_export_cases(base: &str, prefix: &str) -> Vec<ConfigCase> {
+    vec![
+        ConfigCase::env(
+            "log.otlp_endpoint without a scheme",
+            base,
+            format!("{prefix}__LOG__OTLP_ENDPOINT"),
+            "collector:4318",
+            "log.otlp_endpoint",
+        ),
+        ConfigCase::env(
+            "OTLP base endpoint without a scheme",
+            base,
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "collector:4318",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ),
+        ConfigCase::env(
+            "OTLP traces endpoint with another scheme",
+            base,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "grpc://collector:4317",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ),
+        ConfigCase::env(
+            "resource attribute without a value",
+            base,
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "team=rooms,region",
+            "OTEL_RESOURCE_ATTRIBUTES: entry 2",
+        ),
+    ]
+}
+
 /// One invalid configuration and the key its refusal must name.
 #[derive(Debug, Clone)]
 pub struct ConfigCase {
@@ -228,7 +264,7 @@ tencent_im:
 ";
 
 /// Invalid values of the sections every consumer shares (`rocketmq`,
-/// `tencent_im`, `consumer`, `http_listen`), given on top of
+/// `tencent_im`, `consumer`, `http_listen`, trace export), given on top of
 /// [`CONSUMER_BASE`] through the environment with `prefix` (e.g. `NOTICE`).
 pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
     let env = |name, key: &str, value: &str, names| {
@@ -313,6 +349,9 @@ pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
             "rocketmq.secret_key",
         ),
     ]
+    .into_iter()
+    .chain(trace_export_cases(CONSUMER_BASE, prefix))
+    .collect()
 }
 
 /// Runs `--dump-config` of a consumer with the four secrets a consumer holds

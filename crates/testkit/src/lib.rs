@@ -1,6 +1,7 @@
 //! Test helpers for the real infrastructure the tests run against: a fresh
 //! MariaDB database per test (migrated), the Redis server, and the
-//! Kafka-protocol broker that `cargo xtask test` starts for the run.
+//! Kafka-protocol broker that `cargo xtask test` starts for the run; and an
+//! OTLP/HTTP trace receiver (`otlp`) for tests of what the services export.
 //!
 //! Environment (set by `cargo xtask test`; the defaults match a developer machine):
 //! `HYAPP_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3306`),
@@ -8,6 +9,7 @@
 //! `HYAPP_TEST_KAFKA_BOOTSTRAP` (no default: the broker only exists inside a test run).
 
 pub mod binary;
+pub mod otlp;
 pub mod pki;
 pub mod secrets;
 pub mod secure_broker;

@@ -30,7 +30,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    service_kit::telemetry::init("fake-wallet", &service_kit::telemetry::LogConfig::default());
+    service_kit::telemetry::init("fake-wallet", &service_kit::telemetry::LogConfig::default())?;
     let shutdown = service_kit::shutdown::on_signal();
     let handle = fake_wallet::spawn(fake_wallet::FakeWalletConfig {
         grpc_listen: args.grpc_listen,

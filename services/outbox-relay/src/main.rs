@@ -182,10 +182,10 @@ async fn main() -> anyhow::Result<()> {
     let json = cli.json;
     let command = cli.command.unwrap_or(Command::Run);
     if matches!(command, Command::Run) {
-        service_kit::telemetry::init("outbox-relay", &config.log);
+        service_kit::telemetry::init("outbox-relay", &config.log)?;
     } else {
         // stdout is the command's output (a table, or JSON for a script).
-        service_kit::telemetry::init_for_command("outbox-relay", &config.log);
+        service_kit::telemetry::init_for_command("outbox-relay", &config.log)?;
     }
     match command {
         Command::Run => {

@@ -2,7 +2,9 @@
 //! (docs/design.md#scale-out): any instance accepts any call; when another
 //! live instance holds the room, the call goes to it once over its
 //! `RoomPeer` gRPC service, with the caller's remaining deadline and
-//! metadata (traceparent included), and the caller gets the holder's answer.
+//! metadata, and the caller gets the holder's answer. A forwarded command
+//! carries the forwarding instance's command span as its `traceparent`
+//! (metadata and `PeerCommand`), so the holder's span is its child.
 //!
 //! [`CallContext`] is what travels with a call; [`Peers`] keeps one lazily
 //! connected channel per holder address, over TLS (`peer_tls`) when the
@@ -24,6 +26,8 @@ use crate::validate::CommandRequest;
 pub const SERVED_BY: &str = "x-room-served-by";
 /// Request metadata of a forwarded call: the forwarding node's id.
 pub const FORWARDED_BY: &str = "x-room-forwarded-by";
+/// W3C trace context metadata.
+const TRACEPARENT: &str = "traceparent";
 
 /// Metadata that belongs to one HTTP/2 hop, or that we set ourselves, and is
 /// therefore not copied onto the forwarded call.
@@ -231,6 +235,15 @@ impl Peers {
         *request.metadata_mut() = call.metadata.clone();
         if let Ok(value) = self.node_id.parse() {
             request.metadata_mut().insert(FORWARDED_BY, value);
+        }
+        // A command is forwarded from inside its span: the holder continues
+        // that span rather than the gateway's (reads, which have no span of
+        // their own, keep the caller's).
+        let traceparent = service_kit::trace::current_traceparent();
+        if !traceparent.is_empty()
+            && let Ok(value) = traceparent.parse()
+        {
+            request.metadata_mut().insert(TRACEPARENT, value);
         }
         request.set_timeout(remaining);
         Ok(request)

@@ -1,6 +1,7 @@
-//! The tonic `hyapp.room.v1.RoomService` over [`Rooms`]: validates each
-//! request (INVALID_ARGUMENT naming the field, before any I/O), reads the
-//! `traceparent` metadata for the outbox envelopes, takes the caller's
+//! The tonic `hyapp.room.v1.RoomService` over [`Rooms`]: runs each write
+//! command in its span (`command_span`, continuing the `traceparent`
+//! metadata; the span's context goes on the outbox envelopes), validates
+//! each request (INVALID_ARGUMENT naming the field, before any I/O), takes the caller's
 //! deadline and metadata along if the call is forwarded, names the instance
 //! that served it in `x-room-served-by`, and maps [`crate::Error`] to a status
 //! through its one conversion. [`GrpcRoomPeer`] is the `RoomPeer` service
@@ -21,6 +22,7 @@ use hyapp_api::room::{
 use tonic::{Request, Response, Status};
 
 use crate::Error;
+use crate::command_span;
 use crate::forward::{CallContext, SERVED_BY, Served};
 use crate::service::Rooms;
 use crate::timing;
@@ -80,8 +82,9 @@ impl GrpcRoomService {
         Self { rooms }
     }
 
-    /// Validates with `validate_fn` and runs the command; a refusal is
-    /// logged as the command's timing line (the pipeline logs the others).
+    /// Validates with `validate_fn` and runs the command inside its span
+    /// (`command_span::gateway`); a refusal is logged as the command's
+    /// timing line (the pipeline logs the others).
     async fn command<M: WriteRequest>(
         &self,
         request: Request<M>,
@@ -89,29 +92,36 @@ impl GrpcRoomService {
     ) -> Result<Response<CommandReply>, Status> {
         let started = Instant::now();
         let call = CallContext::from_request(request.metadata(), started);
-        let traceparent = request
+        let gateway_traceparent = request
             .metadata()
             .get("traceparent")
             .and_then(|value| value.to_str().ok())
             .filter(|value| value.len() <= MAX_TRACEPARENT_LEN)
-            .unwrap_or_default()
-            .to_owned();
+            .unwrap_or_default();
         let message = request.get_ref();
-        let command = match validate_fn(message, self.rooms.context(&traceparent)) {
-            Ok(command) => command,
-            Err(error) => {
-                let command_id = message.meta().map_or("", |meta| meta.command_id.as_str());
-                timing::log_refused(
-                    M::COMMAND,
-                    message.room_id(),
-                    command_id,
-                    &error,
-                    started.elapsed(),
-                );
-                return Err(error.into());
-            }
-        };
-        Ok(served(self.rooms.execute_call(command, &call).await?))
+        let span = command_span::gateway(M::COMMAND, gateway_traceparent, message.room_id());
+        // The outbox rows carry the command's span, not the gateway's: the
+        // relay's publish span is then a child of the command.
+        let traceparent = span.traceparent();
+        let executed = command_span::run(span, async {
+            let command = match validate_fn(message, self.rooms.context(&traceparent)) {
+                Ok(command) => command,
+                Err(error) => {
+                    let command_id = message.meta().map_or("", |meta| meta.command_id.as_str());
+                    timing::log_refused(
+                        M::COMMAND,
+                        message.room_id(),
+                        command_id,
+                        &error,
+                        started.elapsed(),
+                    );
+                    return Err(error);
+                }
+            };
+            self.rooms.execute_call(command, &call).await
+        })
+        .await;
+        Ok(served(executed?))
     }
 }
 
@@ -324,8 +334,18 @@ impl RoomPeer for GrpcRoomPeer {
         request: Request<PeerCommand>,
     ) -> Result<Response<CommandReply>, Status> {
         let call = peer_call(request.metadata());
-        let command = peer_request(request.into_inner())?;
-        Ok(served(self.rooms.execute_call(command, &call).await?))
+        let message = request.into_inner();
+        let span = command_span::peer(&message.traceparent, &message.room_id);
+        let traceparent = span.traceparent();
+        let executed = command_span::run(span, async {
+            let mut command = peer_request(message)?;
+            // The holder's rows carry the holder's span, itself a child of
+            // the forwarding instance's command span.
+            command.traceparent = traceparent;
+            self.rooms.execute_call(command, &call).await
+        })
+        .await;
+        Ok(served(executed?))
     }
 
     async fn get_room(

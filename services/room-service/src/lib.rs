@@ -17,6 +17,7 @@ pub mod app;
 pub(crate) mod batch;
 pub mod cell;
 pub mod cells;
+pub mod command_span;
 pub mod config;
 pub mod consumers;
 pub mod deps;

@@ -24,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());
     }
-    service_kit::telemetry::init("room-service", &config.log);
+    service_kit::telemetry::init("room-service", &config.log).context("starting telemetry")?;
     let shutdown = service_kit::shutdown::on_signal();
     let app = room_service::App::build(config)
         .await

@@ -20,6 +20,7 @@ use futures::future::BoxFuture;
 use crate::Error;
 use crate::cell::{CommandJob, CommandOutcome, Job, ReadJob};
 use crate::cells::Cells;
+use crate::command_span;
 use crate::deps::Deps;
 use crate::forward::{CallContext, Peers, Served, retry_here};
 use crate::im::ImGroups;
@@ -63,11 +64,31 @@ impl Rooms {
     }
 
     /// Runs a validated write command made by room-service itself (forwarded
-    /// to the room's holder when that is another instance).
+    /// to the room's holder when that is another instance), inside its
+    /// internal span (`command_span::internal`).
     pub async fn execute(&self, request: CommandRequest) -> Result<CommandReply, Error> {
-        self.execute_call(request, &CallContext::internal())
+        self.execute_internal(request, &CallContext::internal())
             .await
-            .map(|served| served.value)
+    }
+
+    /// [`Rooms::execute`] with `call` saying whether it may be forwarded.
+    async fn execute_internal(
+        &self,
+        mut request: CommandRequest,
+        call: &CallContext,
+    ) -> Result<CommandReply, Error> {
+        let span = command_span::internal(
+            request.command.name(),
+            &request.traceparent,
+            &request.room_id,
+        );
+        request.traceparent = span.traceparent();
+        command_span::run(span, async {
+            self.execute_call(request, call)
+                .await
+                .map(|served| served.value)
+        })
+        .await
     }
 
     /// Runs a validated write command on the instance holding the room.
@@ -263,12 +284,11 @@ impl Rooms {
         let command_id = presence_command_id(room_id, user_id, expires_at_ms);
         // Not forwarded: every instance sweeps the same presence entries, and
         // the holder's own sweep removes those of its rooms.
-        self.execute_call(
+        self.execute_internal(
             self.internal_request(room_id, &command_id, "PresenceExpired", command),
             &CallContext::local_only(),
         )
         .await
-        .map(|served| served.value)
     }
 
     fn internal_request(

@@ -276,10 +276,13 @@ async fn the_hosted_im_bridge_turns_events_into_group_messages() {
     harness.stop().await;
 }
 
-/// One trace from the gateway's request to Tencent IM: the command's
-/// `traceparent` is stored with its outbox rows, the relay's publish span
-/// continues it, the IM bridge's consume span is a child of the publish span,
-/// and the Tencent IM call is a child of the consume span.
+/// One trace from the gateway's request to Tencent IM, inside one
+/// room-service: the command's span continues the request's `traceparent`
+/// and is stored with its outbox rows, the embedded relay's publish span
+/// continues it, the hosted IM bridge's consume span is a child of the
+/// publish span, and the Tencent IM call is a child of the consume span.
+/// (tests/traces.rs checks the same through OTLP with the standalone relay
+/// and im-bridge.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_runs_from_the_command_to_the_im_call() {
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
@@ -332,11 +335,17 @@ async fn one_trace_runs_from_the_command_to_the_im_call() {
                 )
             })
     };
+    let command = find("hyapp.room.v1.RoomService/JoinRoom");
+    assert_eq!(
+        command.parent_span_id.to_string(),
+        "00f067aa0ba902b7",
+        "the command continues the request's span"
+    );
     let publish = find("room_outbox publish");
     assert_eq!(
-        publish.parent_span_id.to_string(),
-        "00f067aa0ba902b7",
-        "continues the request's span"
+        publish.parent_span_id,
+        command.span_context.span_id(),
+        "the publish continues the command's span"
     );
     // The consume span is named after the consumer group: "<group> process".
     let consume = in_trace

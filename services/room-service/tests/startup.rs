@@ -2,7 +2,7 @@
 //! refused naming the key (file and environment), and `--dump-config`
 //! redacts every secret it holds.
 
-use testkit::binary::{ConfigCase, assert_dump_redacts, assert_start_refused};
+use testkit::binary::{ConfigCase, assert_dump_redacts, assert_start_refused, trace_export_cases};
 
 const EXE: &str = env!("CARGO_BIN_EXE_room-service");
 
@@ -113,6 +113,10 @@ fn invalid_configs_are_refused_naming_the_key() {
             "room.rules.max_members must be at least 1",
         ),
     ];
+    let cases: Vec<ConfigCase> = cases
+        .into_iter()
+        .chain(trace_export_cases(BASE, "ROOM"))
+        .collect();
     assert_start_refused(EXE, &cases);
 }
 

@@ -46,7 +46,7 @@ pub async fn main<S: ConsumerService>() -> Result<(), Error> {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());
     }
-    service_kit::telemetry::init(S::Config::SERVICE, config.shared().log);
+    service_kit::telemetry::init(S::Config::SERVICE, config.shared().log)?;
     let app = Host::<S>::build(config).await?;
     let result = app.run(service_kit::shutdown::on_signal()).await;
     service_kit::telemetry::shutdown();
