@@ -330,4 +330,23 @@ mod tests {
         let error = refusal::<pb::RoomOutboxEvent>(&forged, day, true, now).unwrap_err();
         assert!(error.contains("disagrees"), "{error}");
     }
+
+    #[test]
+    fn a_report_line_says_result_and_detail_in_json() {
+        let refused = ReplayLine {
+            event_id: "e1".into(),
+            dlq_partition: 0,
+            dlq_offset: 3,
+            replayed: Replayed::Refused("too old".into()),
+        };
+        let json = serde_json::to_value(&refused).unwrap();
+        assert_eq!(json["result"], "refused");
+        assert_eq!(json["detail"], "too old");
+        assert_eq!(json["dlq_offset"], 3);
+        let applied = ReplayLine {
+            replayed: Replayed::Applied,
+            ..refused
+        };
+        assert_eq!(serde_json::to_value(&applied).unwrap()["result"], "applied");
+    }
 }
