@@ -12,23 +12,38 @@
 //! - [`main`]: the binary (`--config`, `--dump-config`, telemetry, signals);
 //! - [`EmbeddedConsumer`]: a consumer with its purge, for a process that
 //!   hosts it itself (room-service runs the IM bridge);
-//! - [`Error`]: the one error type of the consumer services.
+//! - [`Error`]: the one error type of the consumer services;
+//! - the operator commands of every consumer binary ([`OperatorCommand`]):
+//!   `dead-letters list|inspect|replay` over the group's `<group>.dlq` and
+//!   `deliveries list|retry` over the service's delivery table, each
+//!   mutation audited in `consumer_operator_audit`.
 //!
 //! A consumer service is then its handler, its config struct implementing
 //! [`ServiceConfig`], a [`ConsumerService`] saying how to build the handler,
 //! and a `main.rs` calling [`main`].
 
 mod app;
+mod audit;
 mod cli;
 mod config;
+mod dead_letters;
+mod deliveries;
 mod embedded;
 mod error;
+mod operator;
+mod operator_run;
+mod replay;
 
 pub use app::{Builder, Host};
 pub use cli::main;
 pub use config::{ServiceConfig, SharedSections};
+pub use dead_letters::DeadLetter;
+pub use deliveries::{FailedDeliveries, FailedRow};
 pub use embedded::EmbeddedConsumer;
 pub use error::{BoxError, Error};
+pub use operator::{DeadLettersCommand, DeliveriesCommand, OperatorCommand, ReplayArgs, RetryArgs};
+pub use operator_run::{OperatorReport, run_operator};
+pub use replay::{ReplayLine, Replayed};
 
 use crate::{Decode, Handler};
 use std::{future::Future, sync::Arc};
@@ -53,4 +68,10 @@ pub trait ConsumerService: Send + Sync + 'static {
         config: &Self::Config,
         host: &mut Builder,
     ) -> impl Future<Output = Result<Arc<Self::Handler>, Error>> + Send;
+
+    /// The service's table of retried deliveries, for the `deliveries`
+    /// operator commands (`FailedDeliveries::of::<Table>()`); none by default.
+    fn failed_deliveries() -> Option<FailedDeliveries> {
+        None
+    }
 }

@@ -6,7 +6,8 @@ use outbox_schema::pb;
 use std::sync::Arc;
 
 /// A message type the runtime can consume.
-pub trait Decode: Sized + Send + Sync + 'static {
+/// `Debug` shows a decoded dead letter to an operator (`dead-letters inspect`).
+pub trait Decode: Sized + Send + Sync + std::fmt::Debug + 'static {
     /// What the message is, for logs and dead-letter reasons.
     const KIND: &'static str;
 

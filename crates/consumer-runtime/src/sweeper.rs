@@ -53,6 +53,24 @@ pub trait DeliveryTable: Send + Sync + 'static {
     /// `next_attempt_at_ms`, `last_error`, then the row's key.
     const FAILED_SQL: &'static str;
 
+    /// The table's name, for the operator commands' output and audit rows.
+    const TABLE: &'static str;
+    /// Operator listing (`deliveries list`): binds `created_at_ms` lower
+    /// bound and a row limit; selects `(event_id, room_id, target, attempts,
+    /// last_error, created_at_ms)` of `failed` rows created since, oldest
+    /// first — `target` says who the row was for. Served by an index on
+    /// `(status, created_at_ms)`.
+    const FAILED_LIST_SQL: &'static str;
+    /// Operator retry of one event's rows: binds the new due time (now) and
+    /// the event id; sets `failed` rows back to `pending` with `attempts = 0`
+    /// (a fresh budget), so the sweeper takes them up. Guarded by
+    /// `status = 'failed'`: a row delivered or pending meanwhile is left alone.
+    const RETRY_EVENT_SQL: &'static str;
+    /// Operator retry by creation time: binds the new due time, the
+    /// `created_at_ms` lower bound and a row limit; like
+    /// [`Self::RETRY_EVENT_SQL`] for the oldest `failed` rows created since.
+    const RETRY_SINCE_SQL: &'static str;
+
     /// The key [`Self::DUE_SQL`] returns and the claim and row lookup bind.
     type Key: for<'r> sqlx::Decode<'r, MySql>
         + for<'q> sqlx::Encode<'q, MySql>
@@ -255,6 +273,15 @@ mod tests {
         const FAILED_SQL: &str = "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
              next_attempt_at_ms = ?, last_error = ? \
              WHERE event_id = ? AND recipient_id = ? AND status = 'pending'";
+        const TABLE: &str = "notice_delivery_events";
+        const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, recipient_id AS target, \
+             attempts, last_error, created_at_ms FROM notice_delivery_events \
+             WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, id LIMIT ?";
+        const RETRY_EVENT_SQL: &str = "UPDATE notice_delivery_events SET status = 'pending', \
+             attempts = 0, next_attempt_at_ms = ? WHERE event_id = ? AND status = 'failed'";
+        const RETRY_SINCE_SQL: &str = "UPDATE notice_delivery_events SET status = 'pending', \
+             attempts = 0, next_attempt_at_ms = ? \
+             WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, id LIMIT ?";
 
         type Key = u64;
         type Row = Row;

@@ -38,6 +38,11 @@ const ALLOWED_SITES: &[(&str, &str, &str)] = &[
         "test helper: table and column are literals at every call site; the value is bound",
     ),
     (
+        "services/notice-consumer/tests/notices.rs",
+        "&explain",
+        "test: EXPLAIN of the table's own const statements (`EXPLAIN {statement}`); values are bound",
+    ),
+    (
         "services/activity-consumer/tests/bad_input.rs",
         "SELECT COUNT(*) FROM {table}",
         "test: table names come from the file's TABLES constant",

@@ -79,6 +79,16 @@ impl DeliveryTable for Broadcasts {
          attempts = ?, last_error = '' WHERE event_id = ? AND status = 'pending'";
     const FAILED_SQL: &str = "UPDATE activity_broadcasts SET status = ?, attempts = ?, \
          next_attempt_at_ms = ?, last_error = ? WHERE event_id = ? AND status = 'pending'";
+    const TABLE: &str = "activity_broadcasts";
+    const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, \
+         CONCAT('gift ', gift_id, ' from ', sender_id, ' to ', receiver_id) AS target, \
+         attempts, last_error, created_at_ms FROM activity_broadcasts \
+         WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, event_id LIMIT ?";
+    const RETRY_EVENT_SQL: &str = "UPDATE activity_broadcasts SET status = 'pending', \
+         attempts = 0, next_attempt_at_ms = ? WHERE event_id = ? AND status = 'failed'";
+    const RETRY_SINCE_SQL: &str = "UPDATE activity_broadcasts SET status = 'pending', \
+         attempts = 0, next_attempt_at_ms = ? \
+         WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, event_id LIMIT ?";
 
     // event_id is an id column (utf8mb4_bin), which sqlx does not decode as String.
     type Key = IdText;

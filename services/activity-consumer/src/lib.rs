@@ -19,7 +19,7 @@ pub mod validate;
 
 use broadcast::{Broadcaster, Broadcasts};
 use config::Config;
-use consumer_runtime::host::{self, ConsumerService};
+use consumer_runtime::host::{self, ConsumerService, FailedDeliveries};
 use hyapp_api::activity::activity_service_server::ActivityServiceServer;
 use outbox_schema::pb;
 use processor::ActivityProcessor;
@@ -92,5 +92,9 @@ impl ConsumerService for Service {
         })
         .await?;
         Ok(processor)
+    }
+
+    fn failed_deliveries() -> Option<FailedDeliveries> {
+        Some(FailedDeliveries::of::<Broadcasts>())
     }
 }

@@ -13,7 +13,7 @@ pub mod notices;
 
 use config::Config;
 use consumer_runtime::{
-    host::{self, ConsumerService},
+    host::{self, ConsumerService, FailedDeliveries},
     sweeper::Sweeper,
 };
 use notices::{NoticeDeliveries, NoticeProcessor};
@@ -56,5 +56,9 @@ impl ConsumerService for Service {
             move |stop| async move { processor.deliveries().run(stop).await }
         });
         Ok(processor)
+    }
+
+    fn failed_deliveries() -> Option<FailedDeliveries> {
+        Some(FailedDeliveries::of::<NoticeDeliveries>())
     }
 }

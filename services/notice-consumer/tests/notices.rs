@@ -253,3 +253,186 @@ async fn throughput_report() {
     shutdown.cancel();
     task.await.unwrap();
 }
+
+/// A notice that failed for good is listed by `deliveries list`, refused
+/// for an unknown event, and after an audited `deliveries retry` sent by the
+/// running service's sweeper; the listing uses its index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_notice_is_listed_and_sent_again_after_an_audited_retry() {
+    use consumer_runtime::host::{OperatorCommand, run_operator};
+    let f = fixture(1).await;
+    let operator = |args: &[&str]| {
+        let command = OperatorCommand::from_args(args.iter().copied()).expect("valid arguments");
+        let config = f.config.clone();
+        async move { run_operator::<notice_consumer::Service>(&config, command).await }
+    };
+    let room = testkit::unique("room-");
+    f.fake.inject_fault(FaultRule::error_code(
+        SENDMSG,
+        tencent_im::codes::OPENIM_TO_ACCOUNT,
+    ));
+    let (shutdown, task) = f.start().await;
+    let event = kicked(&room, 1, "u-later");
+    f.publish(&event).await;
+    assert!(f.status_is(&event.event_id, "u-later", "failed").await);
+
+    let listed = operator(&["deliveries", "list", "--json"]).await.unwrap();
+    let listed: serde_json::Value = serde_json::from_str(&listed.output).unwrap();
+    assert_eq!(listed["table"], "notice_delivery_events");
+    let failed = listed["failed"].as_array().unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["event_id"], event.event_id.as_str());
+    assert_eq!(failed[0]["target"], "u-later");
+    assert_eq!(failed[0]["attempts"], 1);
+    assert!(
+        failed[0]["last_error"].as_str().unwrap().contains("90003"),
+        "{failed:?}"
+    );
+
+    let unknown = id();
+    let error = operator(&[
+        "deliveries",
+        "retry",
+        "--event-id",
+        &unknown,
+        "--operator",
+        "alice",
+        "--reason",
+        "r",
+    ])
+    .await
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("no failed row of event"),
+        "{error}"
+    );
+    let error = operator(&[
+        "deliveries",
+        "retry",
+        "--all",
+        "--operator",
+        "alice",
+        "--reason",
+        " ",
+    ])
+    .await
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("--reason is required"),
+        "{error}"
+    );
+    assert_eq!(audit_count(&f.db.pool).await, 0, "refusals change nothing");
+
+    let retried = operator(&[
+        "deliveries",
+        "retry",
+        "--event-id",
+        &event.event_id,
+        "--operator",
+        "alice",
+        "--reason",
+        "recipient account restored",
+    ])
+    .await
+    .unwrap();
+    assert!(
+        retried.output.starts_with("1 failed rows"),
+        "{}",
+        retried.output
+    );
+    assert!(f.status_is(&event.event_id, "u-later", "delivered").await);
+    shutdown.cancel();
+    task.await.unwrap();
+    assert_eq!(f.fake.c2c_messages("u-later").len(), 1);
+    let audit: (String, String, String, String) =
+        sqlx::query_as("SELECT operator, action, target, outcome FROM consumer_operator_audit")
+            .fetch_one(&f.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        audit,
+        (
+            "alice".to_string(),
+            "deliveries retry".to_string(),
+            format!("notice_delivery_events event_id={}", event.event_id),
+            "reset 1 rows".to_string()
+        )
+    );
+    // Nothing failed is left: a second retry of everything resets none.
+    let none = operator(&[
+        "deliveries",
+        "retry",
+        "--all",
+        "--operator",
+        "alice",
+        "--reason",
+        "sweep up",
+    ])
+    .await
+    .unwrap();
+    assert!(none.output.starts_with("0 failed rows"), "{}", none.output);
+}
+
+/// The operator statements read an index on `status`, not the whole table,
+/// among many delivered rows (EXPLAIN of the table's own statements).
+#[tokio::test]
+async fn failed_notices_are_found_through_their_index() {
+    use consumer_runtime::sweeper::DeliveryTable;
+    use notice_consumer::notices::NoticeDeliveries;
+    use sqlx::Row;
+    let db = testkit::TestDb::new().await;
+    for batch in 0..10 {
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO notice_delivery_events (event_id, recipient_id, notice_type, room_id, \
+             content, status, next_attempt_at_ms, created_at_ms) ",
+        );
+        insert.push_values(0..200, |mut row, n| {
+            row.push_bind(format!("e-{batch}-{n}"))
+                .push_bind("u")
+                .push_bind("room_kicked")
+                .push_bind("r")
+                .push_bind("{}")
+                .push_bind(if n % 50 == 0 { "failed" } else { "delivered" })
+                .push_bind(0_i64)
+                .push_bind(i64::from(batch * 200 + n));
+        });
+        insert.build().execute(&db.pool).await.unwrap();
+    }
+    sqlx::query("ANALYZE TABLE notice_delivery_events")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for statement in [
+        NoticeDeliveries::FAILED_LIST_SQL,
+        NoticeDeliveries::RETRY_SINCE_SQL,
+    ] {
+        let explain = format!("EXPLAIN {statement}");
+        let mut query = sqlx::query(&explain);
+        if statement.starts_with("UPDATE") {
+            query = query.bind(0_i64);
+        }
+        let plan = query
+            .bind(0_i64)
+            .bind(100_u32)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        let key: Option<String> = plan.try_get("key").unwrap();
+        // The UPDATE may walk either index that starts with `status`; both
+        // touch only the failed rows, never the whole table.
+        assert!(
+            matches!(key.as_deref(), Some("idx_status_created" | "idx_due")),
+            "{statement}: {key:?}"
+        );
+        if statement.starts_with("SELECT") {
+            assert_eq!(key.as_deref(), Some("idx_status_created"), "{statement}");
+        }
+    }
+}
+
+async fn audit_count(pool: &sqlx::MySqlPool) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM consumer_operator_audit")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}

@@ -42,6 +42,10 @@ pub struct Builder {
     consumer_group: String,
     background: Vec<(&'static str, BackgroundTask)>,
     servers: Vec<ExtraServer>,
+    /// False when only the handler is wanted (an operator command replaying
+    /// dead letters beside the running service): extra servers are not
+    /// bound, so their ports stay the service's.
+    serving: bool,
 }
 
 impl std::fmt::Debug for Builder {
@@ -62,6 +66,18 @@ impl std::fmt::Debug for Builder {
 }
 
 impl Builder {
+    /// A builder whose registrations are never run: for building the handler
+    /// alone, in an operator command.
+    pub(super) fn for_operator(pool: MySqlPool, consumer_group: String) -> Self {
+        Self {
+            pool,
+            consumer_group,
+            background: Vec::new(),
+            servers: Vec::new(),
+            serving: false,
+        }
+    }
+
     /// The service's MySQL pool (closed by the host after everything stopped).
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
@@ -100,6 +116,9 @@ impl Builder {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
     {
+        if !self.serving {
+            return Ok(());
+        }
         let listener = admin_http::bind(listen).await?;
         self.servers.push(ExtraServer {
             name,
@@ -152,6 +171,7 @@ impl<S: ConsumerService> Host<S> {
             consumer_group: settings.consumer_group.clone(),
             background: Vec::new(),
             servers: Vec::new(),
+            serving: true,
         };
         let handler = S::build(&config, &mut builder).await?;
         let consumer_group = settings.consumer_group.clone();

@@ -16,6 +16,9 @@ struct Args {
     /// Print the effective configuration (secrets redacted) and exit.
     #[arg(long)]
     dump_config: bool,
+    /// An operator command instead of running the service.
+    #[command(subcommand)]
+    operator: Option<super::OperatorCommand>,
 }
 
 impl Args {
@@ -45,6 +48,11 @@ pub async fn main<S: ConsumerService>() -> Result<(), Error> {
     if args.dump_config {
         println!("{}", service_kit::config::dump(&config));
         return Ok(());
+    }
+    if let Some(command) = args.operator {
+        // stdout is the command's output (a table, or JSON for a script).
+        service_kit::telemetry::init_for_command(S::Config::SERVICE, config.shared().log)?;
+        return super::operator_run::main::<S>(&config, command).await;
     }
     service_kit::telemetry::init(S::Config::SERVICE, config.shared().log)?;
     let app = Host::<S>::build(config).await?;

@@ -19,6 +19,10 @@ pub enum Error {
     /// Shared plumbing (config loading, MySQL, listeners) failed.
     #[error(transparent)]
     Service(#[from] service_kit::Error),
+    /// An operator command (`dead-letters …`, `deliveries …`) was refused
+    /// or could not be carried out; the message says why.
+    #[error("{0}")]
+    Operator(String),
     /// An extra server the service registered (`grpc`) failed.
     #[error("{name} server: {source}")]
     Server {
