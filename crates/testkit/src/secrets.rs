@@ -60,6 +60,30 @@ pub fn assert_consumer_secrets_hidden<C: std::fmt::Debug, S: std::fmt::Debug>(
     assert!(!format!("{settings:?}").contains(MARK), "{settings:?}");
 }
 
+/// The password of the Kafka client key: accepted only next to the
+/// certificate and key it unlocks, over TLS.
+const KAFKA_KEY_PASSWORD: &str = "rocketmq.tls.key_password";
+
+/// What a planted `rocketmq.tls.key_password` needs beside it to be a valid
+/// setting: TLS and a client certificate with its key (a test PKI's, copied
+/// into `dir`).
+fn kafka_client_certificate(prefix: &str, dir: &std::path::Path) -> Vec<(String, String)> {
+    let pki = crate::pki::TestPki::generate(&["localhost"]);
+    let cert = dir.join("kafka-client.pem");
+    let key = dir.join("kafka-client-key.pem");
+    std::fs::copy(&pki.client_cert, &cert).expect("copy client certificate");
+    std::fs::copy(&pki.client_key, &key).expect("copy client key");
+    let path = |file: PathBuf| file.to_str().expect("utf-8 path").to_owned();
+    vec![
+        (
+            format!("{prefix}__ROCKETMQ__SECURITY_PROTOCOL"),
+            "ssl".to_owned(),
+        ),
+        (format!("{prefix}__ROCKETMQ__TLS__CERT_FILE"), path(cert)),
+        (format!("{prefix}__ROCKETMQ__TLS__KEY_FILE"), path(key)),
+    ]
+}
+
 /// Keys that may come from a file but are an identity, not a secret (the SASL
 /// user): planted with a visible value, which the dump must show as given.
 const IDENTITIES: &[&str] = &["rocketmq.access_key"];
@@ -97,6 +121,9 @@ impl PlantedSecrets {
             } else {
                 env.push((variable, value));
             }
+        }
+        if secret_keys.contains(&KAFKA_KEY_PASSWORD) {
+            env.extend(kafka_client_certificate(prefix, &dir));
         }
         Self {
             env,
