@@ -22,11 +22,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     ensure_cargo_deny()?;
     let workspace = crate::infra::workspace_root();
-    run_checked(
-        Command::new(cargo())
-            .current_dir(&workspace)
-            .args(["deny", "check", "bans", "licenses", "sources"]),
-    )?;
+    run_checked(Command::new(cargo()).current_dir(&workspace).args([
+        "deny",
+        "check",
+        "--hide-inclusion-graph",
+        "bans",
+        "licenses",
+        "sources",
+    ]))?;
     let fetched = Command::new(cargo())
         .current_dir(&workspace)
         .args(["deny", "fetch", "db"])
