@@ -209,6 +209,18 @@ impl Store {
             .await
     }
 
+    /// How many sagas are still between debit and commit/refund since before
+    /// `stale_before`: a range read of idx_sweep (status, updated_at_ms).
+    pub async fn count_unsettled_sagas(&self, stale_before: i64) -> Result<i64, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM room_gift_saga \
+             WHERE status IN ('debiting', 'debited', 'compensating') AND updated_at_ms < ?",
+        )
+        .bind(stale_before)
+        .fetch_one(self.pool())
+        .await
+    }
+
     /// Sagas left between debit and commit/refund for longer than the stuck
     /// threshold (`failed` ones are terminal and never returned).
     pub async fn stuck_sagas(
