@@ -19,7 +19,7 @@ pub fn ensure_promtool(
     }
     eprintln!("xtask: installing promtool (Debian package prometheus, without recommends)");
     // Root installs directly; anyone else needs password-less sudo (CI).
-    let mut apt = |args: &[&str]| {
+    let apt = |args: &[&str]| {
         let mut command = if is_root() {
             Command::new("apt-get")
         } else {

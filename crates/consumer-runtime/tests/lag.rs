@@ -105,7 +105,12 @@ async fn the_broker_reports_each_partitions_lag_with_the_group_down_and_running(
         (shutdown, task)
     };
     let (shutdown, task) = run(settings.clone());
-    assert!(wait_until(WAIT, || async { switch.completed.load(Ordering::SeqCst) == 21 }).await);
+    assert!(
+        wait_until(WAIT, || async {
+            switch.completed.load(Ordering::SeqCst) == 21
+        })
+        .await
+    );
     shutdown.cancel();
     task.await.unwrap();
     let second = produce(&producer, &topic, "second", 17).await;
@@ -150,7 +155,9 @@ async fn the_broker_reports_each_partitions_lag_with_the_group_down_and_running(
         monitor.read_once().await.unwrap();
         exposition.clear();
         prometheus_client::encoding::text::encode(&mut exposition, &registry).unwrap();
-        shown = expected.iter().all(|line| exposition.contains(line.as_str()));
+        shown = expected
+            .iter()
+            .all(|line| exposition.contains(line.as_str()));
         if !shown {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

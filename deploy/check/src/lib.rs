@@ -14,6 +14,7 @@
 //! parsed deploy files; each returns the list of problems it found, so a unit
 //! test can feed a deliberately wrong reference and see it reported.
 
+pub mod alert_eval;
 pub mod instances;
 pub mod pod_env;
 pub mod promql;

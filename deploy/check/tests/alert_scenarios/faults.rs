@@ -1,0 +1,536 @@
+//! The scenarios: what each breaks, what it waits for before scraping, and
+//! which alerts it must fire (every other alert must stay quiet in it).
+
+use super::stack::{Setup, Stack};
+use consumer_runtime::testing::{TestProducer, envelope};
+use fake_tencent_im::FaultRule;
+use hyapp_api::room::{
+    CommandMeta, CreateRoomRequest, JoinRoomRequest, SendGiftRequest,
+    room_service_client::RoomServiceClient,
+};
+use outbox_schema::{NewOutboxRow, names, pb, pb::room_outbox_event::Payload};
+use service_kit::time::now_ms;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// What a scenario breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    StopRelay,
+    UndiscoverRelay,
+    StopNoticeConsumer,
+    StopRoomService,
+    FailOutboxRow,
+    RefuseNotice,
+    BridgeImDown,
+    MalformedMessages,
+    RelayCutOff,
+    OldBacklog,
+    RejectedCommands,
+    SlowWallet,
+    IdleRelayInstance,
+}
+
+/// One scenario and the alerts it must fire.
+pub struct Scenario {
+    pub name: &'static str,
+    pub fault: Fault,
+    pub fires: &'static [&'static str],
+}
+
+impl Scenario {
+    pub fn setup(&self) -> Setup {
+        Setup {
+            relay_bootstrap: (self.fault == Fault::RelayCutOff).then(closed_port),
+            bridge_retries_forever: self.fault == Fault::BridgeImDown,
+        }
+    }
+}
+
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "healthy",
+        fault: Fault::None,
+        fires: &[],
+    },
+    Scenario {
+        name: "relay stopped",
+        fault: Fault::StopRelay,
+        fires: &["RoomOutboxRelayDown", "RoomOutboxShardOwnershipAbsent"],
+    },
+    Scenario {
+        name: "relay gone from discovery",
+        fault: Fault::UndiscoverRelay,
+        fires: &["RoomOutboxRelayDown", "RoomOutboxShardOwnershipAbsent"],
+    },
+    Scenario {
+        name: "notice-consumer stopped",
+        fault: Fault::StopNoticeConsumer,
+        fires: &["ConsumerGroupDown"],
+    },
+    Scenario {
+        name: "room-service stopped",
+        fault: Fault::StopRoomService,
+        fires: &["RoomServiceDown"],
+    },
+    Scenario {
+        name: "outbox dead letter",
+        fault: Fault::FailOutboxRow,
+        fires: &["RoomOutboxFailedRows"],
+    },
+    Scenario {
+        name: "notice refused by IM",
+        fault: Fault::RefuseNotice,
+        fires: &["ConsumerDeliveryFailedRows"],
+    },
+    Scenario {
+        name: "IM down under a backlog (stuck partition)",
+        fault: Fault::BridgeImDown,
+        fires: &[
+            "ConsumerGroupLagHigh",
+            "ConsumerPartitionStuck",
+            "ConsumerRetryStorm",
+            "ConsumerStalled",
+        ],
+    },
+    Scenario {
+        name: "malformed messages",
+        fault: Fault::MalformedMessages,
+        fires: &["ConsumerDeadLetters"],
+    },
+    Scenario {
+        name: "relay cut off from the broker",
+        fault: Fault::RelayCutOff,
+        fires: &[
+            "RoomOutboxBacklogGrowing",
+            "RoomOutboxOldestPendingTooOld",
+            "RoomOutboxPublishFailureRate",
+        ],
+    },
+    Scenario {
+        name: "events committed 40s ago",
+        fault: Fault::OldBacklog,
+        fires: &["ConsumerLagHigh", "RoomOutboxCommitToPublishLagHigh"],
+    },
+    Scenario {
+        name: "commands rejected",
+        fault: Fault::RejectedCommands,
+        fires: &["RoomCommandErrorRate"],
+    },
+    Scenario {
+        name: "slow wallet",
+        fault: Fault::SlowWallet,
+        fires: &["RoomCommandLatencyHigh"],
+    },
+    Scenario {
+        name: "relay instance holding no shards",
+        fault: Fault::IdleRelayInstance,
+        fires: &["RoomOutboxNoShardOwner"],
+    },
+];
+
+const WAIT: Duration = Duration::from_secs(90);
+/// The longest refresh of an exported gauge (the broker-read lag, the
+/// failed-row counts): the second scrape comes at least this long after the
+/// first, so every gauge had a reading in between, as over a real scrape
+/// interval.
+const GAUGE_REFRESH: Duration = Duration::from_secs(16);
+/// The room of the healthy session.
+pub const ROOM: &str = "alerts-room";
+
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    addr.to_string()
+}
+
+fn meta(prefix: &str) -> Option<CommandMeta> {
+    Some(CommandMeta {
+        command_id: testkit::unique(prefix),
+        request_id: testkit::unique("req-"),
+        app_code: String::new(),
+    })
+}
+
+async fn client(stack: &Stack) -> RoomServiceClient<tonic::transport::Channel> {
+    RoomServiceClient::connect(stack.grpc.clone())
+        .await
+        .unwrap()
+}
+
+fn gift() -> SendGiftRequest {
+    SendGiftRequest {
+        meta: meta("gift-"),
+        room_id: ROOM.into(),
+        sender_id: "alice".into(),
+        receiver_id: "bob".into(),
+        gift_id: "rose".into(),
+        count: 1,
+        unit_value: 10,
+    }
+}
+
+fn join(room: &str, user: &str) -> JoinRoomRequest {
+    JoinRoomRequest {
+        meta: meta("join-"),
+        room_id: room.into(),
+        user_id: user.into(),
+    }
+}
+
+/// Values of `name` in `job`'s current scrape (empty when it fails).
+pub async fn values(stack: &Stack, job: &str, name: &str) -> Vec<f64> {
+    let Some(addr) = stack.targets.get(job) else {
+        return Vec::new();
+    };
+    let text = Stack::scrape(*addr).await.unwrap_or_default();
+    deploy_check::alert_eval::parse_exposition(&text)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|sample| sample.name == name)
+        .map(|sample| sample.value)
+        .collect()
+}
+
+async fn total(stack: &Stack, job: &str, name: &str) -> f64 {
+    values(stack, job, name).await.iter().sum()
+}
+
+/// Polls `condition` until it holds; panics naming `what` after [`WAIT`].
+async fn until<F, Fut>(what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + WAIT;
+    while !condition().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A room session through room-service (create, joins, a gift), then waits
+/// until the relay owns every shard and each consumer consumed it and reads
+/// no lag from the broker.
+pub async fn healthy_session(stack: &Stack, relay_publishes: bool) {
+    stack.wallet.set_balance("alice", 1_000_000);
+    let mut client = client(stack).await;
+    client
+        .create_room(CreateRoomRequest {
+            meta: meta("create-"),
+            room_id: ROOM.into(),
+            owner_id: "alice".into(),
+            title: "alerts".into(),
+            mic_seat_count: 8,
+        })
+        .await
+        .unwrap();
+    for user in ["alice", "bob"] {
+        client.join_room(join(ROOM, user)).await.unwrap();
+    }
+    client.send_gift(gift()).await.unwrap();
+    until("the relay to own all 64 shards", || async {
+        total(stack, "outbox-relay", "room_outbox_owned_shards").await == 64.0
+    })
+    .await;
+    if relay_publishes {
+        for job in ["im-bridge", "activity-consumer", "notice-consumer"] {
+            until(&format!("{job} to consume the session"), || async {
+                total(stack, job, "consumer_messages_consumed_total").await >= 4.0
+                    && !values(stack, job, "consumer_partition_lag_messages")
+                        .await
+                        .is_empty()
+                    && total(stack, job, "consumer_partition_lag_messages").await == 0.0
+            })
+            .await;
+        }
+    }
+}
+
+/// Runs `step` every `every` until the returned token is cancelled.
+fn keep_doing<F, Fut>(every: Duration, mut step: F) -> CancellationToken
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let token = CancellationToken::new();
+    let stop = token.clone();
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            step().await;
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    });
+    token
+}
+
+fn heat_event(room: &str, seq: u64, age_ms: i64) -> pb::RoomOutboxEvent {
+    let mut event = envelope(
+        &uuid::Uuid::now_v7().to_string(),
+        room,
+        seq,
+        Payload::RoomHeatChanged(pb::RoomHeatChanged {
+            heat: seq,
+            delta: 1,
+        }),
+    );
+    event.occurred_at_ms = now_ms() - age_ms;
+    event
+}
+
+/// Inserts `events` as room-service commits them, `age_ms` ago.
+async fn insert(stack: &Stack, events: &[pb::RoomOutboxEvent], age_ms: i64) {
+    let rows: Vec<NewOutboxRow> = events
+        .iter()
+        .map(|event| NewOutboxRow::event(event, now_ms() - age_ms))
+        .collect();
+    let mut tx = stack.db.pool.begin().await.unwrap();
+    outbox_store::insert_outbox_rows(&mut tx, &rows)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// Breaks what `scenario` breaks and waits until the services show it;
+/// what must go on between the scrapes runs until the token is cancelled.
+pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken {
+    let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
+    let topic = stack.mq.topic(names::TOPIC_ROOM_OUTBOX);
+    match scenario.fault {
+        Fault::None => CancellationToken::new(),
+        Fault::StopRelay => {
+            stack.stop("outbox-relay").await;
+            CancellationToken::new()
+        }
+        Fault::UndiscoverRelay => {
+            stack.stop("outbox-relay").await;
+            stack.targets.remove("outbox-relay");
+            CancellationToken::new()
+        }
+        Fault::StopNoticeConsumer => {
+            stack.stop("notice-consumer").await;
+            CancellationToken::new()
+        }
+        Fault::StopRoomService => {
+            stack.stop("room-service").await;
+            CancellationToken::new()
+        }
+        Fault::FailOutboxRow => {
+            // A row as the relay leaves it once it gives up on it.
+            sqlx::query(
+                "UPDATE room_outbox SET status = 'failed', last_error = 'publish refused' \
+                 ORDER BY id LIMIT 1",
+            )
+            .execute(&stack.db.pool)
+            .await
+            .unwrap();
+            until("room_outbox_failed", || async {
+                total(stack, "outbox-relay", "room_outbox_failed").await == 1.0
+            })
+            .await;
+            CancellationToken::new()
+        }
+        Fault::RefuseNotice => {
+            stack.im.inject_fault(
+                FaultRule::error_code("openim/sendmsg", tencent_im::codes::OPENIM_TO_ACCOUNT)
+                    .times(1_000),
+            );
+            let opened = envelope(
+                &uuid::Uuid::now_v7().to_string(),
+                ROOM,
+                100,
+                Payload::RoomTreasureOpened(pb::RoomTreasureOpened {
+                    box_id: "box-1".into(),
+                    level: 1,
+                    opened_at_ms: now_ms(),
+                    rewarded_user_ids: vec!["dave".into()],
+                }),
+            );
+            producer.send_event(&topic, &opened).await.unwrap();
+            until("a failed notice row counted", || async {
+                total(stack, "notice-consumer", "consumer_delivery_failed_rows").await >= 1.0
+            })
+            .await;
+            CancellationToken::new()
+        }
+        Fault::BridgeImDown => {
+            stack
+                .im
+                .inject_fault(FaultRule::http_status("*", 500).times(u32::MAX));
+            // One room: one partition, held by the message IM refuses.
+            let backlog: Vec<pb::RoomOutboxEvent> = (0..1_100)
+                .map(|seq| heat_event(ROOM, 1_000 + seq, 0))
+                .collect();
+            let joined = envelope(
+                &uuid::Uuid::now_v7().to_string(),
+                ROOM,
+                999,
+                Payload::RoomUserJoined(pb::RoomUserJoined {
+                    user_id: "erin".into(),
+                }),
+            );
+            producer.send_event(&topic, &joined).await.unwrap();
+            producer.send_events(&topic, &backlog).await.unwrap();
+            until("im-bridge's broker-read lag above 1000", || async {
+                total(stack, "im-bridge", "consumer_partition_lag_messages").await > 1_000.0
+                    && total(stack, "im-bridge", "consumer_messages_retried_total").await > 0.0
+            })
+            .await;
+            CancellationToken::new()
+        }
+        Fault::MalformedMessages => {
+            let send = move || {
+                let (producer, topic) = (producer.clone(), topic.clone());
+                async move {
+                    producer
+                        .send_raw(&topic, ROOM, b"\xffnot protobuf", None)
+                        .await
+                        .unwrap();
+                }
+            };
+            let token = keep_doing(Duration::from_millis(500), send);
+            until("a dead letter", || async {
+                total(stack, "im-bridge", "consumer_messages_dead_lettered_total").await >= 1.0
+            })
+            .await;
+            token
+        }
+        Fault::RelayCutOff => {
+            for batch in 0..21 {
+                let events: Vec<pb::RoomOutboxEvent> = (0..500)
+                    .map(|index| heat_event(&format!("cut-{}", index % 50), batch * 500 + index, 0))
+                    .collect();
+                insert(stack, &events, 0).await;
+            }
+            let pool_stack = (stack.db.pool.clone(), 20_000u64);
+            let token = keep_doing(Duration::from_millis(250), move || {
+                let (pool, _) = pool_stack.clone();
+                async move {
+                    let events: Vec<pb::RoomOutboxEvent> = (0..20)
+                        .map(|index| heat_event("cut-more", index, 0))
+                        .collect();
+                    let rows: Vec<NewOutboxRow> = events
+                        .iter()
+                        .map(|event| NewOutboxRow::event(event, now_ms()))
+                        .collect();
+                    let mut tx = pool.begin().await.unwrap();
+                    outbox_store::insert_outbox_rows(&mut tx, &rows)
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                }
+            });
+            until("a backlog above 10000 and failed publishes", || async {
+                total(stack, "outbox-relay", "room_outbox_pending").await > 10_000.0
+                    && total(stack, "outbox-relay", "room_outbox_publish_failure_total").await > 0.0
+            })
+            .await;
+            token
+        }
+        Fault::OldBacklog => {
+            let pool = stack.db.pool.clone();
+            let token = keep_doing(Duration::from_millis(300), move || {
+                let pool = pool.clone();
+                async move {
+                    let events: Vec<pb::RoomOutboxEvent> = (0..5)
+                        .map(|index| heat_event(ROOM, 5_000 + index, 40_000))
+                        .collect();
+                    let rows: Vec<NewOutboxRow> = events
+                        .iter()
+                        .map(|event| NewOutboxRow::event(event, now_ms() - 40_000))
+                        .collect();
+                    let mut tx = pool.begin().await.unwrap();
+                    outbox_store::insert_outbox_rows(&mut tx, &rows)
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                }
+            });
+            until("old events consumed by every group", || async {
+                let mut all = true;
+                for job in ["im-bridge", "activity-consumer", "notice-consumer"] {
+                    all &= total(stack, job, "consumer_lag_seconds_sum").await > 40.0;
+                }
+                all
+            })
+            .await;
+            token
+        }
+        Fault::RejectedCommands => {
+            let grpc = stack.grpc.clone();
+            let token = keep_doing(Duration::from_millis(200), move || {
+                let grpc = grpc.clone();
+                async move {
+                    let mut client = RoomServiceClient::connect(grpc).await.unwrap();
+                    let refused = client.join_room(join("no-such-room", "mallory")).await;
+                    assert!(refused.is_err(), "a join of a missing room is refused");
+                }
+            });
+            until("rejected commands counted", || async {
+                values(stack, "room-service", "room_commands_total")
+                    .await
+                    .len()
+                    >= 4
+            })
+            .await;
+            token
+        }
+        Fault::SlowWallet => {
+            stack.wallet.set_latency(Duration::from_millis(700));
+            let grpc = stack.grpc.clone();
+            keep_doing(Duration::from_millis(10), move || {
+                let grpc = grpc.clone();
+                async move {
+                    let mut client = RoomServiceClient::connect(grpc).await.unwrap();
+                    client.send_gift(gift()).await.unwrap();
+                }
+            })
+        }
+        Fault::IdleRelayInstance => {
+            // Another relay that heartbeats but never takes its shards.
+            let pool = stack.db.pool.clone();
+            let token = keep_doing(Duration::from_millis(500), move || {
+                let pool = pool.clone();
+                async move {
+                    sqlx::query(
+                        "INSERT INTO relay_instances (instance_id, heartbeat_at_ms, started_at_ms) \
+                         VALUES ('idle-relay', ?, ?) \
+                         ON DUPLICATE KEY UPDATE heartbeat_at_ms = VALUES(heartbeat_at_ms)",
+                    )
+                    .bind(now_ms())
+                    .bind(now_ms())
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                }
+            });
+            until("the relay to give up half its shards", || async {
+                total(stack, "outbox-relay", "room_outbox_owned_shards").await < 64.0
+            })
+            .await;
+            token
+        }
+    }
+}
+
+/// Waits for the second scrape: one gauge refresh after the first, and
+/// for a growing backlog, until the backlog gauge moved.
+pub async fn await_second_scrape(scenario: &Scenario, stack: &Stack, first_pending: f64) {
+    let started = Instant::now();
+    until("the second scrape's moment", || async {
+        started.elapsed() >= GAUGE_REFRESH
+            && (scenario.fault != Fault::RelayCutOff
+                || total(stack, "outbox-relay", "room_outbox_pending").await > first_pending)
+    })
+    .await;
+}
+
+/// The relay's backlog gauge now (for [`await_second_scrape`]).
+pub async fn pending(stack: &Stack) -> f64 {
+    total(stack, "outbox-relay", "room_outbox_pending").await
+}
