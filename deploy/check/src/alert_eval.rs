@@ -158,10 +158,11 @@ pub fn input_series(targets: &[Target], seconds_apart: f64) -> Vec<(String, Stri
             continue;
         };
         for sample in first.iter().filter(|sample| sample.value.is_finite()) {
-            let Some(later) = second
-                .iter()
-                .find(|other| other.name == sample.name && other.labels == sample.labels)
-            else {
+            let Some(later) = second.iter().find(|other| {
+                other.name == sample.name
+                    && other.labels == sample.labels
+                    && other.value.is_finite()
+            }) else {
                 continue;
             };
             let mut labels = sample.labels.clone();

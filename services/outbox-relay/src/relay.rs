@@ -257,9 +257,9 @@ async fn lease_loop(
 }
 
 /// Rows in `failed` (dead letters not yet replayed): a range read of
-/// `idx_failed`, which holds only those rows' ids.
+/// `idx_failed` over the entries flagged 1, never the NULL ones.
 const FAILED_COUNT_SQL: &str =
-    "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_failed) WHERE failed_id IS NOT NULL";
+    "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_failed) WHERE failed_flag = 1";
 
 async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
