@@ -17,10 +17,11 @@
 
 mod alert_scenarios {
     pub mod faults;
+    pub mod scenarios;
     pub mod stack;
 }
 
-use alert_scenarios::{faults, stack::Stack};
+use alert_scenarios::{faults, scenarios, stack::Stack};
 use deploy_check::alert_eval::{self, Target};
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -78,7 +79,11 @@ fn evaluate(
     let dir = root().join("target/alert-scenarios");
     std::fs::create_dir_all(&dir).unwrap();
     let rules = root().join("deploy/prometheus/alerts.yml");
-    let file = dir.join(format!("{}.yml", name.replace(' ', "-")));
+    let slug: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let file = dir.join(format!("{slug}.yml"));
     std::fs::write(
         &file,
         alert_eval::rule_test_file(rules.to_str().unwrap(), &series, &verdicts),
@@ -114,7 +119,7 @@ async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
     let mut fired_by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut quiet_in: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut failures = Vec::new();
-    for scenario in faults::SCENARIOS {
+    for scenario in scenarios::SCENARIOS {
         let fires: BTreeSet<String> = scenario.fires.iter().map(|a| a.to_string()).collect();
         for alert in &fires {
             assert!(
@@ -125,7 +130,7 @@ async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
         }
         eprintln!("scenario {:?}", scenario.name);
         let mut stack = Stack::start(&scenario.setup()).await;
-        faults::healthy_session(&stack, scenario.fault != faults::Fault::RelayCutOff).await;
+        faults::healthy_session(&stack, scenario.fault != scenarios::Fault::RelayCutOff).await;
         let continuing = faults::induce(scenario, &mut stack).await;
         let first_pending = faults::pending(&stack).await;
         let first = scrape_all(&stack).await;
@@ -183,7 +188,7 @@ async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
         .collect();
     assert!(
         unfired.is_empty(),
-        "alerts no scenario fires (add a scenario in tests/alert_scenarios/faults.rs): {unfired:?}"
+        "alerts no scenario fires (add a scenario in tests/alert_scenarios/scenarios.rs): {unfired:?}"
     );
     assert!(
         never_quiet.is_empty(),

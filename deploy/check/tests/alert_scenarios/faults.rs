@@ -1,134 +1,22 @@
-//! The scenarios: what each breaks, what it waits for before scraping, and
-//! which alerts it must fire (every other alert must stay quiet in it).
+//! What each scenario (`super::scenarios`) breaks and what it waits for
+//! before the scrapes: the services' own metrics showing the break.
 
-use super::stack::{Setup, Stack};
+use super::{
+    scenarios::{Fault, Scenario},
+    stack::Stack,
+};
 use consumer_runtime::testing::{TestProducer, envelope};
 use fake_tencent_im::FaultRule;
+use fake_wallet::{FaultCode, Method};
 use hyapp_api::room::{
     CommandMeta, CreateRoomRequest, JoinRoomRequest, SendGiftRequest,
     room_service_client::RoomServiceClient,
 };
+use hyapp_api::wallet::{DebitRequest, wallet_service_client::WalletServiceClient};
 use outbox_schema::{NewOutboxRow, names, pb, pb::room_outbox_event::Payload};
 use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// What a scenario breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    None,
-    StopRelay,
-    UndiscoverRelay,
-    StopNoticeConsumer,
-    StopRoomService,
-    FailOutboxRow,
-    RefuseNotice,
-    BridgeImDown,
-    MalformedMessages,
-    RelayCutOff,
-    OldBacklog,
-    RejectedCommands,
-    SlowWallet,
-    IdleRelayInstance,
-}
-
-/// One scenario and the alerts it must fire.
-pub struct Scenario {
-    pub name: &'static str,
-    pub fault: Fault,
-    pub fires: &'static [&'static str],
-}
-
-impl Scenario {
-    pub fn setup(&self) -> Setup {
-        Setup {
-            relay_bootstrap: (self.fault == Fault::RelayCutOff).then(closed_port),
-            bridge_retries_forever: self.fault == Fault::BridgeImDown,
-        }
-    }
-}
-
-pub const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "healthy",
-        fault: Fault::None,
-        fires: &[],
-    },
-    Scenario {
-        name: "relay stopped",
-        fault: Fault::StopRelay,
-        fires: &["RoomOutboxRelayDown", "RoomOutboxShardOwnershipAbsent"],
-    },
-    Scenario {
-        name: "relay gone from discovery",
-        fault: Fault::UndiscoverRelay,
-        fires: &["RoomOutboxRelayDown", "RoomOutboxShardOwnershipAbsent"],
-    },
-    Scenario {
-        name: "notice-consumer stopped",
-        fault: Fault::StopNoticeConsumer,
-        fires: &["ConsumerGroupDown"],
-    },
-    Scenario {
-        name: "room-service stopped",
-        fault: Fault::StopRoomService,
-        fires: &["RoomServiceDown"],
-    },
-    Scenario {
-        name: "outbox dead letter",
-        fault: Fault::FailOutboxRow,
-        fires: &["RoomOutboxFailedRows"],
-    },
-    Scenario {
-        name: "notice refused by IM",
-        fault: Fault::RefuseNotice,
-        fires: &["ConsumerDeliveryFailedRows"],
-    },
-    Scenario {
-        name: "IM down under a backlog (stuck partition)",
-        fault: Fault::BridgeImDown,
-        fires: &[
-            "ConsumerGroupLagHigh",
-            "ConsumerPartitionStuck",
-            "ConsumerRetryStorm",
-            "ConsumerStalled",
-        ],
-    },
-    Scenario {
-        name: "malformed messages",
-        fault: Fault::MalformedMessages,
-        fires: &["ConsumerDeadLetters"],
-    },
-    Scenario {
-        name: "relay cut off from the broker",
-        fault: Fault::RelayCutOff,
-        fires: &[
-            "RoomOutboxBacklogGrowing",
-            "RoomOutboxOldestPendingTooOld",
-            "RoomOutboxPublishFailureRate",
-        ],
-    },
-    Scenario {
-        name: "events committed 40s ago",
-        fault: Fault::OldBacklog,
-        fires: &["ConsumerLagHigh", "RoomOutboxCommitToPublishLagHigh"],
-    },
-    Scenario {
-        name: "commands rejected",
-        fault: Fault::RejectedCommands,
-        fires: &["RoomCommandErrorRate"],
-    },
-    Scenario {
-        name: "slow wallet",
-        fault: Fault::SlowWallet,
-        fires: &["RoomCommandLatencyHigh"],
-    },
-    Scenario {
-        name: "relay instance holding no shards",
-        fault: Fault::IdleRelayInstance,
-        fires: &["RoomOutboxNoShardOwner"],
-    },
-];
 
 const WAIT: Duration = Duration::from_secs(90);
 /// The longest refresh of an exported gauge (the broker-read lag, the
@@ -138,13 +26,6 @@ const WAIT: Duration = Duration::from_secs(90);
 const GAUGE_REFRESH: Duration = Duration::from_secs(16);
 /// The room of the healthy session.
 pub const ROOM: &str = "alerts-room";
-
-fn closed_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    addr.to_string()
-}
 
 fn meta(prefix: &str) -> Option<CommandMeta> {
     Some(CommandMeta {
@@ -227,7 +108,7 @@ pub async fn healthy_session(stack: &Stack, relay_publishes: bool) {
         })
         .await
         .unwrap();
-    for user in ["alice", "bob"] {
+    for user in ["bob", "carol"] {
         client.join_room(join(ROOM, user)).await.unwrap();
     }
     client.send_gift(gift()).await.unwrap();
@@ -294,6 +175,38 @@ async fn insert(stack: &Stack, events: &[pb::RoomOutboxEvent], age_ms: i64) {
         .await
         .unwrap();
     tx.commit().await.unwrap();
+}
+
+/// Sagas left by a crash between the wallet debit and the commit: debited
+/// at the wallet, their rows `debited` ten minutes ago.
+async fn crashed_sagas(stack: &Stack, count: usize) {
+    let mut wallet = WalletServiceClient::connect(stack.wallet.endpoint())
+        .await
+        .unwrap();
+    let long_ago = now_ms() - 10 * 60_000;
+    for _ in 0..count {
+        let command_id = testkit::unique("crashed-gift-");
+        wallet
+            .debit(DebitRequest {
+                idempotency_key: command_id.clone(),
+                user_id: "alice".into(),
+                amount: 70,
+                reason: "gift".into(),
+            })
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
+             created_at_ms, updated_at_ms) VALUES (?, ?, 'alice', 70, 'debited', ?, ?)",
+        )
+        .bind(&command_id)
+        .bind(ROOM)
+        .bind(long_ago)
+        .bind(long_ago)
+        .execute(&stack.db.pool)
+        .await
+        .unwrap();
+    }
 }
 
 /// Breaks what `scenario` breaks and waits until the services show it;
@@ -490,6 +403,45 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
                     client.send_gift(gift()).await.unwrap();
                 }
             })
+        }
+        Fault::DebitRepliesLost => {
+            // The wallet applies each debit but its reply is lost.
+            stack.wallet.inject(fake_wallet::FaultRule {
+                method: Method::Debit,
+                count: u32::MAX,
+                code: FaultCode::DeadlineExceeded,
+                after_apply: true,
+            });
+            let grpc = stack.grpc.clone();
+            let token = keep_doing(Duration::from_millis(100), move || {
+                let grpc = grpc.clone();
+                async move {
+                    let mut client = RoomServiceClient::connect(grpc).await.unwrap();
+                    let lost = client.send_gift(gift()).await;
+                    assert!(lost.is_err(), "a gift without a debit reply fails");
+                }
+            });
+            until("a compensated saga", || async {
+                total(stack, "room-service", "room_gift_sagas_compensated_total").await >= 1.0
+            })
+            .await;
+            token
+        }
+        Fault::RefundsFailing | Fault::RefundsExhausted => {
+            stack
+                .wallet
+                .fail_next(Method::Refund, u32::MAX, FaultCode::Unavailable);
+            crashed_sagas(stack, 3).await;
+            let (name, want) = if scenario.fault == Fault::RefundsFailing {
+                ("room_gift_sagas_unsettled", 3.0)
+            } else {
+                ("room_gift_sagas_failed_open", 3.0)
+            };
+            until(name, || async {
+                total(stack, "room-service", name).await == want
+            })
+            .await;
+            CancellationToken::new()
         }
         Fault::IdleRelayInstance => {
             // Another relay that heartbeats but never takes its shards.

@@ -33,6 +33,8 @@ pub struct Setup {
     pub relay_bootstrap: Option<String>,
     /// im-bridge retries every 20 ms and never gives a message up.
     pub bridge_retries_forever: bool,
+    /// room-service's `saga.max_refund_attempts` instead of the default.
+    pub refund_attempts: Option<u32>,
 }
 
 struct Running {
@@ -133,6 +135,10 @@ impl Stack {
                 config.wallet.endpoint = self.wallet.endpoint();
                 config.outbox_worker.enabled = false;
                 config.tencent_im.enabled = false;
+                config.saga.sweep_interval = ConfigDuration::from_millis(500);
+                if let Some(attempts) = setup.refund_attempts {
+                    config.saga.max_refund_attempts = attempts;
+                }
                 let config = config.validate().expect("valid room-service config");
                 let app = room_service::App::build(config)
                     .await
