@@ -17,6 +17,7 @@
 
 mod alert_scenarios {
     pub mod faults;
+    pub mod probe;
     pub mod scenarios;
     pub mod stack;
 }

@@ -2,6 +2,7 @@
 //! before the scrapes: the services' own metrics showing the break.
 
 use super::{
+    probe::{keep_doing, total, until, values},
     scenarios::{Fault, Scenario},
     stack::Stack,
 };
@@ -18,7 +19,6 @@ use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const WAIT: Duration = Duration::from_secs(90);
 /// The longest refresh of an exported gauge (the broker-read lag, the
 /// failed-row counts): the second scrape comes at least this long after the
 /// first, so every gauge had a reading in between, as over a real scrape
@@ -61,37 +61,6 @@ fn join(room: &str, user: &str) -> JoinRoomRequest {
     }
 }
 
-/// Values of `name` in `job`'s current scrape (empty when it fails).
-pub async fn values(stack: &Stack, job: &str, name: &str) -> Vec<f64> {
-    let Some(addr) = stack.targets.get(job) else {
-        return Vec::new();
-    };
-    let text = Stack::scrape(*addr).await.unwrap_or_default();
-    deploy_check::alert_eval::parse_exposition(&text)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|sample| sample.name == name)
-        .map(|sample| sample.value)
-        .collect()
-}
-
-async fn total(stack: &Stack, job: &str, name: &str) -> f64 {
-    values(stack, job, name).await.iter().sum()
-}
-
-/// Polls `condition` until it holds; panics naming `what` after [`WAIT`].
-async fn until<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + WAIT;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// A room session through room-service (create, joins, a gift), then waits
 /// until the relay owns every shard and each consumer consumed it and reads
 /// no lag from the broker.
@@ -128,26 +97,6 @@ pub async fn healthy_session(stack: &Stack, relay_publishes: bool) {
             .await;
         }
     }
-}
-
-/// Runs `step` every `every` until the returned token is cancelled.
-fn keep_doing<F, Fut>(every: Duration, mut step: F) -> CancellationToken
-where
-    F: FnMut() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let token = CancellationToken::new();
-    let stop = token.clone();
-    tokio::spawn(async move {
-        while !stop.is_cancelled() {
-            step().await;
-            tokio::select! {
-                _ = stop.cancelled() => {}
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
-    });
-    token
 }
 
 fn heat_event(room: &str, seq: u64, age_ms: i64) -> pb::RoomOutboxEvent {
@@ -206,6 +155,28 @@ async fn crashed_sagas(stack: &Stack, count: usize) {
         .execute(&stack.db.pool)
         .await
         .unwrap();
+    }
+}
+
+/// Overwrites the room list and presence keys of this stack's Redis prefix
+/// with plain strings, as a foreign writer or a botched manual fix would:
+/// every projection write to them then fails (WRONGTYPE), while the room
+/// leases, on keys of their own, keep working.
+async fn clobber_projection_keys(stack: &Stack) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = testkit::redis_url();
+    let address = url.trim_start_matches("redis://").trim_end_matches('/');
+    let mut redis = tokio::net::TcpStream::connect(address).await.unwrap();
+    for key in ["room:list:heat", "room:presence"] {
+        let key = format!("{}:{key}", stack.db.name);
+        let command = format!(
+            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$9\r\nclobbered\r\n",
+            key.len()
+        );
+        redis.write_all(command.as_bytes()).await.unwrap();
+        let mut reply = [0u8; 5];
+        redis.read_exact(&mut reply).await.unwrap();
+        assert_eq!(&reply, b"+OK\r\n");
     }
 }
 
@@ -442,6 +413,23 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             })
             .await;
             CancellationToken::new()
+        }
+        Fault::ProjectionKeysClobbered => {
+            clobber_projection_keys(stack).await;
+            let grpc = stack.grpc.clone();
+            let token = keep_doing(Duration::from_millis(100), move || {
+                let grpc = grpc.clone();
+                async move {
+                    let mut client = RoomServiceClient::connect(grpc).await.unwrap();
+                    let user = testkit::unique("guest-");
+                    client.join_room(join(ROOM, &user)).await.unwrap();
+                }
+            });
+            until("failed projections", || async {
+                total(stack, "room-service", "room_projection_failures_total").await >= 1.0
+            })
+            .await;
+            token
         }
         Fault::IdleRelayInstance => {
             // Another relay that heartbeats but never takes its shards.

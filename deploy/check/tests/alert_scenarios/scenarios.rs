@@ -23,6 +23,7 @@ pub enum Fault {
     DebitRepliesLost,
     RefundsFailing,
     RefundsExhausted,
+    ProjectionKeysClobbered,
 }
 
 /// One scenario and the alerts it must fire.
@@ -140,6 +141,11 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "refund budget spent",
         fault: Fault::RefundsExhausted,
         fires: &["RoomGiftSagaFailed"],
+    },
+    Scenario {
+        name: "room list keys clobbered in Redis",
+        fault: Fault::ProjectionKeysClobbered,
+        fires: &["RoomProjectionFailures"],
     },
 ];
 
