@@ -17,6 +17,7 @@
 
 mod alert_scenarios {
     pub mod faults;
+    pub mod planted;
     pub mod probe;
     pub mod scenarios;
     pub mod stack;
@@ -131,7 +132,7 @@ async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
         }
         eprintln!("scenario {:?}", scenario.name);
         let mut stack = Stack::start(&scenario.setup()).await;
-        faults::healthy_session(&stack, scenario.fault != scenarios::Fault::RelayCutOff).await;
+        faults::healthy_session(&stack, !scenario.relay_cut_off()).await;
         let continuing = faults::induce(scenario, &mut stack).await;
         let first_pending = faults::pending(&stack).await;
         let first = scrape_all(&stack).await;

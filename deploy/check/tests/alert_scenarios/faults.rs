@@ -2,6 +2,7 @@
 //! before the scrapes: the services' own metrics showing the break.
 
 use super::{
+    planted::{clobber_projection_keys, crashed_sagas},
     probe::{keep_doing, total, until, values},
     scenarios::{Fault, Scenario},
     stack::Stack,
@@ -13,7 +14,6 @@ use hyapp_api::room::{
     CommandMeta, CreateRoomRequest, JoinRoomRequest, SendGiftRequest,
     room_service_client::RoomServiceClient,
 };
-use hyapp_api::wallet::{DebitRequest, wallet_service_client::WalletServiceClient};
 use outbox_schema::{NewOutboxRow, names, pb, pb::room_outbox_event::Payload};
 use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
@@ -124,60 +124,6 @@ async fn insert(stack: &Stack, events: &[pb::RoomOutboxEvent], age_ms: i64) {
         .await
         .unwrap();
     tx.commit().await.unwrap();
-}
-
-/// Sagas left by a crash between the wallet debit and the commit: debited
-/// at the wallet, their rows `debited` ten minutes ago.
-async fn crashed_sagas(stack: &Stack, count: usize) {
-    let mut wallet = WalletServiceClient::connect(stack.wallet.endpoint())
-        .await
-        .unwrap();
-    let long_ago = now_ms() - 10 * 60_000;
-    for _ in 0..count {
-        let command_id = testkit::unique("crashed-gift-");
-        wallet
-            .debit(DebitRequest {
-                idempotency_key: command_id.clone(),
-                user_id: "alice".into(),
-                amount: 70,
-                reason: "gift".into(),
-            })
-            .await
-            .unwrap();
-        sqlx::query(
-            "INSERT INTO room_gift_saga (command_id, room_id, sender_id, amount, status, \
-             created_at_ms, updated_at_ms) VALUES (?, ?, 'alice', 70, 'debited', ?, ?)",
-        )
-        .bind(&command_id)
-        .bind(ROOM)
-        .bind(long_ago)
-        .bind(long_ago)
-        .execute(&stack.db.pool)
-        .await
-        .unwrap();
-    }
-}
-
-/// Overwrites the room list and presence keys of this stack's Redis prefix
-/// with plain strings, as a foreign writer or a botched manual fix would:
-/// every projection write to them then fails (WRONGTYPE), while the room
-/// leases, on keys of their own, keep working.
-async fn clobber_projection_keys(stack: &Stack) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let url = testkit::redis_url();
-    let address = url.trim_start_matches("redis://").trim_end_matches('/');
-    let mut redis = tokio::net::TcpStream::connect(address).await.unwrap();
-    for key in ["room:list:heat", "room:presence"] {
-        let key = format!("{}:{key}", stack.db.name);
-        let command = format!(
-            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$9\r\nclobbered\r\n",
-            key.len()
-        );
-        redis.write_all(command.as_bytes()).await.unwrap();
-        let mut reply = [0u8; 5];
-        redis.read_exact(&mut reply).await.unwrap();
-        assert_eq!(&reply, b"+OK\r\n");
-    }
 }
 
 /// Breaks what `scenario` breaks and waits until the services show it;
@@ -312,6 +258,41 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             until("a backlog above 10000 and failed publishes", || async {
                 total(stack, "outbox-relay", "room_outbox_pending").await > 10_000.0
                     && total(stack, "outbox-relay", "room_outbox_publish_failure_total").await > 0.0
+            })
+            .await;
+            token
+        }
+        Fault::ClaimsTakenOver => {
+            // Rows keep coming; each claim's publish fails after a second
+            // (no broker), and meanwhile another relay claims the rows, as
+            // one that took the shard over would: the failure marks of the
+            // first are refused.
+            let pool = stack.db.pool.clone();
+            let token = keep_doing(Duration::from_millis(100), move || {
+                let pool = pool.clone();
+                async move {
+                    let events: Vec<pb::RoomOutboxEvent> =
+                        (0..8).map(|index| heat_event("taken", index, 0)).collect();
+                    let rows: Vec<NewOutboxRow> = events
+                        .iter()
+                        .map(|event| NewOutboxRow::event(event, now_ms()))
+                        .collect();
+                    let mut tx = pool.begin().await.unwrap();
+                    outbox_store::insert_outbox_rows(&mut tx, &rows)
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                    sqlx::query(
+                        "UPDATE room_outbox SET claim_token = claim_token + 1000000 \
+                         WHERE status = 'delivering'",
+                    )
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                }
+            });
+            until("fenced marks", || async {
+                total(stack, "outbox-relay", "room_outbox_fenced_marks_total").await >= 1.0
             })
             .await;
             token

@@ -24,6 +24,7 @@ pub enum Fault {
     RefundsFailing,
     RefundsExhausted,
     ProjectionKeysClobbered,
+    ClaimsTakenOver,
 }
 
 /// One scenario and the alerts it must fire.
@@ -34,9 +35,15 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Whether the relay runs without a reachable broker (its publishes
+    /// fail, so the session never reaches the consumers).
+    pub fn relay_cut_off(&self) -> bool {
+        matches!(self.fault, Fault::RelayCutOff | Fault::ClaimsTakenOver)
+    }
+
     pub fn setup(&self) -> Setup {
         Setup {
-            relay_bootstrap: (self.fault == Fault::RelayCutOff).then(closed_port),
+            relay_bootstrap: self.relay_cut_off().then(closed_port),
             bridge_retries_forever: self.fault == Fault::BridgeImDown,
             refund_attempts: match self.fault {
                 Fault::RefundsFailing => Some(1_000),
@@ -146,6 +153,15 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "room list keys clobbered in Redis",
         fault: Fault::ProjectionKeysClobbered,
         fires: &["RoomProjectionFailures"],
+    },
+    Scenario {
+        name: "claims taken over while publishing",
+        fault: Fault::ClaimsTakenOver,
+        fires: &[
+            "RoomOutboxFencedMarks",
+            "RoomOutboxOldestPendingTooOld",
+            "RoomOutboxPublishFailureRate",
+        ],
     },
 ];
 
