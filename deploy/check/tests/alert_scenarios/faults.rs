@@ -271,8 +271,11 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             let token = keep_doing(Duration::from_millis(100), move || {
                 let pool = pool.clone();
                 async move {
+                    // A room per batch: a taken-over row holds its room's
+                    // chain until its claim lapses, other rooms go on.
+                    let room = testkit::unique("taken-");
                     let events: Vec<pb::RoomOutboxEvent> =
-                        (0..8).map(|index| heat_event("taken", index, 0)).collect();
+                        (0..8).map(|index| heat_event(&room, index, 0)).collect();
                     let rows: Vec<NewOutboxRow> = events
                         .iter()
                         .map(|event| NewOutboxRow::event(event, now_ms()))

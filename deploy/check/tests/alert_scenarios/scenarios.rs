@@ -157,7 +157,9 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "claims taken over while publishing",
         fault: Fault::ClaimsTakenOver,
+        // Nothing is published and rows keep coming: the backlog grows too.
         fires: &[
+            "RoomOutboxBacklogGrowing",
             "RoomOutboxFencedMarks",
             "RoomOutboxOldestPendingTooOld",
             "RoomOutboxPublishFailureRate",
