@@ -7,7 +7,7 @@
 //! - `demo [--keep]`: the stack on free ports plus a scripted room session
 //!   through the gRPC API and a report of what every service did.
 //! - `test [ARGS...]`: the README's test command. Checks MariaDB and Redis,
-//!   installs Tansu if missing, starts a broker on a free loopback port, runs
+//!   installs Tansu and promtool if missing, starts a broker on a free loopback port, runs
 //!   the whole workspace's tests against it, and stops it again.
 //! - `bench [--smoke] [--only NAME]`: the benchmark scenarios with same-run
 //!   baselines, results under `target/bench/`.
@@ -27,6 +27,7 @@ mod faults;
 mod infra;
 mod interrupt;
 mod localdb;
+mod promtool;
 mod schedule;
 mod services;
 mod stack;

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the README's test command and what CI runs.
 //!
-//! From nothing to a full run: check MariaDB and Redis, install Tansu if
-//! missing, start a broker on a free port, drop databases left over by earlier
+//! From nothing to a full run: check MariaDB and Redis, install Tansu and
+//! promtool (the alert tests' rule evaluator) if missing, start a broker on a free port, drop databases left over by earlier
 //! runs, run every workspace test (cargo-nextest when installed, else
 //! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
 //! subset of the reliability suite: `cargo xtask chaos` with a fixed seed,
@@ -17,6 +17,7 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     infra::check_databases()?;
     drop_leftover_databases();
     let tansu = infra::ensure_tansu()?;
+    let promtool = crate::promtool::ensure_promtool(infra::run_checked)?;
     let port = infra::free_port()?;
     let log_dir = infra::workspace_root().join("target/tansu");
     let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &log_dir)?;
@@ -41,7 +42,8 @@ pub fn run(extra: &[String]) -> Result<(), String> {
         .env("HYAPP_TEST_KAFKA_BOOTSTRAP", &broker.bootstrap)
         .env("HYAPP_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306")
         .env("HYAPP_TEST_REDIS_URL", "redis://127.0.0.1:6379")
-        .env("HYAPP_TEST_TANSU", &tansu);
+        .env("HYAPP_TEST_TANSU", &tansu)
+        .env("HYAPP_TEST_PROMTOOL", &promtool);
     let result = infra::run_checked(&mut command);
     drop(broker);
     result?;

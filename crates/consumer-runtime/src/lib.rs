@@ -33,6 +33,7 @@ pub mod delivery;
 pub mod handler;
 pub mod host;
 mod kafka;
+pub mod lag;
 pub mod message;
 pub mod metrics;
 mod offset_gap;

@@ -2,13 +2,15 @@
 //! process (room-service hosts im-bridge and treasure-open) share one set of
 //! families: consumed, duplicate, retried and dead-lettered counters,
 //! processing latency, and commit-to-consume lag measured from the event's
-//! `occurred_at_ms`.
+//! `occurred_at_ms`; the group's lag per partition as the broker reports it
+//! (`crate::lag`); and the failed rows of the delivery tables (`crate::sweeper`).
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{
         counter::Counter,
         family::Family,
+        gauge::Gauge,
         histogram::{Histogram, exponential_buckets},
     },
     registry::Registry,
@@ -23,6 +25,17 @@ struct GroupLabels {
 struct DeadLetterLabels {
     consumer_group: String,
     reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    consumer_group: String,
+    partition: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TableLabels {
+    table: &'static str,
 }
 
 type HistogramFamily = Family<GroupLabels, Histogram, fn() -> Histogram>;
@@ -50,6 +63,9 @@ pub struct ConsumerMetrics {
     gap_rewinds: Family<GroupLabels, Counter>,
     gaps_unrepaired: Family<GroupLabels, Counter>,
     unknown: Family<GroupLabels, Counter>,
+    partition_lag: Family<PartitionLabels, Gauge>,
+    partition_committed: Family<PartitionLabels, Gauge>,
+    failed_deliveries: Family<TableLabels, Gauge>,
 }
 
 impl ConsumerMetrics {
@@ -65,6 +81,9 @@ impl ConsumerMetrics {
             gap_rewinds: Family::default(),
             gaps_unrepaired: Family::default(),
             unknown: Family::default(),
+            partition_lag: Family::default(),
+            partition_committed: Family::default(),
+            failed_deliveries: Family::default(),
         };
         registry.register(
             "consumer_messages_consumed",
@@ -111,12 +130,51 @@ impl ConsumerMetrics {
             "Messages of a kind newer than this build, acknowledged without the handler",
             metrics.unknown.clone(),
         );
+        registry.register(
+            "consumer_partition_lag_messages",
+            "Messages of a partition the group has not committed, read from the broker",
+            metrics.partition_lag.clone(),
+        );
+        registry.register(
+            "consumer_partition_committed_offset",
+            "The group's committed offset of a partition, read from the broker (-1: none)",
+            metrics.partition_committed.clone(),
+        );
+        registry.register(
+            "consumer_delivery_failed_rows",
+            "Rows of a delivery table in status failed (given up, awaiting an operator)",
+            metrics.failed_deliveries.clone(),
+        );
         metrics
     }
 
     /// Unregistered metrics (tests, or a caller that exports nothing).
     pub fn unregistered() -> Self {
         Self::register(&mut Registry::default())
+    }
+
+    /// Records one partition's broker-side position (`crate::lag`).
+    pub fn record_partition_lag(
+        &self,
+        consumer_group: &str,
+        partition: i32,
+        committed: Option<i64>,
+        lag: i64,
+    ) {
+        let labels = PartitionLabels {
+            consumer_group: consumer_group.to_string(),
+            partition: partition.to_string(),
+        };
+        self.partition_lag.get_or_create(&labels).set(lag);
+        self.partition_committed
+            .get_or_create(&labels)
+            .set(committed.unwrap_or(-1));
+    }
+
+    /// The gauge of failed rows of delivery table `table` (`crate::sweeper`).
+    pub fn failed_deliveries(&self, table: &'static str) -> Gauge {
+        self.failed_deliveries
+            .get_or_create_owned(&TableLabels { table })
     }
 
     /// The counters of one consumer group.

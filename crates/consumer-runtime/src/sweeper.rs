@@ -10,6 +10,11 @@
 //! time has come: each is claimed by compare-and-set on its due time, pushed a
 //! lease ahead, so several instances never send the same row at once.
 //!
+//! [`Sweeper::run`] also counts the table's `failed` rows (given up, waiting
+//! for an operator) into `consumer_delivery_failed_rows{table}` every
+//! [`FAILED_COUNT_INTERVAL`]: a state, so its alert holds while such rows
+//! exist and resolves once they are dealt with (docs/runbooks.md).
+//!
 //! What differs per table comes from the consumer as a [`DeliveryTable`]: the
 //! statements (associated `const`s, each a string literal in the impl, so the
 //! SQL stays greppable and `crates/testkit/tests/sql_policy.rs` can see that
@@ -18,13 +23,14 @@
 //! trait, because this crate knows no IM vendor (ARCHITECTURE.md: the
 //! runtime is vendor-free).
 
-use crate::delivery::DeliveryRetryConfig;
+use crate::{ConsumerMetrics, delivery::DeliveryRetryConfig};
+use prometheus_client::metrics::gauge::Gauge;
 use sqlx::{
     MySql, MySqlPool,
     mysql::{MySqlArguments, MySqlRow},
     query::Query,
 };
-use std::future::Future;
+use std::{future::Future, time::Duration};
 use tokio_util::sync::CancellationToken;
 
 /// A statement with its bound values so far.
@@ -37,6 +43,8 @@ pub trait DeliveryTable: Send + Sync + 'static {
     /// What the log lines call one delivery (`broadcast`, `notice`): the
     /// sweeper logs `"{KIND} sweep failed"` and `"{KIND} status update failed"`.
     const KIND: &'static str;
+    /// The table's name: the `table` label of `consumer_delivery_failed_rows`.
+    const TABLE: &'static str;
 
     /// Due rows: binds `now_ms` and the sweep batch size; selects
     /// `(key, next_attempt_at_ms)` of `pending` rows due by then, oldest due first.
@@ -52,6 +60,9 @@ pub trait DeliveryTable: Send + Sync + 'static {
     /// Failed attempt: binds `status` (`pending` or `failed`), `attempts`,
     /// `next_attempt_at_ms`, `last_error`, then the row's key.
     const FAILED_SQL: &'static str;
+    /// Rows in `failed`: `SELECT COUNT(*) … WHERE status = 'failed'`, a range
+    /// read of an index that leads with `status`.
+    const FAILED_COUNT_SQL: &'static str;
 
     /// The table's name, for the operator commands' output and audit rows.
     const TABLE: &'static str;
@@ -108,18 +119,43 @@ pub trait DeliveryTable: Send + Sync + 'static {
     fn log_failed(row: &Self::Row, attempts: u32, give_up: bool, error: &Self::Error);
 }
 
+/// How often [`Sweeper::run`] counts the table's failed rows.
+pub const FAILED_COUNT_INTERVAL: Duration = Duration::from_secs(15);
+
 /// Delivers the rows of one [`DeliveryTable`] and sweeps up the due ones.
 #[derive(Debug)]
 pub struct Sweeper<T> {
     table: T,
     pool: MySqlPool,
     retry: DeliveryRetryConfig,
+    failed_rows: Gauge,
 }
 
 impl<T: DeliveryTable> Sweeper<T> {
-    /// A sweeper of `table` in `pool` with `retry`'s budget and cadence.
-    pub fn new(table: T, pool: MySqlPool, retry: DeliveryRetryConfig) -> Self {
-        Self { table, pool, retry }
+    /// A sweeper of `table` in `pool` with `retry`'s budget and cadence,
+    /// exporting the table's failed rows into `metrics`.
+    pub fn new(
+        table: T,
+        pool: MySqlPool,
+        retry: DeliveryRetryConfig,
+        metrics: &ConsumerMetrics,
+    ) -> Self {
+        Self {
+            table,
+            pool,
+            retry,
+            failed_rows: metrics.failed_deliveries(T::TABLE),
+        }
+    }
+
+    /// Counts the table's `failed` rows into `consumer_delivery_failed_rows`
+    /// and returns the count.
+    pub async fn count_failed(&self) -> Result<i64, sqlx::Error> {
+        let failed: i64 = sqlx::query_scalar(T::FAILED_COUNT_SQL)
+            .fetch_one(&self.pool)
+            .await?;
+        self.failed_rows.set(failed);
+        Ok(failed)
     }
 
     /// How long a fresh row belongs to the in-line attempt: the consumer
@@ -202,17 +238,26 @@ impl<T: DeliveryTable> Sweeper<T> {
         Ok(attempted)
     }
 
-    /// Sweeps every `sweep_interval` until `shutdown`.
+    /// Sweeps every `sweep_interval` and counts the failed rows every
+    /// [`FAILED_COUNT_INTERVAL`] until `shutdown`.
     pub async fn run(&self, shutdown: CancellationToken) {
         let mut ticker = tokio::time::interval(self.retry.sweep_every());
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut count_ticker = tokio::time::interval(FAILED_COUNT_INTERVAL);
+        count_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = ticker.tick() => {}
-            }
-            if let Err(error) = self.sweep_once().await {
-                tracing::warn!(%error, "{} sweep failed", T::KIND);
+                _ = ticker.tick() => {
+                    if let Err(error) = self.sweep_once().await {
+                        tracing::warn!(%error, "{} sweep failed", T::KIND);
+                    }
+                }
+                _ = count_ticker.tick() => {
+                    if let Err(error) = self.count_failed().await {
+                        tracing::warn!(%error, "{} failed-row count failed", T::KIND);
+                    }
+                }
             }
         }
     }
@@ -260,6 +305,7 @@ mod tests {
 
     impl DeliveryTable for Scripted {
         const KIND: &str = "test";
+        const TABLE: &str = "notice_delivery_events";
         const DUE_SQL: &str = "SELECT id, next_attempt_at_ms FROM notice_delivery_events \
              WHERE status = 'pending' AND next_attempt_at_ms <= ? \
              ORDER BY next_attempt_at_ms LIMIT ?";
@@ -282,6 +328,8 @@ mod tests {
         const RETRY_SINCE_SQL: &str = "UPDATE notice_delivery_events SET status = 'pending', \
              attempts = 0, next_attempt_at_ms = ? \
              WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, id LIMIT ?";
+        const FAILED_COUNT_SQL: &str =
+            "SELECT COUNT(*) FROM notice_delivery_events WHERE status = 'failed'";
 
         type Key = u64;
         type Row = Row;
@@ -366,6 +414,7 @@ mod tests {
             Scripted::answering([Err(Failure { retryable: true }), Ok(())]),
             db.pool.clone(),
             retry(16),
+            &ConsumerMetrics::unregistered(),
         );
         insert(&db.pool, "e1", 0).await;
         let before_ms = service_kit::time::now_ms();
@@ -391,6 +440,8 @@ mod tests {
     #[tokio::test]
     async fn a_permanent_error_or_the_spent_budget_fails_the_row() {
         let db = testkit::TestDb::new().await;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = ConsumerMetrics::register(&mut registry);
         let sweeper = Sweeper::new(
             Scripted::answering([
                 Err(Failure { retryable: false }),
@@ -399,6 +450,7 @@ mod tests {
             ]),
             db.pool.clone(),
             retry(2),
+            &metrics,
         );
         insert(&db.pool, "permanent", 0).await;
         assert_eq!(sweeper.sweep_once().await.unwrap(), 1);
@@ -411,12 +463,26 @@ mod tests {
         assert_eq!(sweeper.sweep_once().await.unwrap(), 1);
         let (status, attempts, _, _) = state(&db.pool, "budget").await;
         assert_eq!((status.as_str(), attempts), ("failed", 2));
+        // Both failed rows are counted and exported until someone deals with them.
+        assert_eq!(sweeper.count_failed().await.unwrap(), 2);
+        let mut exposition = String::new();
+        prometheus_client::encoding::text::encode(&mut exposition, &registry).unwrap();
+        assert!(
+            exposition
+                .contains("consumer_delivery_failed_rows{table=\"notice_delivery_events\"} 2"),
+            "{exposition}"
+        );
     }
 
     #[tokio::test]
     async fn a_fresh_row_belongs_to_the_inline_attempt_until_its_lease_ends() {
         let db = testkit::TestDb::new().await;
-        let sweeper = Sweeper::new(Scripted::answering([Ok(())]), db.pool.clone(), retry(16));
+        let sweeper = Sweeper::new(
+            Scripted::answering([Ok(())]),
+            db.pool.clone(),
+            retry(16),
+            &ConsumerMetrics::unregistered(),
+        );
         // As a consumer commits it: due only when the in-line attempt's lease ends.
         insert(
             &db.pool,

@@ -14,6 +14,7 @@
 //! parsed deploy files; each returns the list of problems it found, so a unit
 //! test can feed a deliberately wrong reference and see it reported.
 
+pub mod alert_eval;
 pub mod instances;
 pub mod pod_env;
 pub mod promql;
@@ -24,13 +25,17 @@ pub mod yaml;
 mod compose;
 mod k8s;
 mod k8s_objects;
+mod k8s_operations;
 mod network_policy;
 mod observability;
 
 pub use compose::{PortMapping, check_compose, parse_port_mapping};
 pub use instances::{Advertise, Platform};
 pub use k8s::check_k8s;
-pub use observability::{check_alerts, check_dashboard};
+pub use k8s_operations::{Kustomize, check_k8s_operations};
+pub use observability::{
+    RUNBOOKS, SCRAPE_SERIES, check_alerts, check_dashboard, check_runbooks, markdown_anchors,
+};
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,6 +101,11 @@ pub struct Model {
     pub infra: BTreeMap<String, Infra>,
     /// The image name the Dockerfile's image is tagged with (without tag).
     pub app_image: String,
+    /// The subcommands of each binary's CLI (`room-service` → `migrate`, …).
+    pub subcommands: BTreeMap<String, BTreeSet<String>>,
+    /// Every topic the platform needs: the relay's topics and each consumer
+    /// group's `<group>.dlq`.
+    pub topics: BTreeSet<String>,
 }
 
 impl AppService {

@@ -1,7 +1,8 @@
 //! Facts read from the workspace's source text: the binaries (workspace
 //! members and their `[[bin]]` / `src/main.rs`), the metric names registered
-//! with prometheus-client (and the names it exposes), and the flags of the
-//! fakes (`#[arg(long, env = "…", default_value = "…")]`).
+//! with prometheus-client (the names it exposes, and whether each follows
+//! Prometheus' naming conventions), the subcommands of a clap CLI, and the
+//! flags of the fakes (`#[arg(long, env = "…", default_value = "…")]`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -155,18 +156,110 @@ fn field_type(source: &str, field: &str) -> Option<String> {
 
 /// Every exposed metric series name registered anywhere under `dirs`.
 pub fn exposed_metrics(dirs: &[&Path]) -> Result<BTreeSet<String>, String> {
-    let mut names = BTreeSet::new();
+    Ok(registrations(dirs)?
+        .iter()
+        .flat_map(|(name, kind)| exposed_names(name, *kind))
+        .collect())
+}
+
+/// Every `(registered name, kind)` under `dirs`.
+pub fn registrations(dirs: &[&Path]) -> Result<Vec<(String, MetricKind)>, String> {
+    let mut out = Vec::new();
     for dir in dirs {
         for file in rust_files(dir)? {
             let text = read(&file)?;
-            for (name, kind) in
-                registered_metrics(&text).map_err(|error| format!("{}: {error}", file.display()))?
-            {
-                names.extend(exposed_names(&name, kind));
-            }
+            out.extend(
+                registered_metrics(&text)
+                    .map_err(|error| format!("{}: {error}", file.display()))?,
+            );
         }
     }
-    Ok(names)
+    Ok(out)
+}
+
+/// Where a registered name breaks Prometheus' naming conventions: a unit
+/// other than the base one (`_ms`, `_milliseconds`: durations are
+/// `_seconds`), or `_total` on anything but a counter (prometheus-client
+/// appends `_total` to counters itself, so a registered name never ends in it).
+pub fn naming_problem(name: &str, kind: MetricKind) -> Option<String> {
+    let words: Vec<&str> = name.split('_').collect();
+    if words.iter().any(|word| {
+        matches!(
+            *word,
+            "ms" | "milliseconds" | "millis" | "us" | "microseconds"
+        )
+    }) {
+        return Some(format!(
+            "metric {name}: durations are in seconds (`_seconds`), not a sub-unit"
+        ));
+    }
+    if name.ends_with("_total") {
+        return Some(match kind {
+            MetricKind::Counter => format!(
+                "metric {name}: a counter is registered without `_total` (prometheus-client appends it)"
+            ),
+            MetricKind::Gauge | MetricKind::Histogram => format!(
+                "metric {name}: `_total` is for counters only; a gauge or histogram must not end in it"
+            ),
+        });
+    }
+    None
+}
+
+/// The subcommands of a clap CLI source, in the kebab case clap gives them:
+/// the variants of every `#[derive(…Subcommand…)]` enum.
+pub fn subcommands(source: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (at, _) in source.match_indices("Subcommand)]") {
+        let rest = &source[at..];
+        let Some(open) = rest
+            .find("enum ")
+            .and_then(|enum_at| rest[enum_at..].find('{').map(|brace| enum_at + brace + 1))
+        else {
+            continue;
+        };
+        let mut depth = 1usize;
+        let mut line_start = true;
+        let body = &rest[open..];
+        let mut index = 0;
+        while index < body.len() && depth > 0 {
+            let ch = body[index..].chars().next().unwrap_or(' ');
+            match ch {
+                '{' | '(' => depth += 1,
+                '}' | ')' => depth = depth.saturating_sub(1),
+                '\n' => line_start = true,
+                _ if ch.is_whitespace() => {}
+                _ if line_start && depth == 1 && ch.is_ascii_uppercase() => {
+                    let word: String = body[index..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric())
+                        .collect();
+                    index += word.len();
+                    out.insert(kebab_case(&word));
+                    line_start = false;
+                    continue;
+                }
+                _ => line_start = false,
+            }
+            index += ch.len_utf8();
+        }
+    }
+    out
+}
+
+fn kebab_case(word: &str) -> String {
+    let mut out = String::new();
+    for (index, ch) in word.chars().enumerate() {
+        if ch.is_ascii_uppercase() {
+            if index > 0 {
+                out.push('-');
+            }
+            out.push(ch.to_ascii_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }
 
 fn rust_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
@@ -257,6 +350,46 @@ mod tests {
         .map(ToString::to_string)
         .collect();
         assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn naming_conventions() {
+        assert!(naming_problem("x_latency_ms", MetricKind::Histogram).is_some());
+        assert!(naming_problem("x_age_ms", MetricKind::Gauge).is_some());
+        assert!(naming_problem("x_pending_total", MetricKind::Gauge).is_some());
+        assert!(naming_problem("x_requests_total", MetricKind::Counter).is_some());
+        assert!(naming_problem("x_latency_seconds", MetricKind::Histogram).is_none());
+        assert!(naming_problem("x_pending", MetricKind::Gauge).is_none());
+        assert!(naming_problem("x_requests", MetricKind::Counter).is_none());
+        // A word that merely contains the letters is fine.
+        assert!(naming_problem("x_items_messages", MetricKind::Gauge).is_none());
+    }
+
+    #[test]
+    fn clap_subcommands() {
+        let source = r#"
+            #[derive(Debug, Subcommand)]
+            enum Command {
+                /// Runs.
+                Run,
+                Status,
+                #[command(subcommand)]
+                DeadLetters(DeadLetterCommand),
+                Purge {
+                    #[arg(long)]
+                    retention: Option<String>,
+                },
+            }
+            #[derive(Debug, Subcommand)]
+            enum HostCommand {
+                ConsumerLag { group: Option<String> },
+            }
+        "#;
+        let found: Vec<String> = subcommands(source).into_iter().collect();
+        assert_eq!(
+            found,
+            ["consumer-lag", "dead-letters", "purge", "run", "status"]
+        );
     }
 
     #[test]

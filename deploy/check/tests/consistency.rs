@@ -8,10 +8,14 @@
 //! into each check and expect a problem naming them.
 
 use deploy_check::{
-    Advertise, AppService, FakeService, Infra, Model, Service, check_alerts, check_compose,
-    check_dashboard, check_k8s, pod_env, source, yaml,
+    Advertise, AppService, FakeService, Infra, Kustomize, Model, Service, check_alerts,
+    check_compose, check_dashboard, check_k8s, check_k8s_operations, check_runbooks, pod_env,
+    source, yaml,
 };
-use outbox_schema::names::{GROUP_ACTIVITY, GROUP_IM_BRIDGE, GROUP_NOTICE, GROUP_TREASURE_OPEN};
+use outbox_schema::names::{
+    GROUP_ACTIVITY, GROUP_IM_BRIDGE, GROUP_NOTICE, GROUP_TREASURE_OPEN, TOPIC_ROOM_OUTBOX,
+    TOPIC_TREASURE_OPEN, dead_letter_topic,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -180,7 +184,41 @@ fn model() -> Model {
         .into_iter()
         .collect(),
         app_image: "room-outbox-platform".into(),
+        subcommands: subcommands(),
+        topics: [TOPIC_ROOM_OUTBOX, TOPIC_TREASURE_OPEN]
+            .iter()
+            .map(ToString::to_string)
+            .chain(
+                [
+                    GROUP_IM_BRIDGE,
+                    GROUP_ACTIVITY,
+                    GROUP_NOTICE,
+                    GROUP_TREASURE_OPEN,
+                ]
+                .iter()
+                .map(|group| dead_letter_topic(group)),
+            )
+            .collect(),
     }
+}
+
+/// Each binary's CLI subcommands, read from the clap definitions: the
+/// consumers share the host's CLI.
+fn subcommands() -> BTreeMap<String, BTreeSet<String>> {
+    let read = |path: &str| source::subcommands(&source::read(&root().join(path)).unwrap());
+    let host = read("crates/consumer-runtime/src/host/cli.rs");
+    assert!(host.contains("consumer-lag"), "{host:?}");
+    let mut out: BTreeMap<String, BTreeSet<String>> = [
+        ("room-service", read("services/room-service/src/main.rs")),
+        ("outbox-relay", read("services/outbox-relay/src/main.rs")),
+    ]
+    .into_iter()
+    .map(|(name, commands)| (name.to_string(), commands))
+    .collect();
+    for consumer in ["im-bridge", "activity-consumer", "notice-consumer"] {
+        out.insert(consumer.to_string(), host.clone());
+    }
+    out
 }
 
 fn compose() -> Value {
@@ -189,7 +227,8 @@ fn compose() -> Value {
     docs.into_iter().next().unwrap()
 }
 
-fn k8s_documents() -> Vec<Value> {
+/// The manifest files of deploy/k8s (the kustomization aside).
+fn k8s_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("deploy/k8s"))
         .unwrap()
         .flatten()
@@ -197,9 +236,42 @@ fn k8s_documents() -> Vec<Value> {
         .filter(|path| {
             path.extension()
                 .is_some_and(|ext| ext == "yaml" || ext == "yml")
+                && path
+                    .file_name()
+                    .is_some_and(|name| name != "kustomization.yaml")
         })
         .collect();
     files.sort();
+    files
+}
+
+fn kustomization() -> Value {
+    yaml::parse_one(&deploy("k8s/kustomization.yaml")).unwrap()
+}
+
+fn runbooks() -> String {
+    source::read(&root().join(deploy_check::RUNBOOKS)).unwrap()
+}
+
+fn k8s_operations(documents: &[Value], kustomization: &Value, alerts: &Value) -> Vec<String> {
+    let files = k8s_files()
+        .iter()
+        .filter_map(|path| path.file_name())
+        .map(|name| name.to_string_lossy().to_string())
+        .collect();
+    check_k8s_operations(
+        &model(),
+        documents,
+        &Kustomize {
+            kustomization,
+            files,
+        },
+        alerts,
+    )
+}
+
+fn k8s_documents() -> Vec<Value> {
+    let files = k8s_files();
     assert!(
         files.len() >= 5,
         "expected a manifest per service: {files:?}"
@@ -244,8 +316,12 @@ fn model_reads_the_code() {
     let model = model();
     for name in [
         "room_outbox_publish_success_total",
-        "room_outbox_pending_total",
-        "room_outbox_publish_latency_ms_bucket",
+        "room_outbox_pending",
+        "room_outbox_failed",
+        "room_outbox_publish_latency_seconds_bucket",
+        "consumer_partition_lag_messages",
+        "consumer_delivery_failed_rows",
+        "room_gift_sagas_unsettled",
         "consumer_lag_seconds_bucket",
         "room_commands_total",
     ] {
@@ -255,7 +331,9 @@ fn model_reads_the_code() {
             model.metrics
         );
     }
-    assert!(!model.metrics.contains("room_outbox_pending_total_total"));
+    assert!(!model.metrics.contains("room_outbox_pending_total"));
+    assert!(model.subcommands["room-service"].contains("migrate"));
+    assert!(model.subcommands["outbox-relay"].contains("purge"));
     for binary in ["room-service", "fake-wallet", "xtask"] {
         assert!(model.binaries.contains(binary), "{binary}");
     }
@@ -274,6 +352,33 @@ fn k8s_agrees_with_the_code() {
 #[test]
 fn alerts_use_exported_metrics() {
     assert_clean(check_alerts(&model(), &alerts()));
+}
+
+#[test]
+fn metric_names_follow_prometheus_conventions() {
+    let root = root();
+    let registrations =
+        source::registrations(&[&root.join("services"), &root.join("crates")]).unwrap();
+    assert!(registrations.len() > 20, "{registrations:?}");
+    let problems: Vec<String> = registrations
+        .iter()
+        .filter_map(|(name, kind)| source::naming_problem(name, *kind))
+        .collect();
+    assert_clean(problems);
+}
+
+#[test]
+fn alerts_link_existing_runbook_sections() {
+    assert_clean(check_runbooks(&alerts(), &runbooks()));
+}
+
+#[test]
+fn k8s_operations_agree_with_the_code() {
+    assert_clean(k8s_operations(
+        &k8s_documents(),
+        &kustomization(),
+        &alerts(),
+    ));
 }
 
 #[test]
@@ -612,10 +717,10 @@ fn k8s_scale_out_mistakes_are_caught() {
 fn unknown_metrics_are_caught() {
     let mut alerts = alerts();
     alerts["groups"][0]["rules"][0]["expr"] =
-        Value::from("max(room_outbox_oldest_pending_age_seconds) > 60");
+        Value::from("max(room_outbox_oldest_pending_age_ms) > 60000");
     assert_caught(
         check_alerts(&model(), &alerts),
-        "room_outbox_oldest_pending_age_seconds is not exported",
+        "room_outbox_oldest_pending_age_ms is not exported",
     );
     let mut dashboard = dashboard();
     dashboard["panels"][0]["targets"][0]["expr"] =
@@ -628,6 +733,65 @@ fn unknown_metrics_are_caught() {
         "room_outbox_publish_success is not exported",
     );
     assert_caught(problems, "unknown metric consumer_messages_consumed");
+}
+
+#[test]
+fn missing_runbooks_are_caught() {
+    let mut alerts = alerts();
+    alerts["groups"][0]["rules"][0]["annotations"]["runbook_url"] =
+        Value::from("docs/runbooks.md#no-such-section");
+    alerts["groups"][0]["rules"][1]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("runbook_url");
+    let problems = check_runbooks(&alerts, &runbooks());
+    assert_caught(problems.clone(), "anchor #no-such-section is no heading");
+    assert_caught(
+        problems,
+        "RoomOutboxShardOwnershipAbsent has no annotations.runbook_url",
+    );
+}
+
+#[test]
+fn k8s_operation_mistakes_are_caught() {
+    let mut documents = k8s_documents();
+    documents
+        .retain(|doc| !(doc["kind"] == "Job" && doc["metadata"]["name"] == "room-service-migrate"));
+    documents.retain(|doc| {
+        !(doc["kind"] == "ServiceMonitor" && doc["metadata"]["name"] == "notice-consumer")
+    });
+    let purge = find(&mut documents, "CronJob", "outbox-relay-purge");
+    purge["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][3] =
+        Value::from("prune");
+    let relay = find(&mut documents, "Deployment", "outbox-relay");
+    relay["spec"]["template"]["spec"]["containers"][0]["image"] =
+        Value::from("room-outbox-platform:1.0");
+    let topics = find(&mut documents, "Job", "kafka-topics");
+    let script = topics["spec"]["template"]["spec"]["containers"][0]["args"][0]
+        .as_str()
+        .unwrap()
+        .replace("hyapp-notice-room-outbox.dlq:1", "");
+    topics["spec"]["template"]["spec"]["containers"][0]["args"][0] = Value::from(script);
+    let rule = find(&mut documents, "PrometheusRule", "room-outbox-platform");
+    rule["spec"]["groups"][0]["rules"][0]["for"] = Value::from("10m");
+    let mut kustomization = kustomization();
+    kustomization["resources"].as_array_mut().unwrap().pop();
+    kustomization["images"] = Value::Array(Vec::new());
+    let problems = k8s_operations(&documents, &kustomization, &alerts());
+    for needle in [
+        "no Job runs `room-service migrate`",
+        "runs `outbox-relay prune`, which is not a subcommand of outbox-relay",
+        "no Job runs `outbox-relay purge`",
+        "uses image room-outbox-platform:1.0",
+        "does not create hyapp-notice-room-outbox.dlq",
+        "PrometheusRule room-outbox-platform spec.groups differs",
+        "Deployment notice-consumer is scraped by no ServiceMonitor",
+        "matches job \"notice-consumer\", which no ServiceMonitor scrapes",
+        "kustomization.yaml does not list prometheus-rule.yaml",
+        "must set image room-outbox-platform exactly once",
+    ] {
+        assert_caught(problems.clone(), needle);
+    }
 }
 
 // ---- the real loaders accept the deploy configs ----

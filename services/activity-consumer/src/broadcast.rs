@@ -66,6 +66,10 @@ impl Broadcasts {
 
 impl DeliveryTable for Broadcasts {
     const KIND: &str = "broadcast";
+    const TABLE: &str = "activity_broadcasts";
+    // idx_status (status, created_at_ms): a range read of the failed rows.
+    const FAILED_COUNT_SQL: &str =
+        "SELECT COUNT(*) FROM activity_broadcasts WHERE status = 'failed'";
     const DUE_SQL: &str = "SELECT event_id, next_attempt_at_ms FROM activity_broadcasts \
          WHERE status = 'pending' AND next_attempt_at_ms <= ? \
          ORDER BY next_attempt_at_ms LIMIT ?";

@@ -56,6 +56,7 @@ impl ConsumerService for Service {
             Broadcasts::new(im, config.activity.broadcast_group_id.clone()),
             host.pool().clone(),
             config.activity.broadcast.clone(),
+            host.metrics(),
         );
         let processor = Arc::new(ActivityProcessor::new(
             host.pool().clone(),

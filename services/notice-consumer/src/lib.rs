@@ -49,6 +49,7 @@ impl ConsumerService for Service {
                 NoticeDeliveries::new(im),
                 host.pool().clone(),
                 config.notice.delivery.clone(),
+                host.metrics(),
             ),
         ));
         host.background("notice sweeper", {

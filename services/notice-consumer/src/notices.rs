@@ -173,6 +173,10 @@ impl NoticeDeliveries {
 
 impl DeliveryTable for NoticeDeliveries {
     const KIND: &str = "notice";
+    const TABLE: &str = "notice_delivery_events";
+    // idx_due (status, next_attempt_at_ms): a range read of the failed rows.
+    const FAILED_COUNT_SQL: &str =
+        "SELECT COUNT(*) FROM notice_delivery_events WHERE status = 'failed'";
     const DUE_SQL: &str = "SELECT id, next_attempt_at_ms FROM notice_delivery_events \
          WHERE status = 'pending' AND next_attempt_at_ms <= ? \
          ORDER BY next_attempt_at_ms LIMIT ?";

@@ -164,15 +164,17 @@ impl ChainPublisher<'_> {
         result: Result<(), PublishFailure>,
     ) -> Result<(), PublishFailure> {
         self.metrics
-            .publish_latency_ms
-            .observe(started.elapsed().as_secs_f64() * 1_000.0);
+            .publish_latency_seconds
+            .observe(started.elapsed().as_secs_f64());
         match &result {
             Ok(()) => {
                 self.metrics.publish_success.inc();
                 // Commit → publish lag of room events; wake-ups are late on purpose.
                 if row.lane == outbox_schema::row::LANE_CHAIN {
-                    let lag = (now_ms() - row.created_at_ms).max(0);
-                    self.metrics.commit_to_publish_lag_ms.observe(lag as f64);
+                    let lag_ms = (now_ms() - row.created_at_ms).max(0);
+                    self.metrics
+                        .commit_to_publish_lag_seconds
+                        .observe(lag_ms as f64 / 1_000.0);
                 }
             }
             Err(_) => {

@@ -1,15 +1,21 @@
 //! Prometheus metrics of the relay (the names of docs/design.md#relay-metrics,
-//! plus lag, dead letters and owned shards).
+//! plus lag, dead letters, failed rows and owned shards). Durations are in
+//! seconds and gauges carry no `_total`, as Prometheus' naming conventions
+//! ask (`deploy/check` refuses anything else).
 
 use prometheus_client::{
     metrics::{counter::Counter, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
+use std::sync::atomic::AtomicU64;
 
-/// Latency buckets in milliseconds, from sub-millisecond to a minute.
-const LATENCY_BUCKETS_MS: [f64; 14] = [
-    0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1_000.0, 5_000.0, 15_000.0, 60_000.0,
+/// Latency buckets in seconds, from half a millisecond to a minute.
+const LATENCY_BUCKETS_SECONDS: [f64; 14] = [
+    0.000_5, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0, 15.0, 60.0,
 ];
+
+/// A gauge holding seconds (fractional).
+pub type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// All relay metrics; cheap to clone (the handles are shared).
 #[derive(Debug, Clone)]
@@ -20,14 +26,17 @@ pub struct RelayMetrics {
     pub publish_failure: Counter,
     /// `room_outbox_dead_letter_total`: rows moved to `failed`.
     pub dead_letters: Counter,
-    /// `room_outbox_publish_latency_ms`: one publish call.
-    pub publish_latency_ms: Histogram,
-    /// `room_outbox_commit_to_publish_lag_ms`: commit → broker/sink acknowledgement.
-    pub commit_to_publish_lag_ms: Histogram,
-    /// `room_outbox_pending_total`: rows the relay still owes a publish.
+    /// `room_outbox_publish_latency_seconds`: one publish call.
+    pub publish_latency_seconds: Histogram,
+    /// `room_outbox_commit_to_publish_lag_seconds`: commit → broker/sink acknowledgement.
+    pub commit_to_publish_lag_seconds: Histogram,
+    /// `room_outbox_pending`: rows the relay still owes a publish.
     pub pending: Gauge,
-    /// `room_outbox_oldest_pending_age_ms`.
-    pub oldest_pending_age_ms: Gauge,
+    /// `room_outbox_oldest_pending_age_seconds`.
+    pub oldest_pending_age_seconds: SecondsGauge,
+    /// `room_outbox_failed`: rows in `failed` now (dead letters not yet
+    /// replayed), so an alert holds for as long as any waits for an operator.
+    pub failed: Gauge,
     /// `room_outbox_owned_shards`: shard leases this instance holds.
     pub owned_shards: Gauge,
     /// `room_outbox_fenced_marks_total`: marks refused because another claim superseded ours.
@@ -41,10 +50,11 @@ impl RelayMetrics {
             publish_success: Counter::default(),
             publish_failure: Counter::default(),
             dead_letters: Counter::default(),
-            publish_latency_ms: Histogram::new(LATENCY_BUCKETS_MS),
-            commit_to_publish_lag_ms: Histogram::new(LATENCY_BUCKETS_MS),
+            publish_latency_seconds: Histogram::new(LATENCY_BUCKETS_SECONDS),
+            commit_to_publish_lag_seconds: Histogram::new(LATENCY_BUCKETS_SECONDS),
             pending: Gauge::default(),
-            oldest_pending_age_ms: Gauge::default(),
+            oldest_pending_age_seconds: SecondsGauge::default(),
+            failed: Gauge::default(),
             owned_shards: Gauge::default(),
             fenced_marks: Counter::default(),
         };
@@ -64,24 +74,29 @@ impl RelayMetrics {
             metrics.dead_letters.clone(),
         );
         registry.register(
-            "room_outbox_publish_latency_ms",
-            "Duration of one publish, ms",
-            metrics.publish_latency_ms.clone(),
+            "room_outbox_publish_latency_seconds",
+            "Duration of one publish, seconds",
+            metrics.publish_latency_seconds.clone(),
         );
         registry.register(
-            "room_outbox_commit_to_publish_lag_ms",
-            "Commit to publish acknowledgement, ms",
-            metrics.commit_to_publish_lag_ms.clone(),
+            "room_outbox_commit_to_publish_lag_seconds",
+            "Commit to publish acknowledgement, seconds",
+            metrics.commit_to_publish_lag_seconds.clone(),
         );
         registry.register(
-            "room_outbox_pending_total",
+            "room_outbox_pending",
             "Outbox rows not yet delivered",
             metrics.pending.clone(),
         );
         registry.register(
-            "room_outbox_oldest_pending_age_ms",
-            "Age of the oldest undelivered outbox row, ms",
-            metrics.oldest_pending_age_ms.clone(),
+            "room_outbox_oldest_pending_age_seconds",
+            "Age of the oldest undelivered outbox row, seconds",
+            metrics.oldest_pending_age_seconds.clone(),
+        );
+        registry.register(
+            "room_outbox_failed",
+            "Outbox rows in status failed (dead letters awaiting replay)",
+            metrics.failed.clone(),
         );
         registry.register(
             "room_outbox_owned_shards",

@@ -258,21 +258,26 @@ async fn lease_loop(
 
 async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
-        // Both are index range reads of the backlog (idx_claim), never a table scan.
+        // All three are index range reads (idx_claim, idx_failing), never a table scan.
         let pending = sqlx::query_scalar::<_, i64>(crate::ops::OPEN_COUNT_SQL)
             .fetch_one(&pool)
             .await;
         let oldest = sqlx::query_scalar::<_, Option<i64>>(crate::ops::OLDEST_OPEN_SQL)
             .fetch_one(&pool)
             .await;
-        match (pending, oldest) {
-            (Ok(pending), Ok(oldest)) => {
+        let failed = sqlx::query_scalar::<_, i64>(crate::ops::FAILED_COUNT_SQL)
+            .fetch_one(&pool)
+            .await;
+        match (pending, oldest, failed) {
+            (Ok(pending), Ok(oldest), Ok(failed)) => {
                 metrics.pending.set(pending);
+                let age_ms = oldest.map_or(0, |oldest| (now_ms() - oldest).max(0));
                 metrics
-                    .oldest_pending_age_ms
-                    .set(oldest.map_or(0, |oldest| (now_ms() - oldest).max(0)));
+                    .oldest_pending_age_seconds
+                    .set(age_ms as f64 / 1_000.0);
+                metrics.failed.set(failed);
             }
-            (Err(error), _) | (_, Err(error)) => {
+            (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => {
                 tracing::debug!(%error, "backlog gauge query failed")
             }
         }

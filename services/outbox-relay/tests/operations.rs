@@ -376,8 +376,9 @@ async fn admin_http_requires_the_token_and_serves_operations() {
         .unwrap();
     for name in [
         "room_outbox_publish_success_total",
-        "room_outbox_pending_total",
-        "room_outbox_oldest_pending_age_ms",
+        "room_outbox_pending",
+        "room_outbox_oldest_pending_age_seconds",
+        "room_outbox_failed",
     ] {
         assert!(metrics.contains(name), "missing {name} in /metrics");
     }

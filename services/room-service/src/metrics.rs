@@ -60,6 +60,11 @@ pub struct Metrics {
     /// holds while any waits for an operator, and resolves once each is
     /// refunded by hand and marked.
     pub sagas_failed_open: Gauge,
+    /// Sagas still between debit and commit/refund after the stuck threshold
+    /// (`saga.stuck_after`), as the last saga sweep counted them after its
+    /// repairs: nonzero for long means the sweep cannot settle them (the
+    /// wallet refuses or is down).
+    pub sagas_unsettled: Gauge,
     /// Users removed by the presence worker.
     pub presence_expired: Counter,
     /// Best-effort projection writes that failed.
@@ -84,6 +89,7 @@ impl Metrics {
             sagas_compensated: Counter::default(),
             sagas_failed: Counter::default(),
             sagas_failed_open: Gauge::default(),
+            sagas_unsettled: Gauge::default(),
             presence_expired: Counter::default(),
             projection_failures: Counter::default(),
         };
@@ -146,6 +152,11 @@ impl Metrics {
             "room_gift_sagas_failed_open",
             "Gift sagas in status failed (debited, not refunded) at the last saga sweep",
             metrics.sagas_failed_open.clone(),
+        );
+        registry.register(
+            "room_gift_sagas_unsettled",
+            "Gift sagas still unsettled (debiting, debited, compensating) past the stuck threshold, at the last saga sweep",
+            metrics.sagas_unsettled.clone(),
         );
         registry.register(
             "room_presence_expired",

@@ -111,6 +111,15 @@ pub async fn sweep_sagas(
         .await
         .map_err(|error| Error::database(&error))?;
     deps.metrics.sagas_failed_open.set(failed_open);
+    // What this sweep could not settle (its refunds failed, or more than a
+    // batch was stuck), counted by age since creation so a saga whose refund
+    // just failed stays in: the alert waits for this to stay nonzero.
+    let unsettled = deps
+        .store
+        .count_unsettled_sagas(stale_before)
+        .await
+        .map_err(|error| Error::database(&error))?;
+    deps.metrics.sagas_unsettled.set(unsettled);
     Ok(repaired)
 }
 

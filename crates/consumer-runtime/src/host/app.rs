@@ -1,5 +1,6 @@
 //! [`Host`]: one consumer service as a process — MySQL pool, consumer with
-//! its metrics, admin HTTP with readiness, the dedup purge, the service's
+//! its metrics, admin HTTP with readiness, the dedup purge, the group's lag
+//! read from the broker (`crate::lag`), the service's
 //! background tasks and extra servers — and the order they stop in.
 //!
 //! Shutdown order (the consumers' shape of
@@ -10,7 +11,7 @@
 //! last, because everything before it may still write.
 
 use super::{ConsumerService, Error, ServiceConfig, error::BoxError};
-use crate::{Consumer, ConsumerMetrics, DedupPurge, purge};
+use crate::{Consumer, ConsumerMetrics, DedupPurge, lag::LagMonitor, purge};
 use prometheus_client::registry::Registry;
 use service_kit::admin_http::{self, Readiness};
 use sqlx::MySqlPool;
@@ -40,6 +41,7 @@ fn server_names(servers: &[ExtraServer]) -> Vec<&'static str> {
 pub struct Builder {
     pool: MySqlPool,
     consumer_group: String,
+    metrics: ConsumerMetrics,
     background: Vec<(&'static str, BackgroundTask)>,
     servers: Vec<ExtraServer>,
     /// False when only the handler is wanted (an operator command replaying
@@ -86,6 +88,11 @@ impl Builder {
     /// The consumer group the service consumes in (its dedup group).
     pub fn consumer_group(&self) -> &str {
         &self.consumer_group
+    }
+
+    /// The process's consumer metrics (a sweeper exports its failed rows there).
+    pub fn metrics(&self) -> &ConsumerMetrics {
+        &self.metrics
     }
 
     /// Registers a background task (a delivery sweeper, say), started by
@@ -138,6 +145,7 @@ pub struct Host<S: ConsumerService> {
     pool: MySqlPool,
     consumer_group: String,
     dedup_purge: DedupPurge,
+    lag_monitor: LagMonitor,
     readiness: Arc<Readiness>,
     registry: Arc<Registry>,
     admin: TcpListener,
@@ -169,6 +177,7 @@ impl<S: ConsumerService> Host<S> {
         let mut builder = Builder {
             pool: pool.clone(),
             consumer_group: settings.consumer_group.clone(),
+            metrics: metrics.clone(),
             background: Vec::new(),
             servers: Vec::new(),
             serving: true,
@@ -176,6 +185,7 @@ impl<S: ConsumerService> Host<S> {
         let handler = S::build(&config, &mut builder).await?;
         let consumer_group = settings.consumer_group.clone();
         let dedup_purge = settings.dedup_purge;
+        let lag_monitor = LagMonitor::new(&settings, &metrics);
         let consumer = Consumer::new(settings, handler, &metrics)?;
         let admin = admin_http::bind(shared.http_listen).await?;
         Ok(Self {
@@ -183,6 +193,7 @@ impl<S: ConsumerService> Host<S> {
             pool,
             consumer_group,
             dedup_purge,
+            lag_monitor,
             readiness: Arc::new(Readiness::default()),
             registry: Arc::new(registry),
             admin,
@@ -236,6 +247,7 @@ impl<S: ConsumerService> Host<S> {
             self.dedup_purge,
             background.clone(),
         )));
+        tasks.push(tokio::spawn(self.lag_monitor.run(background.clone())));
         self.readiness.set_ready();
         let draining = tokio::spawn({
             let readiness = self.readiness.clone();

@@ -1,10 +1,14 @@
 //! A consumer hosted by another process (room-service runs the IM bridge
-//! in-process): the consumer plus its group's dedup purge, without the admin
+//! in-process): the consumer plus its group's dedup purge and its lag read
+//! from the broker (`crate::lag`), without the admin
 //! HTTP, pool ownership or signal handling that [`super::Host`] adds for a
 //! standalone service.
 
 use super::Error;
-use crate::{Consumer, ConsumerMetrics, ConsumerSettings, Decode, DedupPurge, Handler, purge};
+use crate::{
+    Consumer, ConsumerMetrics, ConsumerSettings, Decode, DedupPurge, Handler, lag::LagMonitor,
+    purge,
+};
 use sqlx::MySqlPool;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +20,7 @@ pub struct EmbeddedConsumer<M, H> {
     pool: MySqlPool,
     consumer_group: String,
     dedup_purge: DedupPurge,
+    lag_monitor: LagMonitor,
 }
 
 impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
@@ -29,18 +34,21 @@ impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
     ) -> Result<Self, Error> {
         let consumer_group = settings.consumer_group.clone();
         let dedup_purge = settings.dedup_purge;
+        let lag_monitor = LagMonitor::new(&settings, metrics);
         let consumer = Consumer::new(settings, handler, metrics)?;
         Ok(Self {
             consumer,
             pool,
             consumer_group,
             dedup_purge,
+            lag_monitor,
         })
     }
 
-    /// Consumes until `shutdown`, then drains and commits. The purge stops
-    /// with `shutdown` and is dropped once the consumer returned, so nothing
-    /// of it outlives this call (the caller closes the pool after).
+    /// Consumes until `shutdown`, then drains and commits. The purge and the
+    /// lag reader stop with `shutdown` and are dropped once the consumer
+    /// returned, so nothing of them outlives this call (the caller closes
+    /// the pool after).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let purger = tokio::spawn(purge::run_purger(
             self.pool,
@@ -48,8 +56,10 @@ impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
             self.dedup_purge,
             shutdown.child_token(),
         ));
+        let lag = tokio::spawn(self.lag_monitor.run(shutdown.child_token()));
         let result = self.consumer.run(shutdown).await;
         purger.abort();
+        lag.abort();
         Ok(result?)
     }
 }

@@ -28,7 +28,7 @@ pub use dead_letters::{DeadLetter, DeadLetterFilter, list_dead_letters, replay_d
 pub use intervene::{Intervention, retry_now, skip};
 pub use leases::{LeaseReport, leases};
 pub use purge::{PURGE_BATCH, purge_delivered};
-pub use queries::{OLDEST_OPEN_SQL, OPEN_COUNT_SQL, OPERATOR_QUERIES};
+pub use queries::{FAILED_COUNT_SQL, OLDEST_OPEN_SQL, OPEN_COUNT_SQL, OPERATOR_QUERIES};
 pub use room::{RoomView, RowView, room};
 pub use status::{StatusReport, status};
 

@@ -18,6 +18,12 @@ pub const OLDEST_OPEN_SQL: &str = "SELECT MIN(created_at_ms) AS oldest FROM room
 /// Count of open rows (both lanes), by index range.
 pub const OPEN_COUNT_SQL: &str = "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane IN (0, 1) AND open_flag = 1";
 
+/// Rows in `failed` (dead letters not yet replayed), for the relay's
+/// `room_outbox_failed` gauge: a range of `idx_failing`, which only failing
+/// rows ever enter.
+pub const FAILED_COUNT_SQL: &str =
+    "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_failing) WHERE failing_status = 'failed'";
+
 /// Open, retrying and dead-lettered rows in one statement (one read view, so
 /// the three agree): index-only counts of idx_claim and idx_failing.
 pub const STATUS_COUNTS_SQL: &str = "SELECT \
@@ -142,6 +148,7 @@ pub const SMALL_TABLES: [&str; 2] = ["relay_shard_leases", "relay_instances"];
 pub const OPERATOR_QUERIES: &[(&str, &str)] = &[
     ("oldest_open", OLDEST_OPEN_SQL),
     ("open_count", OPEN_COUNT_SQL),
+    ("failed_count", FAILED_COUNT_SQL),
     ("status_counts", STATUS_COUNTS_SQL),
     ("retrying_rows", RETRYING_ROWS_SQL),
     ("dead_letters", DEAD_LETTERS_SQL),

@@ -209,6 +209,21 @@ impl Store {
             .await
     }
 
+    /// How many sagas created before `stale_before` are still between debit
+    /// and commit/refund. By creation, not by last update: a refund that just
+    /// failed stamps `updated_at_ms`, and such a saga is exactly what must
+    /// stay counted. A range read of idx_sweep's unsettled statuses, as many
+    /// rows as there are unsettled sagas.
+    pub async fn count_unsettled_sagas(&self, stale_before: i64) -> Result<i64, sqlx::Error> {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM room_gift_saga \
+             WHERE status IN ('debiting', 'debited', 'compensating') AND created_at_ms < ?",
+        )
+        .bind(stale_before)
+        .fetch_one(self.pool())
+        .await
+    }
+
     /// Sagas left between debit and commit/refund for longer than the stuck
     /// threshold (`failed` ones are terminal and never returned).
     pub async fn stuck_sagas(

@@ -1,0 +1,199 @@
+//! Every alert of `deploy/prometheus/alerts.yml`, evaluated by promtool
+//! against real scrapes of the running services: once in a scenario that
+//! must fire it, and at least once where it must stay quiet.
+//!
+//! Each scenario starts the platform in-process (`stack`), drives a room
+//! session through it, breaks one thing (a service stopped, failed rows, IM
+//! refusing, a malformed message, the relay cut off from the broker...),
+//! waits until the services' own gauges show the break, scrapes every
+//! target twice and asks promtool which alerts fire when that state goes on
+//! (`deploy_check::alert_eval`). Its expectation lists the alerts it must
+//! fire; every other alert must stay quiet in it. The test fails when an
+//! alert of alerts.yml is fired by no scenario, so a new alert needs a
+//! scenario. It prints the table alert → scenario that fired it.
+//!
+//! promtool comes from Debian's `prometheus` package, which `cargo xtask
+//! test` installs when missing (`HYAPP_TEST_PROMTOOL` names it).
+
+mod alert_scenarios {
+    pub mod faults;
+    pub mod planted;
+    pub mod probe;
+    pub mod scenarios;
+    pub mod stack;
+}
+
+use alert_scenarios::{faults, scenarios, stack::Stack};
+use deploy_check::alert_eval::{self, Target};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn promtool() -> String {
+    std::env::var("HYAPP_TEST_PROMTOOL").unwrap_or_else(|_| "promtool".into())
+}
+
+fn alert_names() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("deploy/prometheus/alerts.yml")).unwrap();
+    let alerts = deploy_check::yaml::parse_one(&text).unwrap();
+    let mut names = Vec::new();
+    for group in alerts["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            if let Some(name) = rule["alert"].as_str() {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Scrapes every listed target, `None` where the scrape fails.
+async fn scrape_all(stack: &Stack) -> BTreeMap<&'static str, Option<Vec<alert_eval::Sample>>> {
+    let mut scrapes = BTreeMap::new();
+    for (job, addr) in &stack.targets {
+        let text = Stack::scrape(*addr).await;
+        let samples = text.map(|text| alert_eval::parse_exposition(&text).expect("exposition"));
+        scrapes.insert(*job, samples);
+    }
+    scrapes
+}
+
+/// Runs promtool on `targets`; returns the alerts whose verdict differed
+/// from `fires` (must fire) / the rest (must stay quiet), with its report.
+fn evaluate(
+    name: &str,
+    targets: &[Target],
+    seconds_apart: f64,
+    alerts: &[String],
+    fires: &BTreeSet<String>,
+) -> (Vec<String>, String) {
+    let series = alert_eval::input_series(targets, seconds_apart);
+    let verdicts: Vec<(String, bool)> = alerts
+        .iter()
+        .map(|alert| (alert.clone(), fires.contains(alert)))
+        .collect();
+    let dir = root().join("target/alert-scenarios");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = root().join("deploy/prometheus/alerts.yml");
+    let slug: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let file = dir.join(format!("{slug}.yml"));
+    std::fs::write(
+        &file,
+        alert_eval::rule_test_file(rules.to_str().unwrap(), &series, &verdicts),
+    )
+    .unwrap();
+    let output = Command::new(promtool())
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot run {} ({error}); `cargo xtask test` installs it",
+                promtool()
+            )
+        });
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mismatched = alert_eval::mismatched_alerts(&report);
+    assert!(
+        output.status.success() || !mismatched.is_empty(),
+        "promtool failed on {}:\n{report}",
+        file.display()
+    );
+    (mismatched, report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
+    let alerts = alert_names();
+    let mut fired_by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut quiet_in: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for scenario in scenarios::SCENARIOS {
+        let fires: BTreeSet<String> = scenario.fires.iter().map(|a| a.to_string()).collect();
+        for alert in &fires {
+            assert!(
+                alerts.contains(alert),
+                "scenario {:?} expects {alert}, which alerts.yml does not define",
+                scenario.name
+            );
+        }
+        eprintln!("scenario {:?}", scenario.name);
+        let mut stack = Stack::start(&scenario.setup()).await;
+        faults::healthy_session(&stack, !scenario.relay_cut_off()).await;
+        let continuing = faults::induce(scenario, &mut stack).await;
+        let first_pending = faults::pending(&stack).await;
+        let first = scrape_all(&stack).await;
+        let started = std::time::Instant::now();
+        faults::await_second_scrape(scenario, &stack, first_pending).await;
+        let second = scrape_all(&stack).await;
+        let seconds_apart = started.elapsed().as_secs_f64();
+        continuing.cancel();
+        let mut targets = Vec::new();
+        for (job, addr) in &stack.targets {
+            targets.push(Target {
+                job: job.to_string(),
+                instance: addr.to_string(),
+                scrapes: [first[job].clone(), second[job].clone()],
+            });
+        }
+        stack.stop_all().await;
+        let (mismatched, report) =
+            evaluate(scenario.name, &targets, seconds_apart, &alerts, &fires);
+        if !mismatched.is_empty() {
+            failures.push(format!(
+                "scenario {:?}: unexpected verdicts for {mismatched:?}\n{report}",
+                scenario.name
+            ));
+        }
+        for alert in &alerts {
+            if fires.contains(alert) {
+                fired_by
+                    .entry(alert.clone())
+                    .or_default()
+                    .push(scenario.name);
+            } else {
+                quiet_in
+                    .entry(alert.clone())
+                    .or_default()
+                    .push(scenario.name);
+            }
+        }
+    }
+    println!("{:<36} scenario that fired it", "alert");
+    for alert in &alerts {
+        let scenarios = fired_by
+            .get(alert)
+            .map_or_else(|| "NONE".to_string(), |names| names.join(", "));
+        println!("{alert:<36} {scenarios}");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let unfired: Vec<&String> = alerts
+        .iter()
+        .filter(|alert| !fired_by.contains_key(*alert))
+        .collect();
+    let never_quiet: Vec<&String> = alerts
+        .iter()
+        .filter(|alert| !quiet_in.contains_key(*alert))
+        .collect();
+    assert!(
+        unfired.is_empty(),
+        "alerts no scenario fires (add a scenario in tests/alert_scenarios/scenarios.rs): {unfired:?}"
+    );
+    assert!(
+        never_quiet.is_empty(),
+        "alerts never quiet: {never_quiet:?}"
+    );
+}
