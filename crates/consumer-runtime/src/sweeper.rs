@@ -43,7 +43,8 @@ pub trait DeliveryTable: Send + Sync + 'static {
     /// What the log lines call one delivery (`broadcast`, `notice`): the
     /// sweeper logs `"{KIND} sweep failed"` and `"{KIND} status update failed"`.
     const KIND: &'static str;
-    /// The table's name: the `table` label of `consumer_delivery_failed_rows`.
+    /// The table's name: the `table` label of `consumer_delivery_failed_rows`,
+    /// and what the operator commands' output and audit rows call it.
     const TABLE: &'static str;
 
     /// Due rows: binds `now_ms` and the sweep batch size; selects
@@ -64,8 +65,6 @@ pub trait DeliveryTable: Send + Sync + 'static {
     /// read of an index that leads with `status`.
     const FAILED_COUNT_SQL: &'static str;
 
-    /// The table's name, for the operator commands' output and audit rows.
-    const TABLE: &'static str;
     /// Operator listing (`deliveries list`): binds `created_at_ms` lower
     /// bound and a row limit; selects `(event_id, room_id, target, attempts,
     /// last_error, created_at_ms)` of `failed` rows created since, oldest
@@ -319,7 +318,6 @@ mod tests {
         const FAILED_SQL: &str = "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
              next_attempt_at_ms = ?, last_error = ? \
              WHERE event_id = ? AND recipient_id = ? AND status = 'pending'";
-        const TABLE: &str = "notice_delivery_events";
         const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, recipient_id AS target, \
              attempts, last_error, created_at_ms FROM notice_delivery_events \
              WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, id LIMIT ?";

@@ -83,7 +83,6 @@ impl DeliveryTable for Broadcasts {
          attempts = ?, last_error = '' WHERE event_id = ? AND status = 'pending'";
     const FAILED_SQL: &str = "UPDATE activity_broadcasts SET status = ?, attempts = ?, \
          next_attempt_at_ms = ?, last_error = ? WHERE event_id = ? AND status = 'pending'";
-    const TABLE: &str = "activity_broadcasts";
     const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, \
          CONCAT('gift ', gift_id, ' from ', sender_id, ' to ', receiver_id) AS target, \
          attempts, last_error, created_at_ms FROM activity_broadcasts \

@@ -192,7 +192,6 @@ impl DeliveryTable for NoticeDeliveries {
     const FAILED_SQL: &str = "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
          next_attempt_at_ms = ?, last_error = ? \
          WHERE event_id = ? AND recipient_id = ? AND status = 'pending'";
-    const TABLE: &str = "notice_delivery_events";
     const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, recipient_id AS target, attempts, \
          last_error, created_at_ms FROM notice_delivery_events \
          WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, id LIMIT ?";

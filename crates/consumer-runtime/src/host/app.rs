@@ -74,6 +74,8 @@ impl Builder {
         Self {
             pool,
             consumer_group,
+            // Nothing scrapes an operator command: its metrics go nowhere.
+            metrics: ConsumerMetrics::unregistered(),
             background: Vec::new(),
             servers: Vec::new(),
             serving: false,
