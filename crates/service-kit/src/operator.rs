@@ -41,9 +41,9 @@ pub enum Refusal {
     },
     /// A reason with a control or direction-changing character.
     #[error(
-        "has the unprintable character {character:?} at position {position} \
-         (control and direction-changing characters would forge lines in a \
-         terminal or a log)"
+        "has the unprintable character {character:?} at position {position}: \
+         control and direction-changing characters would forge or reorder \
+         lines in a terminal or a log"
     )]
     Unprintable {
         /// The first offending character.
