@@ -1,7 +1,8 @@
 //! Shared service plumbing used by every binary of the platform, written once:
 //! layered configuration, durations and secrets in config, telemetry,
 //! shutdown signals, the admin HTTP surface (`/healthz`, `/readyz`, `/metrics`),
-//! gRPC TLS and the MySQL pool with the embedded migrations.
+//! gRPC TLS, the MySQL pool with the embedded migrations, and the rules for
+//! an audited operator's name and reason.
 
 pub mod admin_http;
 mod allocator;
@@ -11,6 +12,7 @@ pub mod db;
 pub mod duration;
 pub mod grpc_tls;
 pub mod mq;
+pub mod operator;
 pub mod redis;
 pub mod secret;
 pub mod shutdown;

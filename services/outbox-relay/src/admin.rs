@@ -20,7 +20,7 @@
 //! Refusals are JSON `{"error": …}`: 400 bad input, 404 unknown room or
 //! event, 409 a row not in a state the command applies to.
 
-use crate::ops::{self, DeadLetterFilter, Operator, Target};
+use crate::ops::{self, DeadLetterFilter, OperatorName, Target};
 use axum::{
     Json, Router,
     extract::{Path, Query, Request, State},
@@ -158,13 +158,14 @@ fn respond<T: serde::Serialize>(result: Result<T, crate::Error>) -> Response {
 }
 
 /// The `x-operator` header, checked like the CLI's `--operator`.
-fn operator(headers: &HeaderMap) -> Result<Operator, crate::Error> {
-    match headers.get(OPERATOR_HEADER) {
-        None => Operator::new(""),
-        Some(value) => Operator::new(value.to_str().map_err(|_| {
+fn operator(headers: &HeaderMap) -> Result<OperatorName, crate::Error> {
+    let name = match headers.get(OPERATOR_HEADER) {
+        None => "",
+        Some(value) => value.to_str().map_err(|_| {
             crate::Error::InvalidInput(format!("{OPERATOR_HEADER} is not visible ASCII"))
-        })?),
-    }
+        })?,
+    };
+    ops::audit::operator_name(name, OPERATOR_HEADER)
 }
 
 async fn status(State(state): State<AdminState>) -> Response {

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use outbox_relay::{
     app::App,
     config::RelayServiceConfig,
-    ops::{self, AuditFilter, DeadLetterFilter, Operator, Target, render::Render},
+    ops::{self, AuditFilter, DeadLetterFilter, OperatorName, Target, render::Render},
 };
 use std::path::PathBuf;
 
@@ -127,8 +127,9 @@ struct WhoArgs {
 }
 
 impl WhoArgs {
-    fn operator(&self) -> anyhow::Result<Operator> {
-        Ok(Operator::new(self.operator.as_deref().unwrap_or_default())?)
+    fn operator(&self) -> anyhow::Result<OperatorName> {
+        let name = self.operator.as_deref().unwrap_or_default();
+        Ok(ops::audit::operator_name(name, "--operator")?)
     }
 }
 

@@ -255,7 +255,7 @@ async fn a_failing_head_holds_its_room_only_then_dead_letters_and_replays() {
             &db.pool,
             &filter,
             false,
-            Some(&ops::Operator::new("oncall").unwrap()),
+            Some(&ops::OperatorName::new("oncall").unwrap()),
             Some("payload fixed"),
         )
         .await

@@ -171,7 +171,7 @@ async fn purge_removes_only_old_delivered_rows() {
         .await
         .unwrap();
 
-    let operator = ops::Operator::new("oncall").unwrap();
+    let operator = ops::OperatorName::new("oncall").unwrap();
     let report = ops::purge_delivered(&db.pool, day, &operator, None)
         .await
         .unwrap();

@@ -1,15 +1,13 @@
 //! The audit trail of operator mutations (`consumer_operator_audit`): who
 //! (`--operator`), when, what, on which selection and why (`--reason`), and
 //! what came of it. Every mutation writes its row before or with its effect,
-//! so none goes unrecorded; the checks of the operator's words live here too.
+//! so none goes unrecorded. The operator's name and reason are checked by
+//! the rule every audited service shares (`service_kit::operator`).
 
 use super::Error;
+use service_kit::operator::{OperatorName, ReasonRule, Refusal, checked_reason, fit_to_column};
 use sqlx::MySqlConnection;
 
-/// Longest `--operator` (the column's width).
-const MAX_OPERATOR_CHARS: usize = 64;
-/// Longest `--reason` (the column's width).
-const MAX_REASON_CHARS: usize = 512;
 /// Longest target and outcome texts kept (the columns' widths).
 const MAX_TARGET_CHARS: usize = 255;
 const MAX_OUTCOME_CHARS: usize = 1024;
@@ -22,46 +20,28 @@ const OUTCOME_SQL: &str = "UPDATE consumer_operator_audit SET outcome = ? WHERE 
 /// Who asks for a mutation and why, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accountable {
-    operator: String,
+    operator: OperatorName,
     reason: String,
 }
 
 impl Accountable {
-    /// Checks `--operator` and `--reason`: present, not blank, no control
-    /// characters (they would forge lines in a terminal or a log), and
-    /// within their columns.
+    /// Checks `--operator` and `--reason` by the rule every audited service
+    /// shares (`service_kit::operator`); both are required here, as every
+    /// consumer mutation is a replay or a retry someone must answer for.
     pub fn new(operator: Option<&str>, reason: Option<&str>) -> Result<Self, Error> {
+        let refused =
+            |flag: &'static str| move |refusal: Refusal| Error::Operator(refusal.naming(flag));
         Ok(Self {
-            operator: checked("--operator", operator, MAX_OPERATOR_CHARS)?,
-            reason: checked("--reason", reason, MAX_REASON_CHARS)?,
+            operator: OperatorName::new(operator.unwrap_or_default())
+                .map_err(refused("--operator"))?,
+            reason: checked_reason(reason, ReasonRule::Required).map_err(refused("--reason"))?,
         })
     }
 
     /// The operator.
     pub fn operator(&self) -> &str {
-        &self.operator
+        self.operator.as_str()
     }
-}
-
-fn checked(flag: &str, value: Option<&str>, max_chars: usize) -> Result<String, Error> {
-    let value = value.map(str::trim).unwrap_or_default();
-    if value.is_empty() {
-        return Err(Error::Operator(format!(
-            "{flag} is required for a change: every replay and retry is audited with who and why"
-        )));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(Error::Operator(format!(
-            "{flag} must not contain control characters"
-        )));
-    }
-    let chars = value.chars().count();
-    if chars > max_chars {
-        return Err(Error::Operator(format!(
-            "{flag} is {chars} characters; at most {max_chars}"
-        )));
-    }
-    Ok(value.to_string())
 }
 
 /// One audited action: where it ran and what it touched.
@@ -86,13 +66,13 @@ pub async fn record(
 ) -> Result<u64, Error> {
     let inserted = sqlx::query(INSERT_SQL)
         .bind(service_kit::time::now_ms())
-        .bind(&who.operator)
+        .bind(who.operator.as_str())
         .bind(action.service)
         .bind(action.consumer_group)
         .bind(action.action)
-        .bind(cut(action.target, MAX_TARGET_CHARS))
+        .bind(fit_to_column(action.target, MAX_TARGET_CHARS))
         .bind(&who.reason)
-        .bind(cut(outcome, MAX_OUTCOME_CHARS))
+        .bind(fit_to_column(outcome, MAX_OUTCOME_CHARS))
         .execute(&mut *connection)
         .await
         .map_err(audit_failed)?;
@@ -102,7 +82,7 @@ pub async fn record(
 /// Sets the outcome of audit row `id` (a replay's, once it ended).
 pub async fn finish(connection: &mut MySqlConnection, id: u64, outcome: &str) -> Result<(), Error> {
     sqlx::query(OUTCOME_SQL)
-        .bind(cut(outcome, MAX_OUTCOME_CHARS))
+        .bind(fit_to_column(outcome, MAX_OUTCOME_CHARS))
         .bind(id)
         .execute(&mut *connection)
         .await
@@ -116,17 +96,12 @@ fn audit_failed(error: sqlx::Error) -> Error {
     ))
 }
 
-/// `text` cut to `max_chars` characters.
-fn cut(text: &str, max_chars: usize) -> String {
-    text.chars().take(max_chars).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn operator_and_reason_are_required_clean_and_bounded() {
+    fn operator_and_reason_are_required_and_refusals_name_the_flag() {
         let ok = Accountable::new(Some(" alice "), Some("IM outage INC-42")).unwrap();
         assert_eq!(ok.operator(), "alice");
         for (operator, reason, expected) in [
@@ -136,19 +111,21 @@ mod tests {
             (
                 Some("a\nFAKE LOG LINE"),
                 Some("r"),
-                "--operator must not contain control",
+                "--operator has '\\n' at position 1",
             ),
             (
                 Some("a"),
                 Some("r\u{1b}[2J"),
-                "--reason must not contain control",
+                "--reason has the unprintable character",
+            ),
+            (
+                Some(&"x".repeat(65)),
+                Some("r"),
+                "--operator has 65 characters, more than 64",
             ),
         ] {
             let error = Accountable::new(operator, reason).unwrap_err().to_string();
             assert!(error.contains(expected), "{error}");
         }
-        let long = "x".repeat(65);
-        let error = Accountable::new(Some(&long), Some("r")).unwrap_err();
-        assert!(error.to_string().contains("at most 64"), "{error}");
     }
 }

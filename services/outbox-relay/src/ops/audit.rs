@@ -2,89 +2,53 @@
 //! `room_outbox`, when and why. Every mutation writes its row through
 //! [`record`] inside the mutation's own transaction, so a change and its
 //! record commit or roll back together. [`list`] reads it back by time
-//! window, action or room, each through its own index.
+//! window, action or room, each through its own index. The operator name
+//! and reason obey the rule every audited service shares,
+//! `service_kit::operator`; this module only names the relay's sources.
 
 use super::queries::{AUDIT_BY_ACTION_SQL, AUDIT_BY_ROOM_SQL, AUDIT_INSERT_SQL, AUDIT_RECENT_SQL};
 use crate::Error;
 use serde::{Deserialize, Serialize};
 use service_kit::db::IdText;
+use service_kit::operator::{self, OperatorName, ReasonRule, Refusal};
 use sqlx::{MySql, MySqlPool, Row, Transaction};
 
-/// Longest operator name (the column's length).
-pub const MAX_OPERATOR_LEN: usize = 64;
-/// Longest reason (the column's length).
-pub const MAX_REASON_LEN: usize = 512;
-/// Longest detail; longer text is cut on a character boundary.
-const MAX_DETAIL_LEN: usize = 4096;
+/// Longest detail, in characters (the column's width); longer text is cut.
+const MAX_DETAIL_CHARS: usize = 4096;
 
 /// The kinds of mutation the trail records.
 pub const ACTIONS: [&str; 4] = ["replay", "retry_now", "skip", "purge"];
 
-/// Who performs a mutation: a name without spaces or control characters
-/// (`alice`, `alice@example.com`, `oncall:bob`), at most 64 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Operator(String);
-
-impl Operator {
-    /// Checks `name`; the error names the rule it breaks.
-    pub fn new(name: &str) -> Result<Self, Error> {
-        let refuse = |why: String| Err(Error::InvalidInput(format!("operator {why}")));
-        if name.is_empty() {
-            return refuse("is required for a mutation (CLI --operator, HTTP x-operator)".into());
-        }
-        let length = name.chars().count();
-        if length > MAX_OPERATOR_LEN {
-            return refuse(format!(
-                "has {length} characters, more than {MAX_OPERATOR_LEN}"
-            ));
-        }
-        if let Some((position, character)) = name
-            .chars()
-            .enumerate()
-            .find(|(_, c)| !(c.is_ascii_alphanumeric() || "_.:@-".contains(*c)))
-        {
-            return refuse(format!(
-                "has {character:?} at position {position}; names are [A-Za-z0-9_.:@-]"
-            ));
-        }
-        Ok(Self(name.to_owned()))
-    }
-
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+/// The operator name arrives as the CLI's `--operator` or the admin HTTP
+/// `x-operator` header; `source` says which, for the refusal.
+pub fn operator_name(name: &str, source: &str) -> Result<OperatorName, Error> {
+    OperatorName::new(name).map_err(|refusal| Error::InvalidInput(refusal.naming(source)))
 }
 
-/// Checks an operator's reason: trimmed, at most 512 characters, no control
-/// characters (it is printed in tables and logs); `required` refuses an
-/// empty one.
-pub fn checked_reason(reason: Option<&str>, required: bool) -> Result<String, Error> {
-    let reason = reason.unwrap_or_default().trim();
-    if reason.is_empty() && required {
-        return Err(Error::InvalidInput(
-            "reason is required (CLI --reason, HTTP reason=)".into(),
-        ));
-    }
-    let length = reason.chars().count();
-    if length > MAX_REASON_LEN {
-        return Err(Error::InvalidInput(format!(
-            "reason has {length} characters, more than {MAX_REASON_LEN}"
-        )));
-    }
-    if let Some(position) = reason.chars().position(char::is_control) {
-        return Err(Error::InvalidInput(format!(
-            "reason has a control character at position {position}"
-        )));
-    }
-    Ok(reason.to_owned())
+/// The refusal of a mutation without an operator, wherever it came from.
+pub fn missing_operator() -> Error {
+    Error::InvalidInput(format!(
+        "{} (CLI --operator, HTTP x-operator)",
+        Refusal::Missing.naming("operator")
+    ))
+}
+
+/// Checks a reason by the shared rule (service_kit::operator); the ops
+/// functions serve the CLI and HTTP alike, so the refusal names both.
+pub fn checked_reason(reason: Option<&str>, rule: ReasonRule) -> Result<String, Error> {
+    operator::checked_reason(reason, rule).map_err(|refusal| {
+        Error::InvalidInput(format!(
+            "{} (CLI --reason, HTTP reason=)",
+            refusal.naming("reason")
+        ))
+    })
 }
 
 /// One mutation to record.
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
     /// Who.
-    pub operator: &'a Operator,
+    pub operator: &'a OperatorName,
     /// One of [`ACTIONS`].
     pub action: &'static str,
     /// The room acted on, or "".
@@ -105,11 +69,7 @@ pub async fn record(
     entry: &Entry<'_>,
     at_ms: i64,
 ) -> Result<u64, Error> {
-    let mut end = entry.detail.len().min(MAX_DETAIL_LEN);
-    while !entry.detail.is_char_boundary(end) {
-        end -= 1;
-    }
-    let detail = &entry.detail[..end];
+    let detail = operator::fit_to_column(&entry.detail, MAX_DETAIL_CHARS);
     let result = sqlx::query(AUDIT_INSERT_SQL)
         .bind(at_ms)
         .bind(entry.operator.as_str())
@@ -229,46 +189,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn operator_names_are_checked() {
-        for good in ["alice", "alice@example.com", "oncall:bob-2", "a.b_c"] {
-            assert_eq!(Operator::new(good).unwrap().as_str(), good);
-        }
-        for (bad, names) in [
-            ("", "required"),
-            ("al ice", "position 2"),
-            ("bob\n", "position 3"),
-            ("ünïcode", "position 0"),
-            (&"x".repeat(65), "65 characters"),
-        ] {
-            let error = Operator::new(bad).unwrap_err().to_string();
-            assert!(error.contains(names), "{bad:?}: {error}");
-        }
-    }
-
-    #[test]
-    fn reasons_are_trimmed_bounded_and_printable() {
+    fn refusals_name_where_the_value_came_from() {
+        let cli = operator_name("da ve", "--operator")
+            .unwrap_err()
+            .to_string();
+        assert!(cli.contains("--operator has ' ' at position 2"), "{cli}");
+        let http = operator_name("", "x-operator").unwrap_err().to_string();
+        assert!(http.contains("x-operator is required"), "{http}");
+        let missing = missing_operator().to_string();
+        assert!(missing.contains("operator is required"), "{missing}");
+        assert!(
+            missing.contains("CLI --operator, HTTP x-operator"),
+            "{missing}"
+        );
+        let reason = checked_reason(Some("   "), ReasonRule::Required)
+            .unwrap_err()
+            .to_string();
+        assert!(reason.contains("reason is required"), "{reason}");
+        assert!(reason.contains("CLI --reason, HTTP reason="), "{reason}");
         assert_eq!(
-            checked_reason(Some("  im down  "), true).unwrap(),
-            "im down"
-        );
-        assert_eq!(checked_reason(None, false).unwrap(), "");
-        assert!(
-            checked_reason(Some("   "), true)
-                .unwrap_err()
-                .to_string()
-                .contains("required")
-        );
-        assert!(
-            checked_reason(Some(&"r".repeat(513)), false)
-                .unwrap_err()
-                .to_string()
-                .contains("513")
-        );
-        assert!(
-            checked_reason(Some("a\u{1b}[31m"), false)
-                .unwrap_err()
-                .to_string()
-                .contains("control")
+            checked_reason(Some(" ok "), ReasonRule::Optional).unwrap(),
+            "ok"
         );
     }
 }

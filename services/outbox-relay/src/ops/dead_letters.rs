@@ -3,11 +3,12 @@
 //! consumers still deduplicate them. A replay and its audit row are one
 //! transaction.
 
-use super::audit::{self, Entry, Operator};
+use super::audit::{self, Entry};
 use super::queries::{DEAD_LETTER_BY_EVENT_SQL, DEAD_LETTERS_OF_ROOM_SQL, DEAD_LETTERS_SQL};
 use crate::Error;
 use serde::{Deserialize, Serialize};
 use service_kit::db::IdText;
+use service_kit::operator::{OperatorName, ReasonRule};
 use service_kit::time::now_ms;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
@@ -126,14 +127,14 @@ pub async fn replay_dead_letters(
     pool: &MySqlPool,
     filter: &DeadLetterFilter,
     dry_run: bool,
-    operator: Option<&Operator>,
+    operator: Option<&OperatorName>,
     reason: Option<&str>,
 ) -> Result<Vec<DeadLetter>, Error> {
-    let reason = audit::checked_reason(reason, false)?;
+    let reason = audit::checked_reason(reason, ReasonRule::Optional)?;
     let operator = match (dry_run, operator) {
         (true, _) => None,
         (false, Some(operator)) => Some(operator),
-        (false, None) => return Err(Operator::new("").unwrap_err()),
+        (false, None) => return Err(audit::missing_operator()),
     };
     let selected = list_dead_letters(pool, filter).await?;
     let Some(operator) = operator else {

@@ -17,7 +17,7 @@
 //! back, and the operator is told what the row is now.
 
 use super::Target;
-use super::audit::{self, Entry, Operator};
+use super::audit::{self, Entry};
 use super::queries::{
     RETRY_NOW_SQL, ROOM_EXISTS_SQL, ROOM_OPEN_ROWS_SQL, ROW_BY_EVENT_SQL, SKIP_SQL,
 };
@@ -25,6 +25,7 @@ use super::room::{RowView, row_view};
 use crate::Error;
 use outbox_schema::row::LANE_CHAIN;
 use serde::Serialize;
+use service_kit::operator::{OperatorName, ReasonRule};
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
 
@@ -49,10 +50,10 @@ pub struct Intervention {
 pub async fn retry_now(
     pool: &MySqlPool,
     target: &Target,
-    operator: &Operator,
+    operator: &OperatorName,
     reason: Option<&str>,
 ) -> Result<Intervention, Error> {
-    let reason = audit::checked_reason(reason, false)?;
+    let reason = audit::checked_reason(reason, ReasonRule::Optional)?;
     let row = resolve(pool, target).await?;
     let now = now_ms();
     if row.status != "retryable" {
@@ -97,10 +98,10 @@ pub async fn retry_now(
 pub async fn skip(
     pool: &MySqlPool,
     target: &Target,
-    operator: &Operator,
+    operator: &OperatorName,
     reason: Option<&str>,
 ) -> Result<Intervention, Error> {
-    let reason = audit::checked_reason(reason, true)?;
+    let reason = audit::checked_reason(reason, ReasonRule::Required)?;
     let row = resolve(pool, target).await?;
     let failing = row.status == "retryable" || (row.status == "pending" && row.attempts > 0);
     if !failing {
@@ -164,7 +165,7 @@ async fn finish(
     mut tx: sqlx::Transaction<'_, sqlx::MySql>,
     changed: u64,
     before: RowView,
-    operator: &Operator,
+    operator: &OperatorName,
     action: &'static str,
     reason: String,
     detail: String,

@@ -23,13 +23,14 @@ pub mod render;
 pub mod room;
 pub mod status;
 
-pub use audit::{AuditFilter, AuditRecord, Operator};
+pub use audit::{AuditFilter, AuditRecord};
 pub use dead_letters::{DeadLetter, DeadLetterFilter, list_dead_letters, replay_dead_letters};
 pub use intervene::{Intervention, retry_now, skip};
 pub use leases::{LeaseReport, leases};
 pub use purge::{PURGE_BATCH, purge_delivered};
 pub use queries::{FAILED_COUNT_SQL, OLDEST_OPEN_SQL, OPEN_COUNT_SQL, OPERATOR_QUERIES};
 pub use room::{RoomView, RowView, room};
+pub use service_kit::operator::OperatorName;
 pub use status::{StatusReport, status};
 
 use crate::Error;

@@ -13,10 +13,11 @@
 //! adds its deletions to it in the chunk's own transaction, so the recorded
 //! count is exactly what was deleted even if the purge stops half-way.
 
-use super::audit::{self, Entry, Operator};
+use super::audit::{self, Entry};
 use super::queries::{AUDIT_ADD_COUNT_SQL, AUDIT_PURGE_SQL, PURGE_CHUNK_SQL, PURGE_NEXT_ROW_SQL};
 use crate::Error;
 use serde::Serialize;
+use service_kit::operator::{OperatorName, ReasonRule};
 use service_kit::time::now_ms;
 use sqlx::{MySqlPool, Row};
 
@@ -42,10 +43,10 @@ pub struct PurgeReport {
 pub async fn purge_delivered(
     pool: &MySqlPool,
     retention_ms: i64,
-    operator: &Operator,
+    operator: &OperatorName,
     reason: Option<&str>,
 ) -> Result<PurgeReport, Error> {
-    let reason = audit::checked_reason(reason, false)?;
+    let reason = audit::checked_reason(reason, ReasonRule::Optional)?;
     let retention_ms = retention_ms.max(0);
     let now = now_ms();
     let cutoff = now - retention_ms;
