@@ -188,7 +188,12 @@ fn literal_consts(source: &str) -> BTreeSet<String> {
     for (offset, _) in source.match_indices("const ") {
         let rest = &source[offset + "const ".len()..];
         let name = identifier(rest);
-        if rest[name.len()..].trim_start().starts_with(": &str = \"") && !name.is_empty() {
+        // rustfmt moves a long literal to the next line: `= "…"` may wrap.
+        let literal = rest[name.len()..]
+            .trim_start()
+            .strip_prefix(": &str =")
+            .is_some_and(|value| value.trim_start().starts_with('"'));
+        if literal && !name.is_empty() {
             names.insert(name);
         }
     }
