@@ -39,6 +39,76 @@ fn promtool() -> String {
     std::env::var("HYAPP_TEST_PROMTOOL").unwrap_or_else(|_| "promtool".into())
 }
 
+/// Alerts no scenario can produce against the test broker, each with why.
+/// Their expressions are still evaluated by promtool, on a series shaped like
+/// the metric the runtime exports (rising once, and flat); an entry here is a
+/// stated gap in the end-to-end coverage, so keep the list short.
+const WITHOUT_SCENARIO: &[(&str, &str)] = &[(
+    "ConsumerOffsetGapUnrepaired",
+    "it needs records deleted from under a running, back-pressured consumer \
+     (broker retention); Tansu 0.6 has no retention on demand. The runtime's \
+     side — a gap that survives every look-back counts once — is tested in \
+     consumer-runtime's offset_gap tests",
+)];
+
+fn without_scenario(alert: &str) -> Option<&'static str> {
+    WITHOUT_SCENARIO
+        .iter()
+        .find(|(name, _)| *name == alert)
+        .map(|(_, why)| *why)
+}
+
+/// The alerts of [`WITHOUT_SCENARIO`], evaluated by promtool on the metric
+/// their expression reads: firing when it rose, quiet when flat.
+#[test]
+fn alerts_without_a_scenario_fire_on_their_metric() {
+    let alerts = alert_names();
+    for (alert, why) in WITHOUT_SCENARIO {
+        assert!(
+            alerts.iter().any(|known| known == alert),
+            "WITHOUT_SCENARIO names {alert}, which alerts.yml does not define"
+        );
+        for rises in [true, false] {
+            let fires = if rises {
+                BTreeSet::from([(*alert).to_string()])
+            } else {
+                BTreeSet::new()
+            };
+            let name = format!("{alert} counter rises {rises}");
+            let (mismatched, report) = evaluate(
+                &name,
+                &[counter_target(rises)],
+                60.0,
+                &[(*alert).to_string()],
+                &fires,
+            );
+            assert!(
+                mismatched.is_empty(),
+                "{alert} ({why}): unexpected verdict when the counter rises={rises}\n{report}"
+            );
+        }
+    }
+}
+
+/// An im-bridge target whose `consumer_offset_gaps_unrepaired_total` rose
+/// by one between its two scrapes (`rises`) or stayed at zero.
+fn counter_target(rises: bool) -> Target {
+    let scrape = |value: u8| {
+        Some(
+            alert_eval::parse_exposition(&format!(
+                "# TYPE consumer_offset_gaps_unrepaired counter\n\
+                 consumer_offset_gaps_unrepaired_total{{consumer_group=\"hyapp-room-im-bridge\"}} {value}\n"
+            ))
+            .expect("exposition"),
+        )
+    };
+    Target {
+        job: "im-bridge".into(),
+        instance: "127.0.0.1:7401".into(),
+        scrapes: [scrape(0), scrape(u8::from(rises))],
+    }
+}
+
 fn alert_names() -> Vec<String> {
     let text = std::fs::read_to_string(root().join("deploy/prometheus/alerts.yml")).unwrap();
     let alerts = deploy_check::yaml::parse_one(&text).unwrap();
@@ -174,19 +244,25 @@ async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
     }
     println!("{:<36} scenario that fired it", "alert");
     for alert in &alerts {
-        let scenarios = fired_by
-            .get(alert)
-            .map_or_else(|| "NONE".to_string(), |names| names.join(", "));
+        let scenarios = fired_by.get(alert).map_or_else(
+            || match without_scenario(alert) {
+                Some(_) => {
+                    "no scenario: alerts_without_a_scenario_fire_on_their_metric".to_string()
+                }
+                None => "NONE".to_string(),
+            },
+            |names| names.join(", "),
+        );
         println!("{alert:<36} {scenarios}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     let unfired: Vec<&String> = alerts
         .iter()
-        .filter(|alert| !fired_by.contains_key(*alert))
+        .filter(|alert| !fired_by.contains_key(*alert) && without_scenario(alert).is_none())
         .collect();
     let never_quiet: Vec<&String> = alerts
         .iter()
-        .filter(|alert| !quiet_in.contains_key(*alert))
+        .filter(|alert| !quiet_in.contains_key(*alert) && without_scenario(alert).is_none())
         .collect();
     assert!(
         unfired.is_empty(),
