@@ -4,7 +4,7 @@
 //! secrets supplied through the file and the environment, which must print
 //! them as `***`. Written once here so the five services' tests stay tables.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,16 @@ pub fn write_config(body: &str) -> PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(&path, body).expect("write config");
     path
+}
+
+/// Removes a file made by [`write_config`] and then its directory, which
+/// only that file was in (a directory still holding anything is left), so
+/// test runs leave no empty directories behind in the temporary directory.
+pub fn remove_config(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Runs `exe` with `args` and exactly `env` as its environment (nothing is
@@ -183,7 +193,7 @@ pub fn assert_start_refused(exe: &str, cases: &[ConfigCase]) {
             .map(|(key, value)| (key.as_str(), value.as_str()))
             .collect();
         let run = run(exe, &["--config", path.to_str().expect("utf-8 path")], &env);
-        let _ = std::fs::remove_file(&path);
+        remove_config(&path);
         if run.status.success() {
             failures.push(format!("{}: started (exit 0)", case.name));
         } else if run.stderr.contains("panicked") {
@@ -222,7 +232,7 @@ pub fn assert_dump_redacts(
         ],
         env,
     );
-    let _ = std::fs::remove_file(&path);
+    remove_config(&path);
     assert!(
         run.status.success(),
         "--dump-config failed:\n{}",

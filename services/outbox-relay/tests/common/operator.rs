@@ -23,13 +23,15 @@ pub fn cli(db: &testkit::TestDb, args: &[&std::ffi::OsStr]) -> std::process::Out
         format!("mysql:\n  url: \"{}\"\nlog:\n  level: \"info\"\n", db.url),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
+    let output = Command::new(env!("CARGO_BIN_EXE_outbox-relay"))
         .arg("--config")
         .arg(&config)
         .args(args)
         .env_remove("RUST_LOG")
         .output()
-        .unwrap()
+        .unwrap();
+    testkit::binary::remove_config(&config);
+    output
 }
 
 pub fn run(db: &testkit::TestDb, args: &[&str]) -> std::process::Output {
