@@ -301,6 +301,12 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             token
         }
         Fault::OldBacklog => {
+            // The events occurred 40 s ago (consumer lag, read from the
+            // envelope, passes ConsumerLagHigh's 30 s) and were committed 20 s
+            // ago (commit → publish passes its 5 s). The commit age stays
+            // well under RoomOutboxOldestPendingTooOld's 60 s, which must stay
+            // quiet here: a relay slowed by a loaded machine would otherwise
+            // push rows committed 40 s ago past it within seconds.
             let pool = stack.db.pool.clone();
             let token = keep_doing(Duration::from_millis(300), move || {
                 let pool = pool.clone();
@@ -310,7 +316,7 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
                         .collect();
                     let rows: Vec<NewOutboxRow> = events
                         .iter()
-                        .map(|event| NewOutboxRow::event(event, now_ms() - 40_000))
+                        .map(|event| NewOutboxRow::event(event, now_ms() - 20_000))
                         .collect();
                     let mut tx = pool.begin().await.unwrap();
                     outbox_store::insert_outbox_rows(&mut tx, &rows)

@@ -115,7 +115,7 @@ pub const SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
-        name: "events committed 40s ago",
+        name: "old events (occurred 40s, committed 20s ago)",
         fault: Fault::OldBacklog,
         fires: &["ConsumerLagHigh", "RoomOutboxCommitToPublishLagHigh"],
     },
