@@ -9,6 +9,8 @@
 //! commit lane and the transaction itself; the client-side command latency
 //! is reported beside it.
 //! Plots: latency histograms and per-second throughput / p99 over time.
+//! `e2e_curve` runs before it, on the same harness ([`run`]): the latency
+//! against the pipeline's capacity measured in the same run.
 
 use crate::{
     consumers::{self, Kind},
@@ -36,6 +38,11 @@ fn meta(command_id: String) -> Option<CommandMeta> {
     })
 }
 
+/// Rooms the load is spread over.
+pub fn rooms(env: &BenchEnv) -> usize {
+    if env.smoke { 20 } else { 100 }
+}
+
 /// Runs scenario 4 with the nudge on, then off.
 pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let (rate, seconds) = if env.smoke {
@@ -43,11 +50,14 @@ pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<
     } else {
         (1_000, 30)
     };
-    let rooms = if env.smoke { 20 } else { 100 };
+    let rooms = rooms(env);
     println!("e2e-latency: {rate} SendGift/s over {rooms} rooms for {seconds}s, nudge on and off");
     let mut results = Vec::new();
     for nudge in [true, false] {
-        results.push((nudge, run(env, nudge, rooms, rate, seconds).await?));
+        results.push((
+            nudge,
+            run(env, nudge, rooms, Load::Rate(rate), seconds).await?,
+        ));
     }
     let off_total = results
         .iter()
@@ -55,11 +65,7 @@ pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<
         .map(|(_, hops)| hops.total.value_at_quantile(0.99) as f64);
     for (nudge, hops) in &results {
         let variant = if *nudge { "nudge on" } else { "nudge off" };
-        for (hop, histogram) in [
-            ("commit->published", &hops.publish),
-            ("published->consumed", &hops.consume),
-            ("commit->consumed", &hops.total),
-        ] {
+        for (hop, histogram) in hops.per_hop() {
             let p99 = histogram.value_at_quantile(0.99) as f64;
             let headline = *nudge && hop == "commit->consumed";
             report.add(Row {
@@ -73,13 +79,8 @@ pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<
                     .flatten(),
                 pass: headline.then_some(p99 <= 50.0 && hops.failed == 0),
                 note: format!(
-                    "p50 {} ms, {} events, {} commands failed, acknowledged {:.0}/s; command p50 {} ms, p99 {} ms{}",
-                    histogram.value_at_quantile(0.5),
-                    histogram.len(),
-                    hops.failed,
-                    hops.achieved_rate,
-                    hops.command.value_at_quantile(0.5),
-                    hops.command.value_at_quantile(0.99),
+                    "{}{}",
+                    hops.note(histogram),
                     if headline {
                         "; baseline = nudge off"
                     } else {
@@ -184,19 +185,43 @@ fn step_points(counts: &[f64]) -> Vec<(f64, f64)> {
 }
 
 #[derive(Debug)]
-struct Hops {
-    publish: Histogram<u64>,
-    consume: Histogram<u64>,
-    total: Histogram<u64>,
+pub(crate) struct Hops {
+    pub(crate) publish: Histogram<u64>,
+    pub(crate) consume: Histogram<u64>,
+    pub(crate) total: Histogram<u64>,
     /// gRPC SendGift round trips seen by the load generator.
-    command: Histogram<u64>,
+    pub(crate) command: Histogram<u64>,
     /// Per event, ms since the load started.
     events: Vec<Event>,
     /// Commands acknowledged per second (failed ones do not count).
-    achieved_rate: f64,
+    pub(crate) achieved_rate: f64,
     /// Commands that did not succeed: any fails the headline row, since
     /// latencies of the survivors would flatter a system that drops load.
-    failed: u64,
+    pub(crate) failed: u64,
+}
+
+impl Hops {
+    /// The three hops, each with its name as the report spells it.
+    pub(crate) fn per_hop(&self) -> [(&'static str, &Histogram<u64>); 3] {
+        [
+            ("commit->published", &self.publish),
+            ("published->consumed", &self.consume),
+            ("commit->consumed", &self.total),
+        ]
+    }
+
+    /// A hop's row note: its p50, how many events and commands it covers.
+    pub(crate) fn note(&self, hop: &Histogram<u64>) -> String {
+        format!(
+            "p50 {} ms, {} events, {} commands failed, acknowledged {:.0}/s; command p50 {} ms, p99 {} ms",
+            hop.value_at_quantile(0.5),
+            hop.len(),
+            self.failed,
+            self.achieved_rate,
+            self.command.value_at_quantile(0.5),
+            self.command.value_at_quantile(0.99),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -206,11 +231,21 @@ struct Event {
     processed: i64,
 }
 
-async fn run(
+/// How the load generator sends SendGift during a run.
+#[derive(Debug, Clone, Copy)]
+pub enum Load {
+    /// Open loop: this many commands per second, whatever the answers take.
+    Rate(u64),
+    /// Closed loop: this many callers, each sending its next gift as soon as
+    /// the last one was answered — the rate the pipeline sustains.
+    Saturate(usize),
+}
+
+pub(crate) async fn run(
     env: &BenchEnv,
     nudge: bool,
     rooms: usize,
-    rate: u64,
+    load: Load,
     seconds: u64,
 ) -> anyhow::Result<Hops> {
     let (pool, db) = fixtures::fresh_database(env).await?;
@@ -288,29 +323,21 @@ async fn run(
 
     let started_ms = now_ms();
     let started = Instant::now();
-    let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut inflight = Vec::new();
-    let total = rate * seconds;
-    for index in 0..total {
-        ticker.tick().await;
-        let mut client = client.clone();
-        let room_id = format!("e2e-{run_id}-{}", index as usize % rooms);
-        inflight.push(tokio::spawn(async move {
-            let sent = Instant::now();
-            send_gift(&mut client, &room_id, index).await?;
-            anyhow::Ok(sent.elapsed())
-        }));
-    }
+    let room_of = move |index: u64| format!("e2e-{run_id}-{}", index as usize % rooms);
+    let duration = Duration::from_secs(seconds);
+    let outcomes = match load {
+        Load::Rate(rate) => open_loop(&client, room_of, rate, duration).await,
+        Load::Saturate(callers) => closed_loop(&client, room_of, callers, duration).await,
+    };
     let mut failed = 0u64;
     let mut command = Histogram::<u64>::new(3)?;
-    for task in inflight {
-        match task.await {
-            Ok(Ok(took)) => command.record(took.as_millis() as u64)?,
-            _ => failed += 1,
+    for outcome in &outcomes {
+        match outcome {
+            Some(took) => command.record(took.as_millis() as u64)?,
+            None => failed += 1,
         }
     }
-    let achieved_rate = (total - failed) as f64 / started.elapsed().as_secs_f64();
+    let achieved_rate = (outcomes.len() as u64 - failed) as f64 / started.elapsed().as_secs_f64();
     wait_consumed(&pool, &group, started_ms, Duration::from_secs(120)).await?;
     let mut hops = collect(&pool, &group, started_ms, achieved_rate).await?;
     hops.command = command;
@@ -329,11 +356,72 @@ async fn run(
     Ok(hops)
 }
 
-async fn send_gift(
-    client: &mut RoomServiceClient<tonic::transport::Channel>,
-    room_id: &str,
-    index: u64,
-) -> anyhow::Result<()> {
+type Client = RoomServiceClient<tonic::transport::Channel>;
+
+/// `rate` gifts a second for `duration`, each on its own task; one entry per
+/// command: its round trip, or `None` when it failed.
+async fn open_loop(
+    client: &Client,
+    room_of: impl Fn(u64) -> String,
+    rate: u64,
+    duration: Duration,
+) -> Vec<Option<Duration>> {
+    let mut ticker = tokio::time::interval(Duration::from_micros(1_000_000 / rate.max(1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let total = (rate as f64 * duration.as_secs_f64()) as u64;
+    let mut inflight = Vec::with_capacity(total as usize);
+    for index in 0..total {
+        ticker.tick().await;
+        let mut client = client.clone();
+        let room_id = room_of(index);
+        inflight.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            send_gift(&mut client, &room_id, index).await?;
+            anyhow::Ok(sent.elapsed())
+        }));
+    }
+    let mut outcomes = Vec::with_capacity(inflight.len());
+    for task in inflight {
+        outcomes.push(task.await.ok().and_then(Result::ok));
+    }
+    outcomes
+}
+
+/// `callers` loops, each sending a gift as soon as its last one was
+/// answered, for `duration`; outcomes as [`open_loop`]'s.
+async fn closed_loop(
+    client: &Client,
+    room_of: impl Fn(u64) -> String + Clone + Send + 'static,
+    callers: usize,
+    duration: Duration,
+) -> Vec<Option<Duration>> {
+    let deadline = Instant::now() + duration;
+    let tasks: Vec<_> = (0..callers as u64)
+        .map(|caller| {
+            let mut client = client.clone();
+            let room_of = room_of.clone();
+            tokio::spawn(async move {
+                let mut outcomes = Vec::new();
+                // Caller c sends indexes c, c + callers, …: unique command ids.
+                let mut index = caller;
+                while Instant::now() < deadline {
+                    let sent = Instant::now();
+                    let answered = send_gift(&mut client, &room_of(index), index).await;
+                    outcomes.push(answered.ok().map(|()| sent.elapsed()));
+                    index += callers as u64;
+                }
+                outcomes
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.extend(task.await.unwrap_or_default());
+    }
+    outcomes
+}
+
+async fn send_gift(client: &mut Client, room_id: &str, index: u64) -> anyhow::Result<()> {
     client
         .send_gift(SendGiftRequest {
             meta: meta(format!("gift-{room_id}-{index}")),

@@ -6,6 +6,7 @@
 
 mod consumer_scenarios;
 mod consumers;
+mod e2e_curve;
 mod e2e_scenarios;
 mod fixtures;
 mod memory_scenarios;
@@ -86,6 +87,7 @@ async fn main() -> anyhow::Result<()> {
         relay_scenarios::idle_latency(&env, &mut report).await?;
     }
     if selected("e2e-latency") {
+        e2e_curve::latency_curve(&env, &mut report).await?;
         e2e_scenarios::e2e_latency(&env, &mut report).await?;
     }
     if selected("consumer-throughput") {
