@@ -4,7 +4,7 @@
 //! retrying and dead counts over idx_failing. Delivered rows are history and
 //! are not counted (a count would read the whole table; purge bounds them).
 
-use super::queries::{OLDEST_OPEN_SQL, RETRYING_ROWS_SQL, STATUS_COUNTS_SQL};
+use super::queries::{OLDEST_FAILING_SQL, OLDEST_OPEN_SQL, RETRYING_ROWS_SQL, STATUS_COUNTS_SQL};
 use super::room::{RowView, row_view};
 use crate::Error;
 use serde::Serialize;
@@ -52,4 +52,15 @@ pub async fn status(pool: &MySqlPool) -> Result<StatusReport, Error> {
         oldest_pending_age_ms: oldest.map_or(0, |oldest| (now - oldest).max(0)),
         retrying,
     })
+}
+
+/// Age of the oldest row in `failing_status` (`retryable` or `failed`), ms;
+/// 0 when there is none. An index range of idx_failing.
+pub async fn oldest_failing_age_ms(pool: &MySqlPool, failing_status: &str) -> Result<i64, Error> {
+    let oldest: Option<i64> = sqlx::query(OLDEST_FAILING_SQL)
+        .bind(failing_status)
+        .fetch_one(pool)
+        .await?
+        .try_get("oldest")?;
+    Ok(oldest.map_or(0, |oldest| (now_ms() - oldest).max(0)))
 }
