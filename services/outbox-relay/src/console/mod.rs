@@ -148,6 +148,17 @@ impl Console {
     }
 
     fn error(&self, session: &Session, title: &str, error: &crate::Error) -> Response {
+        self.error_after(session, title, error, "")
+    }
+
+    /// The refusal of `error`, after `prefix` (HTML: the page's form).
+    fn error_after(
+        &self,
+        session: &Session,
+        title: &str,
+        error: &crate::Error,
+        prefix: &str,
+    ) -> Response {
         let status = match error {
             crate::Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
             crate::Error::NotFound(_) => StatusCode::NOT_FOUND,
@@ -160,7 +171,12 @@ impl Console {
         }
         html(
             status,
-            self.page(session, title, None, &pages::refusal(&error.to_string())),
+            self.page(
+                session,
+                title,
+                None,
+                &format!("{prefix}{}", pages::refusal(&error.to_string())),
+            ),
         )
     }
 
@@ -541,14 +557,27 @@ async fn room_timeline(
     let Some(session) = console.session(&headers) else {
         return to_login();
     };
-    let result = async {
-        let Some(room_id) = optional(&form.room_id) else {
-            return Ok(pages::timeline("", None));
-        };
-        let timeline =
-            ops::timeline::timeline(&console.config.pool, &room_id, &console.config.groups).await?;
-        Ok(pages::timeline(&room_id, Some(&timeline)))
+    let Some(room_id) = optional(&form.room_id) else {
+        return html(
+            StatusCode::OK,
+            console.page(&session, "Room timeline", None, &pages::timeline("", None)),
+        );
+    };
+    match ops::timeline::timeline(&console.config.pool, &room_id, &console.config.groups).await {
+        Ok(timeline) => html(
+            StatusCode::OK,
+            console.page(
+                &session,
+                "Room timeline",
+                None,
+                &pages::timeline(&room_id, Some(&timeline)),
+            ),
+        ),
+        Err(error) => console.error_after(
+            &session,
+            "Room timeline",
+            &error,
+            &pages::timeline(&room_id, None),
+        ),
     }
-    .await;
-    console.render(&session, "Room timeline", result)
 }

@@ -498,7 +498,7 @@ pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> String {
         .collect();
     let _ = write!(
         out,
-        "<p>Room {}: {} events (the latest delivered ones and every open one, up to 100 each).</p>",
+        "<p>Room {}: {} events (the latest closed ones and every open one, up to 100 each).</p>",
         escape(&timeline.room_id),
         timeline.events.len()
     );
