@@ -21,7 +21,9 @@
 mod backends;
 mod bench;
 mod chaos;
+mod chromium;
 mod demo;
+mod debian;
 mod deny;
 mod faults;
 mod infra;

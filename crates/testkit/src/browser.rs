@@ -21,7 +21,7 @@ pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// The W3C name of an element reference in JSON.
-const ELEMENT_KEY: &str = "element-6066-11e4-a5ab-4f1a4b9b3aed";
+const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// How long the driver may take to answer its status endpoint.
 const START_DEADLINE: Duration = Duration::from_secs(30);
 /// Poll step of the waits.
