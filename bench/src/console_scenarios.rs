@@ -74,7 +74,9 @@ pub async fn console(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> 
     drop(conn);
     let first_backlog = fixtures::newest_id(&pool).await? + 1;
     fixtures::prefill(&pool, rooms, backlog).await?;
-    sqlx::query("ANALYZE TABLE room_outbox").execute(&pool).await?;
+    sqlx::query("ANALYZE TABLE room_outbox")
+        .execute(&pool)
+        .await?;
 
     let base = serve_console(&pool).await?;
     let pages = [
@@ -152,7 +154,12 @@ async fn drain_watched(
     let refresher = {
         let (base, stop) = (base.to_owned(), stop.clone());
         tokio::spawn(async move {
-            let pages = ["/console", "/console/stuck", "/console/dead-letters", "/console/rooms?room_id=bench-room-7"];
+            let pages = [
+                "/console",
+                "/console/stuck",
+                "/console/dead-letters",
+                "/console/rooms?room_id=bench-room-7",
+            ];
             let mut loads = 0_u64;
             while !stop.is_cancelled() {
                 for page in pages {
@@ -184,7 +191,11 @@ async fn drain(
     let relay = outbox_relay::app::build_relay(
         pool.clone(),
         &worker(
-            if watched { "bench-console-watched" } else { "bench-console-quiet" },
+            if watched {
+                "bench-console-watched"
+            } else {
+                "bench-console-quiet"
+            },
             false,
             ConfigDuration::from_millis(20),
             &env.redis,
@@ -204,7 +215,10 @@ async fn drain(
         if oldest.is_none() {
             break;
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(900), "drain did not finish");
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(900),
+            "drain did not finish"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();

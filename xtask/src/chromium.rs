@@ -16,12 +16,17 @@ pub fn ensure_chromium(install: impl Fn(&mut Command) -> Result<(), String>) -> 
     if present() {
         return Ok(());
     }
-    eprintln!("xtask: installing chromium and chromium-driver (Debian packages, without recommends)");
+    eprintln!(
+        "xtask: installing chromium and chromium-driver (Debian packages, without recommends)"
+    );
     crate::debian::apt_install(&["chromium", "chromium-driver"], &install)?;
     if present() {
         Ok(())
     } else {
-        Err(format!("chromium packages installed but {} missing", BINARIES.join(" or ")))
+        Err(format!(
+            "chromium packages installed but {} missing",
+            BINARIES.join(" or ")
+        ))
     }
 }
 

@@ -243,6 +243,24 @@ impl Browser {
         }
     }
 
+    /// Waits until the browser is at `url` (a click's navigation may still
+    /// be under way when the click returns), or panics after `timeout` with
+    /// where it is and what the page says.
+    pub async fn wait_for_url(&self, url: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let at = self.url().await;
+            if at == url {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let text = self.page_text().await;
+                panic!("not at {url} within {timeout:?} but at {at}; page:\n{text}");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     /// Saves a PNG screenshot of the viewport to `path` (directories created).
     pub async fn screenshot(&self, path: &Path) {
         let encoded = self

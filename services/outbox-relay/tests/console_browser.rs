@@ -123,7 +123,9 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
     let token = browser.find("#token").await;
     browser.type_into(&token, ADMIN).await;
     browser.click(&browser.find("#login").await).await;
-    assert_eq!(browser.url().await, format!("{base}/console"));
+    browser
+        .wait_for_url(&format!("{base}/console"), DEADLINE)
+        .await;
     let overview = browser.page_text().await;
     assert!(
         overview.contains("Overview") && overview.contains("operator"),
@@ -266,7 +268,9 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
     // Logging out ends the session in the browser.
     browser.goto(&format!("{base}/console")).await;
     browser.click(&browser.find("nav button").await).await;
-    assert_eq!(browser.url().await, format!("{base}/console/login"));
+    browser
+        .wait_for_url(&format!("{base}/console/login"), DEADLINE)
+        .await;
     browser.goto(&format!("{base}/console")).await;
     assert_eq!(browser.url().await, format!("{base}/console/login"));
 

@@ -104,9 +104,12 @@ fn secure(headers: &mut HeaderMap) {
         HeaderValue::from_static("nosniff"),
     );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // Not `no-referrer`: under it browsers send `Origin: null` with a form
+    // POST, and the same-origin check could no longer tell our forms from
+    // anyone's. `same-origin` still sends nothing to other sites.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
 }
 
