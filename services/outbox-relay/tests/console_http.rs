@@ -354,3 +354,55 @@ async fn hostile_payloads_errors_and_room_ids_are_rendered_escaped() {
     assert_eq!(status, 400, "{page}");
     assert!(!page.contains("\"><b>x"), "{page}");
 }
+
+#[tokio::test]
+async fn the_timeline_shows_when_each_group_applied_each_event() {
+    let db = testkit::TestDb::new().await;
+    let rows = room_rows("room-tl", 1, 2);
+    insert(&db.pool, &rows).await;
+    sqlx::query(
+        "UPDATE room_outbox SET status = 'delivered', delivered_at_ms = ? WHERE event_id = ?",
+    )
+    .bind(1_764_633_600_000_i64)
+    .bind(&rows[0].event_id)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // The notice group applied the first event; nobody the second.
+    sqlx::query(
+        "INSERT INTO consumer_dedup (consumer_group, event_id, processed_at_ms) VALUES (?, ?, ?)",
+    )
+    .bind(outbox_schema::names::GROUP_NOTICE)
+    .bind(&rows[0].event_id)
+    .bind(1_764_633_601_000_i64)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let base = serve_console(&db.pool).await;
+    let cookie = login(&base, ADMIN).await;
+    let (status, page) = get(&base, "/console/rooms?room_id=room-tl", &cookie).await;
+    assert_eq!(status, 200, "{page}");
+    let first = page.find(&rows[0].event_id).expect("first event listed");
+    let second = page.find(&rows[1].event_id).expect("second event listed");
+    assert!(first < second, "commit order");
+    let first_row = &page[first..second];
+    assert!(
+        first_row.contains("2025-12-02 00:00:00"),
+        "delivered: {first_row}"
+    );
+    assert!(
+        first_row.contains("2025-12-02 00:00:01"),
+        "applied by notice: {first_row}"
+    );
+    assert_eq!(first_row.matches("not yet").count(), 2, "{first_row}");
+    let second_row = &page[second..];
+    assert_eq!(second_row.matches("not yet").count(), 3, "{second_row}");
+    assert!(second_row.contains("pending"), "{second_row}");
+    // A room with no rows: a precise 404.
+    let (status, page) = get(&base, "/console/rooms?room_id=room-none", &cookie).await;
+    assert_eq!(status, 404, "{page}");
+    assert!(
+        page.contains("room `room-none` has no chain rows"),
+        "{page}"
+    );
+}
