@@ -139,13 +139,12 @@ pub(super) async fn stuck(State(console): State<Console>, headers: HeaderMap) ->
     };
     let pool = &console.config.pool;
     let result = async {
-        let status = ops::status(pool).await?;
-        let mut jsons = Vec::with_capacity(status.retrying.len());
-        for row in &status.retrying {
+        let retrying = ops::status::retrying(pool).await?;
+        let mut jsons = Vec::with_capacity(retrying.len());
+        for row in &retrying {
             jsons.push(ops::room::event_json(pool, &row.event_id).await?);
         }
-        let heads: Vec<pages::StuckHead<'_>> = status
-            .retrying
+        let heads: Vec<pages::StuckHead<'_>> = retrying
             .iter()
             .zip(jsons)
             .map(|(row, json)| pages::StuckHead { row, json })
