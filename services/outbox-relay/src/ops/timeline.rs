@@ -54,25 +54,28 @@ pub async fn timeline(
 ) -> Result<Timeline, Error> {
     let room_id = super::checked_room_id(room_id)?;
     let now = now_ms();
-    let read = |sql: &'static str, limit: u64| async move {
-        sqlx::query(sql)
-            .bind(room_id)
-            .bind(limit)
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok((
-                    row_view(row, now)?,
-                    row.try_get::<i64, _>("delivered_at_ms")?,
-                ))
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(Error::from)
-    };
-    let mut rows = read(TIMELINE_CLOSED_SQL, CLOSED_SHOWN).await?;
-    rows.reverse();
-    rows.extend(read(TIMELINE_OPEN_SQL, OPEN_SHOWN).await?);
+    let closed = sqlx::query(TIMELINE_CLOSED_SQL)
+        .bind(room_id)
+        .bind(CLOSED_SHOWN)
+        .fetch_all(pool)
+        .await?;
+    let open = sqlx::query(TIMELINE_OPEN_SQL)
+        .bind(room_id)
+        .bind(OPEN_SHOWN)
+        .fetch_all(pool)
+        .await?;
+    // Closed rows came newest first; the timeline is in commit order.
+    let rows = closed
+        .iter()
+        .rev()
+        .chain(open.iter())
+        .map(|row| {
+            Ok((
+                row_view(row, now)?,
+                row.try_get::<i64, _>("delivered_at_ms")?,
+            ))
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
     if rows.is_empty() {
         return Err(Error::NotFound(format!(
             "room `{room_id}` has no chain rows in room_outbox (never written, or purged)"
