@@ -139,7 +139,9 @@ async fn mutations_need_the_session_csrf_token_and_a_same_origin_request() {
     };
     let host = base.trim_start_matches("http://").to_owned();
     let same_origin = [("origin", base.as_str()), ("sec-fetch-site", "same-origin")];
-    let cases: Vec<(&str, Vec<(&str, &str)>, String, u16)> = vec![
+    // (name, headers, csrf token, expected status)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u16);
+    let cases: Vec<Case<'_>> = vec![
         ("no csrf token", same_origin.to_vec(), String::new(), 403),
         (
             "a wrong csrf token",

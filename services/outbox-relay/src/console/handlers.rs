@@ -181,7 +181,7 @@ pub(super) async fn intervene(
         .unwrap_or_default();
     let session = match console.mutation(&headers, &csrf) {
         Ok(session) => session,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let title = if skip { "Skip" } else { "Retry now" };
     let pool = &console.config.pool;
@@ -308,7 +308,7 @@ pub(super) async fn replay(
         .unwrap_or_default();
     let session = match console.mutation(&headers, &csrf) {
         Ok(session) => session,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let result = async {
         let form = parsed?;

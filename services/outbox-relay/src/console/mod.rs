@@ -186,23 +186,23 @@ impl Console {
 
     /// The session of a mutation, or the refusal: not same-origin (403), no
     /// session (401), no or wrong CSRF token (403), read-only (403).
-    fn mutation(&self, headers: &HeaderMap, csrf: &str) -> Result<Session, Response> {
+    fn mutation(&self, headers: &HeaderMap, csrf: &str) -> Result<Session, Box<Response>> {
         if let Some(why) = auth::cross_site(headers) {
             tracing::warn!(reason = why, "console mutation refused: cross-site");
-            return Err(plain(StatusCode::FORBIDDEN, why));
+            return Err(Box::new(plain(StatusCode::FORBIDDEN, why)));
         }
         let Some(session) = self.session(headers) else {
-            return Err(plain(StatusCode::UNAUTHORIZED, "log in first"));
+            return Err(Box::new(plain(StatusCode::UNAUTHORIZED, "log in first")));
         };
         if !auth::csrf_ok(&session, csrf) {
             tracing::warn!("console mutation refused: missing or wrong csrf token");
-            return Err(plain(
+            return Err(Box::new(plain(
                 StatusCode::FORBIDDEN,
                 "missing or wrong CSRF token; reload the page",
-            ));
+            )));
         }
         if session.role == Role::ReadOnly {
-            return Err(html(
+            return Err(Box::new(html(
                 StatusCode::FORBIDDEN,
                 self.page(
                     &session,
@@ -210,7 +210,7 @@ impl Console {
                     None,
                     &pages::refusal("a read-only session may not change anything"),
                 ),
-            ));
+            )));
         }
         Ok(session)
     }
