@@ -4,6 +4,7 @@
 //! `target/bench/`. A MISS is reported, never hidden; this is not a test and
 //! asserts no timings.
 
+mod console_scenarios;
 mod consumer_scenarios;
 mod consumers;
 mod e2e_curve;
@@ -92,6 +93,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("consumer-throughput") {
         consumer_scenarios::consumer_throughput(&env, &mut report).await?;
+    }
+    if selected("console") {
+        console_scenarios::console(&env, &mut report).await?;
     }
     if selected("memory") {
         memory_scenarios::memory(&env, &mut report).await?;

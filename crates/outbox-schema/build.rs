@@ -6,6 +6,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let file = "room/v1/outbox_event.proto";
     println!("cargo:rerun-if-changed={proto_root}/{file}");
     let descriptors = protox::compile([file], [proto_root])?;
-    prost_build::Config::new().compile_fds(descriptors)?;
+    // Serialize (never Deserialize: decoding goes through the validated
+    // `decode_*`) lets operators read a stored event as JSON.
+    prost_build::Config::new()
+        .type_attribute(".", "#[derive(serde::Serialize)]")
+        .compile_fds(descriptors)?;
     Ok(())
 }

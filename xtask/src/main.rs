@@ -21,6 +21,8 @@
 mod backends;
 mod bench;
 mod chaos;
+mod chromium;
+mod debian;
 mod demo;
 mod deny;
 mod faults;

@@ -18,24 +18,7 @@ pub fn ensure_promtool(
         return Ok(found);
     }
     eprintln!("xtask: installing promtool (Debian package prometheus, without recommends)");
-    // Root installs directly; anyone else needs password-less sudo (CI).
-    let apt = |args: &[&str]| {
-        let mut command = if is_root() {
-            Command::new("apt-get")
-        } else {
-            let mut sudo = Command::new("sudo");
-            sudo.args(["-n", "apt-get"]);
-            sudo
-        };
-        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        install(&mut command)
-    };
-    let package = ["install", "-y", "--no-install-recommends", "prometheus"];
-    // A fresh machine's package lists may be empty: refresh once and retry.
-    if apt(&package).is_err() {
-        apt(&["update"])?;
-        apt(&package)?;
-    }
+    crate::debian::apt_install(&["prometheus"], &install)?;
     find().ok_or_else(|| "the prometheus package was installed but promtool does not run".into())
 }
 
@@ -49,11 +32,4 @@ fn find() -> Option<PathBuf> {
                 .output()
                 .is_ok_and(|output| output.status.success())
         })
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
 }

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the README's test command and what CI runs.
 //!
-//! From nothing to a full run: check MariaDB and Redis, install Tansu and
-//! promtool (the alert tests' rule evaluator) if missing, start a broker on a free port, drop databases left over by earlier
+//! From nothing to a full run: check MariaDB and Redis, install Tansu,
+//! promtool (the alert tests' rule evaluator) and Chromium with its
+//! WebDriver (the console's browser test) if missing, start a broker on a free port, drop databases left over by earlier
 //! runs, run every workspace test (cargo-nextest when installed, else
 //! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
 //! subset of the reliability suite: `cargo xtask chaos` with a fixed seed,
@@ -18,6 +19,7 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     drop_leftover_databases();
     let tansu = infra::ensure_tansu()?;
     let promtool = crate::promtool::ensure_promtool(infra::run_checked)?;
+    crate::chromium::ensure_chromium(infra::run_checked)?;
     let port = infra::free_port()?;
     let log_dir = infra::workspace_root().join("target/tansu");
     let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &log_dir)?;

@@ -156,6 +156,10 @@ fn print_endpoints(plan: &Plan, stack: &stack::Stack) {
         p.broker
     );
     println!(
+        "  operator console: http://127.0.0.1:{}/console (log in with the admin token local-admin-token)",
+        p.relay_http
+    );
+    println!(
         "  MySQL database `{}` on 127.0.0.1:3306; Redis 127.0.0.1:6379; every service also serves /healthz and /metrics.",
         plan.database
     );

@@ -7,6 +7,7 @@
 pub mod admin_http;
 mod allocator;
 pub mod backoff;
+pub mod broker_lag;
 pub mod config;
 pub mod db;
 pub mod duration;
@@ -34,6 +35,10 @@ pub enum Error {
     /// Running the migrations failed.
     #[error("migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A broker read failed (metadata, offsets, watermarks), or the topic
+    /// asked about does not exist.
+    #[error("broker: {0}")]
+    Broker(String),
     /// Binding a listener failed.
     #[error("bind {addr}: {source}")]
     Bind {

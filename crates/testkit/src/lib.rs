@@ -9,6 +9,7 @@
 //! `HYAPP_TEST_KAFKA_BOOTSTRAP` (no default: the broker only exists inside a test run).
 
 pub mod binary;
+pub mod browser;
 pub mod otlp;
 pub mod pki;
 pub mod secrets;

@@ -11,6 +11,7 @@
 //! | `GET /admin/audit` | `audit` |
 //! | `GET /admin/dead-letters`, `POST /admin/dead-letters/replay` | `dead-letters list`, `replay` |
 //! | `POST /admin/purge` | `purge` |
+//! | `GET /console/…`, `POST /console/…` | the operator console (`crate::console`: login, pages, the same operations from forms) |
 //!
 //! Every request needs `Authorization: Bearer <admin_token>`; with no token
 //! configured the endpoints are disabled (404). The token is compared in
@@ -50,6 +51,49 @@ pub const MIN_TOKEN_BYTES: usize = 32;
 /// tests) only processes on the same host can call, so any token is allowed;
 /// an empty token disables the endpoints and is allowed everywhere.
 pub fn check_token(token: &Secret, http_listen: &str) -> Result<(), crate::Error> {
+    check_secret("admin_token", "RELAY__ADMIN_TOKEN", token, http_listen)
+}
+
+/// The console's tokens together: each passes [`check_token`]'s rule (the
+/// read-only one names `admin_read_token`), a read-only token needs an
+/// admin token (the console is off without one), and the two differ (a
+/// login must tell the roles apart).
+pub fn check_tokens(
+    admin: &Secret,
+    read_only: &Secret,
+    http_listen: &str,
+) -> Result<(), crate::Error> {
+    check_token(admin, http_listen)?;
+    check_secret(
+        "admin_read_token",
+        "RELAY__ADMIN_READ_TOKEN",
+        read_only,
+        http_listen,
+    )?;
+    if read_only.is_empty() {
+        return Ok(());
+    }
+    if admin.is_empty() {
+        return Err(crate::Error::Config(
+            "admin_read_token is set but admin_token is empty; the console is off \
+             without admin_token, so set it too or leave admin_read_token empty"
+                .into(),
+        ));
+    }
+    if constant_time_eq(admin.expose().as_bytes(), read_only.expose().as_bytes()) {
+        return Err(crate::Error::Config(
+            "admin_read_token equals admin_token; give the read-only role its own token".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_secret(
+    key: &str,
+    variable: &str,
+    token: &Secret,
+    http_listen: &str,
+) -> Result<(), crate::Error> {
     // An address that does not parse counts as reachable: bind refuses it
     // later anyway, and the weaker token must not slip through first.
     let loopback = http_listen
@@ -66,9 +110,9 @@ pub fn check_token(token: &Secret, http_listen: &str) -> Result<(), crate::Error
         return Ok(());
     };
     Err(crate::Error::Config(format!(
-        "admin_token {problem}, and http_listen `{http_listen}` is not loopback; \
+        "{key} {problem}, and http_listen `{http_listen}` is not loopback; \
          set a random token of at least {MIN_TOKEN_BYTES} bytes \
-         (RELAY__ADMIN_TOKEN or RELAY__ADMIN_TOKEN_FILE), or leave it empty to disable /admin/*"
+         ({variable} or {variable}_FILE), or leave it empty to disable /admin/*"
     )))
 }
 
@@ -121,7 +165,7 @@ async fn require_token(State(state): State<AdminState>, request: Request, next: 
 }
 
 /// Compares without an early exit, so timing does not reveal a prefix match.
-fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
     if left.len() != right.len() {
         return false;
     }
@@ -344,7 +388,7 @@ async fn purge(
 
 #[cfg(test)]
 mod tests {
-    use super::{MIN_TOKEN_BYTES, SAMPLE_TOKEN, check_token, constant_time_eq};
+    use super::{MIN_TOKEN_BYTES, SAMPLE_TOKEN, check_token, check_tokens, constant_time_eq};
     use service_kit::Secret;
 
     #[test]
@@ -363,7 +407,29 @@ mod tests {
             }
             check_token(&strong, listen).unwrap();
             check_token(&Secret::default(), listen).unwrap();
+            let error = check_tokens(&strong, &short, listen)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("admin_read_token is shorter than 32")
+                    && error.contains("RELAY__ADMIN_READ_TOKEN_FILE"),
+                "{listen}: {error}"
+            );
         }
+        let other = Secret::new("y".repeat(MIN_TOKEN_BYTES));
+        check_tokens(&strong, &other, "0.0.0.0:7201").unwrap();
+        check_tokens(&strong, &Secret::default(), "0.0.0.0:7201").unwrap();
+        let same = check_tokens(&strong, &strong.clone(), "127.0.0.1:0")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            same.contains("admin_read_token equals admin_token"),
+            "{same}"
+        );
+        let alone = check_tokens(&Secret::default(), &other, "127.0.0.1:0")
+            .unwrap_err()
+            .to_string();
+        assert!(alone.contains("admin_token is empty"), "{alone}");
         for listen in ["127.0.0.1:7201", "127.0.0.1:0", "[::1]:7201"] {
             for token in [&sample, &short, &strong] {
                 check_token(token, listen).unwrap();

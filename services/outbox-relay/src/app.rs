@@ -3,6 +3,10 @@
 //! in-flight batch → give leases back → close MySQL). [`build_relay`] is the
 //! piece room-service reuses to embed the relay.
 
+use crate::console::{
+    ConsoleConfig,
+    history::{History, LagSources},
+};
 use crate::{
     Error, Relay, RelaySettings,
     config::{DirectConfig, OutboxWorkerConfig, RelayServiceConfig},
@@ -10,6 +14,7 @@ use crate::{
     metrics::RelayMetrics,
     publish::{MqPublisher, Publishers},
 };
+use outbox_schema::names;
 use prometheus_client::registry::Registry;
 use service_kit::{admin_http, mq::MqConfig};
 use sqlx::MySqlPool;
@@ -26,6 +31,18 @@ pub fn build_relay(
     direct: &DirectConfig,
     registry: &mut Registry,
 ) -> Result<Relay, Error> {
+    build_relay_with(pool, worker, mq, direct, RelayMetrics::register(registry))
+}
+
+/// [`build_relay`] with metrics the caller registered (and keeps a handle
+/// of: the console samples them).
+fn build_relay_with(
+    pool: MySqlPool,
+    worker: &OutboxWorkerConfig,
+    mq: &MqConfig,
+    direct: &DirectConfig,
+    metrics: RelayMetrics,
+) -> Result<Relay, Error> {
     let settings = RelaySettings::from_config(worker, mq)?;
     let publishers = Publishers {
         mq: if settings.uses_mq() {
@@ -39,12 +56,7 @@ pub fn build_relay(
             None
         },
     };
-    Ok(Relay::new(
-        pool,
-        settings,
-        publishers,
-        RelayMetrics::register(registry),
-    ))
+    Ok(Relay::new(pool, settings, publishers, metrics))
 }
 
 /// The relay process, built and bound, ready to run.
@@ -55,30 +67,49 @@ pub struct App {
     readiness: Arc<admin_http::Readiness>,
     http: TcpListener,
     router: axum::Router,
+    history: History,
+    metrics: RelayMetrics,
+    lag_sources: LagSources,
 }
 
 impl App {
     /// Validates the config, connects MySQL, creates the publishers and binds the admin port.
     pub async fn build(config: RelayServiceConfig) -> Result<Self, Error> {
         // Refuse a bad config before touching MySQL, so the message is about the config.
-        crate::admin::check_token(&config.admin_token, &config.http_listen)?;
+        crate::admin::check_tokens(
+            &config.admin_token,
+            &config.admin_read_token,
+            &config.http_listen,
+        )?;
         if RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?.uses_direct() {
             crate::direct::check_config(&config.direct)?;
         }
         let pool = config.mysql.connect().await?;
         let mut registry = Registry::default();
-        let relay = build_relay(
+        let metrics = RelayMetrics::register(&mut registry);
+        let relay = build_relay_with(
             pool.clone(),
             &config.outbox_worker,
             &config.rocketmq,
             &config.direct,
-            &mut registry,
+            metrics.clone(),
         )?;
+        let history = History::default();
+        let lag_sources = lag_sources(&config.rocketmq)?;
+        let console = crate::console::router(ConsoleConfig {
+            pool: pool.clone(),
+            admin_token: config.admin_token.clone(),
+            read_token: config.admin_read_token.clone(),
+            history: history.clone(),
+            broker_lag: !lag_sources.groups.is_empty(),
+            groups: timeline_groups(&config.rocketmq),
+        });
         let readiness = Arc::new(admin_http::Readiness::default());
         let retention_ms =
             i64::try_from(relay.settings().retention.as_millis()).unwrap_or(i64::MAX);
         let router = admin_http::router(readiness.clone(), Arc::new(registry)).merge(
-            crate::admin::router(pool.clone(), config.admin_token.clone(), retention_ms),
+            crate::admin::router(pool.clone(), config.admin_token.clone(), retention_ms)
+                .merge(console),
         );
         let http = admin_http::bind(&config.http_listen).await?;
         Ok(Self {
@@ -87,6 +118,9 @@ impl App {
             readiness,
             http,
             router,
+            history,
+            metrics,
+            lag_sources,
         })
     }
 
@@ -103,12 +137,55 @@ impl App {
             self.router,
             http_shutdown.clone(),
         ));
+        let sampler = tokio::spawn(self.history.clone().run(
+            self.metrics.clone(),
+            self.lag_sources.clone(),
+            http_shutdown.clone(),
+        ));
         self.readiness.set_ready();
         let relay_result = self.relay.run(shutdown.clone()).await;
         self.readiness.set_draining();
         http_shutdown.cancel();
         let _ = http.await;
+        let _ = sampler.await;
         self.pool.close().await;
         relay_result
     }
+}
+
+/// The consumer groups whose lag the console reads, each on its topic: the
+/// three groups of the room events topic and room-service's wake-up group.
+/// None when the relay has no broker (direct mode without `rocketmq`).
+fn lag_sources(mq: &MqConfig) -> Result<LagSources, Error> {
+    if !mq.enabled {
+        return Ok(LagSources::default());
+    }
+    let client_properties = mq
+        .client_properties()?
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect();
+    let events = mq.topic(&mq.room_outbox.topic);
+    let mut groups: Vec<(String, String)> = timeline_groups(mq)
+        .into_iter()
+        .map(|group| (group, events.clone()))
+        .collect();
+    groups.push((
+        mq.treasure_open.consumer_group.clone(),
+        mq.topic(&mq.treasure_open.topic),
+    ));
+    Ok(LagSources {
+        client_properties,
+        groups,
+    })
+}
+
+/// The consumer groups of the room events topic, which record what they
+/// applied in `consumer_dedup`.
+fn timeline_groups(mq: &MqConfig) -> Vec<String> {
+    vec![
+        mq.room_outbox.tencent_im_consumer_group.clone(),
+        names::GROUP_ACTIVITY.to_owned(),
+        names::GROUP_NOTICE.to_owned(),
+    ]
 }

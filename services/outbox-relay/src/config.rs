@@ -127,6 +127,7 @@ pub const SECRET_KEYS: &[&str] = &[
     "outbox_worker.redis_url",
     "direct.tencent_im.secret_key",
     "admin_token",
+    "admin_read_token",
     "direct.activity_auth_token",
 ];
 
@@ -146,8 +147,11 @@ pub struct RelayServiceConfig {
     pub direct: DirectConfig,
     /// Admin HTTP listen address (`/healthz`, `/readyz`, `/metrics`, `/admin/*`).
     pub http_listen: String,
-    /// Bearer token for `/admin/*`; empty disables the admin endpoints.
+    /// Bearer token for `/admin/*` and the console; empty disables both.
     pub admin_token: Secret,
+    /// Read-only token of the operator console: its sessions see every page
+    /// and are refused every mutation (403); empty = no read-only access.
+    pub admin_read_token: Secret,
 }
 
 impl RelayServiceConfig {
@@ -178,6 +182,7 @@ impl Default for RelayServiceConfig {
             direct: DirectConfig::default(),
             http_listen: "127.0.0.1:7201".into(),
             admin_token: Secret::default(),
+            admin_read_token: Secret::default(),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod admin;
 pub mod app;
 mod chain;
 pub mod config;
+pub mod console;
 pub mod direct;
 mod failure;
 pub mod leases;

@@ -95,6 +95,25 @@ fn invalid_configs_are_refused_naming_the_key() {
             "shorter than 32 bytes",
         ),
         ConfigCase {
+            name: "short read-only token on a reachable listener",
+            yaml: base.clone(),
+            env: vec![
+                ("RELAY__HTTP_LISTEN".into(), "0.0.0.0:0".into()),
+                (
+                    "RELAY__ADMIN_TOKEN".into(),
+                    "0123456789abcdef0123456789abcdef".into(),
+                ),
+                ("RELAY__ADMIN_READ_TOKEN".into(), "reader".into()),
+            ],
+            names: "admin_read_token is shorter than 32 bytes",
+        },
+        env(
+            "read-only token without an admin token",
+            "RELAY__ADMIN_READ_TOKEN",
+            "reader",
+            "admin_read_token is set but admin_token is empty",
+        ),
+        ConfigCase {
             name: "admin token given twice",
             yaml: base.clone(),
             env: vec![
@@ -125,6 +144,7 @@ fn dump_config_redacts_secrets() {
         "mysql:\n  password: \"pw-SECRET-2\"\nrocketmq:\n  access_key: \"user\"\n  secret_key: \"sasl-SECRET-3\"\ndirect:\n  tencent_im:\n    secret_key: \"im-SECRET-4\"\n",
         &[
             ("RELAY__ADMIN_TOKEN", "tok-SECRET-1"),
+            ("RELAY__ADMIN_READ_TOKEN", "read-SECRET-6"),
             (
                 "RELAY__MYSQL__URL",
                 "mysql://root:url-SECRET-5@127.0.0.1:3306/hyapp",
@@ -133,6 +153,7 @@ fn dump_config_redacts_secrets() {
         &["SECRET"],
         &[
             "/admin_token",
+            "/admin_read_token",
             "/mysql/password",
             "/rocketmq/secret_key",
             "/direct/tencent_im/secret_key",

@@ -2,7 +2,7 @@
 //! delivered history, a backlog, retrying heads and dead letters, as in
 //! production) and a populated audit trail, then `EXPLAIN` of every
 //! statement in `ops::OPERATOR_QUERIES` (and the replay UPDATE, built per
-//! call) fails on a full table scan (`type = ALL`) or a full index scan
+//! call, and the timeline's consumed-events lookup) fails on a full table scan (`type = ALL`) or a full index scan
 //! (`type = index`). The plans are printed for review.
 
 use outbox_relay::ops::{self, dead_letters, queries};
@@ -75,8 +75,16 @@ async fn fill(pool: &MySqlPool) {
     .execute(&mut *conn)
     .await
     .unwrap();
+    // What the consumers applied: a dedup row per event for one group.
+    sqlx::query(
+        "INSERT INTO consumer_dedup (consumer_group, event_id, processed_at_ms) \
+         SELECT 'hyapp-room-im-bridge', LPAD(n, 36, '0'), 1700000000000 + n FROM numbers",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
     // Fresh statistics, as a production table has them.
-    sqlx::raw_sql("ANALYZE TABLE room_outbox, relay_operator_audit")
+    sqlx::raw_sql("ANALYZE TABLE room_outbox, relay_operator_audit, consumer_dedup")
         .execute(&mut *conn)
         .await
         .unwrap();
@@ -99,6 +107,8 @@ fn with_samples(sql: &str) -> String {
         } else if before.ends_with("event_id =") {
             // Row 2 is a dead letter (`n MOD 100 = 2`).
             format!("'{:0>36}'", 2)
+        } else if before.ends_with("failing_status =") {
+            "'retryable'".to_owned()
         } else if before.ends_with("action =") {
             "'skip'".to_owned()
         } else if before.ends_with("event_type =") || before.ends_with("last_error =") {
@@ -182,6 +192,15 @@ async fn every_operator_query_reads_an_index_on_a_million_rows() {
         .map(|(name, sql)| (*name, with_samples(sql)))
         .collect();
     statements.push(("replay", replay));
+    // The timeline's consumed-events lookup, built per call like the replay.
+    let consumed = format!(
+        "{}'hyapp-room-im-bridge', 'hyapp-notice-room-outbox'{}'{:0>36}', '{:0>36}')",
+        queries::DEDUP_GROUPS_SQL,
+        queries::DEDUP_EVENTS_SQL,
+        7,
+        5007
+    );
+    statements.push(("timeline_consumed", consumed));
 
     let mut scans = Vec::new();
     for (name, sql) in &statements {

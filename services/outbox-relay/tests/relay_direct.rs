@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::log::CapturedLog;
 use common::*;
 use fake_tencent_im::{FakeImConfig, FaultRule};
 use room_core::EventKind;
@@ -216,46 +217,6 @@ async fn im_outage_is_retried_with_backoff_until_delivered() {
         ]
     );
     assert_eq!(fake.group_messages("room_room-outage").len(), 2);
-}
-
-/// The relay's log lines as JSON objects, captured for one test.
-#[derive(Clone, Default)]
-struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for CapturedLog {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl CapturedLog {
-    fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + use<> {
-        let sink = self.clone();
-        tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
-            .with_max_level(tracing::Level::WARN)
-            .with_writer(move || sink.clone())
-            .finish()
-    }
-
-    /// Every captured line whose message is `message`.
-    fn lines(&self, message: &str) -> Vec<serde_json::Value> {
-        let bytes = self.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
-            .filter(|line| line["message"] == message)
-            .collect()
-    }
 }
 
 #[tokio::test]

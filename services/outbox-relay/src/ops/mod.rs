@@ -22,6 +22,7 @@ pub mod queries;
 pub mod render;
 pub mod room;
 pub mod status;
+pub mod timeline;
 
 pub use audit::{AuditFilter, AuditRecord};
 pub use dead_letters::{DeadLetter, DeadLetterFilter, list_dead_letters, replay_dead_letters};

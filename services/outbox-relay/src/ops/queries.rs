@@ -138,13 +138,48 @@ pub const LEASES_SQL: &str = "SELECT shard, owner, \
 pub const INSTANCES_SQL: &str = "SELECT instance_id, heartbeat_at_ms, started_at_ms FROM relay_instances \
      ORDER BY instance_id";
 
+/// Commit time of the oldest row with a failing status (`retryable` or
+/// `failed`): the age of the oldest retry or dead letter, by index range.
+/// Binds: failing status.
+pub const OLDEST_FAILING_SQL: &str = "SELECT MIN(created_at_ms) AS oldest FROM room_outbox WHERE id = \
+     (SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_failing) WHERE failing_status = ?)";
+
+/// One row's lane and payload, to decode it in full (the views keep a short
+/// summary). Binds: event id.
+pub const EVENT_PAYLOAD_SQL: &str = "SELECT lane, payload FROM room_outbox FORCE INDEX (uk_event_id) \
+     WHERE event_id = ?";
+
+/// A room's latest closed chain rows (delivered or dead letters), newest
+/// first: idx_room's range of the room's closed chain, read backwards, never
+/// the rest of its history. Binds: room id, limit.
+pub const TIMELINE_CLOSED_SQL: &str = "SELECT id, event_id, room_id, lane, room_event_seq, event_type, \
+     status, retry_count, next_retry_at_ms, lock_until_ms, claimed_by, last_error, created_at_ms, payload, \
+     delivered_at_ms FROM room_outbox FORCE INDEX (idx_room) WHERE room_id = ? AND open_flag = 0 AND lane = 0 \
+     ORDER BY id DESC LIMIT ?";
+
+/// A room's first open chain rows, oldest first (the head, then its queue),
+/// with the delivery time column the timeline shows. Binds: room id, limit.
+pub const TIMELINE_OPEN_SQL: &str = "SELECT id, event_id, room_id, lane, room_event_seq, event_type, \
+     status, retry_count, next_retry_at_ms, lock_until_ms, claimed_by, last_error, created_at_ms, payload, \
+     delivered_at_ms FROM room_outbox FORCE INDEX (idx_room) WHERE room_id = ? AND open_flag = 1 AND lane = 0 \
+     ORDER BY id LIMIT ?";
+
+/// Start of the consumed-events lookup: then the bound group list,
+/// [`DEDUP_EVENTS_SQL`] and the bound event ids, then `)`. Primary-key
+/// lookups of `consumer_dedup` (group, event id).
+pub const DEDUP_GROUPS_SQL: &str = "SELECT consumer_group, event_id, processed_at_ms \
+     FROM consumer_dedup WHERE consumer_group IN (";
+/// The middle of the consumed-events lookup (see [`DEDUP_GROUPS_SQL`]).
+pub const DEDUP_EVENTS_SQL: &str = ") AND event_id IN (";
+
 /// Tables whose operator reads are whole-table on purpose: they hold one row
 /// per shard or per relay instance, never a row per event.
 pub const SMALL_TABLES: [&str; 2] = ["relay_shard_leases", "relay_instances"];
 
 /// Every statement above, named, for the EXPLAIN test. The replay UPDATE is
 /// built per call (its id list) and is a primary-key range by construction;
-/// the test EXPLAINs it with a sample list (`dead_letters::REPLAY_SQL_PREFIX`).
+/// the test EXPLAINs it with a sample list (`dead_letters::REPLAY_SQL_PREFIX`),
+/// and the timeline's consumed-events lookup likewise (`DEDUP_GROUPS_SQL`).
 pub const OPERATOR_QUERIES: &[(&str, &str)] = &[
     ("oldest_open", OLDEST_OPEN_SQL),
     ("open_count", OPEN_COUNT_SQL),
@@ -167,6 +202,10 @@ pub const OPERATOR_QUERIES: &[(&str, &str)] = &[
     ("audit_recent", AUDIT_RECENT_SQL),
     ("audit_by_action", AUDIT_BY_ACTION_SQL),
     ("audit_by_room", AUDIT_BY_ROOM_SQL),
+    ("oldest_failing", OLDEST_FAILING_SQL),
+    ("event_payload", EVENT_PAYLOAD_SQL),
+    ("timeline_closed", TIMELINE_CLOSED_SQL),
+    ("timeline_open", TIMELINE_OPEN_SQL),
     ("leases", LEASES_SQL),
     ("instances", INSTANCES_SQL),
 ];

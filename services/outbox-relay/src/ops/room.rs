@@ -5,7 +5,7 @@
 //! wake-ups, which are outside the chain. All reads go through idx_room, so
 //! a room's delivered history is never walked.
 
-use super::queries::{ROOM_EXISTS_SQL, ROOM_OPEN_COUNT_SQL, ROOM_OPEN_ROWS_SQL};
+use super::queries::{EVENT_PAYLOAD_SQL, ROOM_EXISTS_SQL, ROOM_OPEN_COUNT_SQL, ROOM_OPEN_ROWS_SQL};
 use crate::Error;
 use outbox_schema::row::{LANE_CHAIN, LANE_DELAYED};
 use serde::Serialize;
@@ -100,6 +100,36 @@ pub fn payload_summary(lane: u8, payload: &[u8]) -> String {
     let mut short: String = text.chars().take(SUMMARY_CHARS).collect();
     short.push('…');
     short
+}
+
+/// The whole stored payload as readable JSON (the protobuf's fields by
+/// name), decoded with the same validation as [`payload_summary`]; an
+/// undecodable payload is described instead.
+pub fn payload_json(lane: u8, payload: &[u8]) -> String {
+    let json = if lane == LANE_DELAYED {
+        outbox_schema::decode_wakeup(payload)
+            .map_err(|error| format!("undecodable wake-up: {error}"))
+            .and_then(|wakeup| serde_json::to_string_pretty(&wakeup).map_err(|e| e.to_string()))
+    } else {
+        outbox_schema::decode_envelope(payload)
+            .map_err(|error| format!("undecodable: {error}"))
+            .and_then(|envelope| serde_json::to_string_pretty(&envelope).map_err(|e| e.to_string()))
+    };
+    json.unwrap_or_else(|problem| problem)
+}
+
+/// One event's full payload as JSON ([`payload_json`]); `NotFound` for an
+/// unknown event.
+pub async fn event_json(pool: &MySqlPool, event_id: &str) -> Result<String, Error> {
+    let event_id = super::checked_event_id(event_id)?;
+    let row = sqlx::query(EVENT_PAYLOAD_SQL)
+        .bind(event_id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("event `{event_id}` is not in room_outbox")))?;
+    let lane: u8 = row.try_get("lane")?;
+    let payload: Vec<u8> = row.try_get("payload")?;
+    Ok(payload_json(lane, &payload))
 }
 
 /// One room's open chain and wake-ups.

@@ -4,7 +4,7 @@
 //! retrying and dead counts over idx_failing. Delivered rows are history and
 //! are not counted (a count would read the whole table; purge bounds them).
 
-use super::queries::{OLDEST_OPEN_SQL, RETRYING_ROWS_SQL, STATUS_COUNTS_SQL};
+use super::queries::{OLDEST_FAILING_SQL, OLDEST_OPEN_SQL, RETRYING_ROWS_SQL, STATUS_COUNTS_SQL};
 use super::room::{RowView, row_view};
 use crate::Error;
 use serde::Serialize;
@@ -38,13 +38,7 @@ pub async fn status(pool: &MySqlPool) -> Result<StatusReport, Error> {
         .await?
         .try_get("oldest")?;
     let now = now_ms();
-    let retrying = sqlx::query(RETRYING_ROWS_SQL)
-        .bind(RETRYING_SHOWN)
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(|row| row_view(row, now))
-        .collect::<Result<_, _>>()?;
+    let retrying = retrying(pool).await?;
     Ok(StatusReport {
         open: counts.try_get("open_rows")?,
         retryable: counts.try_get("retryable_rows")?,
@@ -52,4 +46,29 @@ pub async fn status(pool: &MySqlPool) -> Result<StatusReport, Error> {
         oldest_pending_age_ms: oldest.map_or(0, |oldest| (now - oldest).max(0)),
         retrying,
     })
+}
+
+/// The oldest retrying rows (at most [`RETRYING_SHOWN`]) without the
+/// counts: what the console's stuck-rooms page lists, one range of
+/// idx_failing (the counts read the whole backlog's index).
+pub async fn retrying(pool: &MySqlPool) -> Result<Vec<RowView>, Error> {
+    let now = now_ms();
+    Ok(sqlx::query(RETRYING_ROWS_SQL)
+        .bind(RETRYING_SHOWN)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(|row| row_view(row, now))
+        .collect::<Result<_, _>>()?)
+}
+
+/// Age of the oldest row in `failing_status` (`retryable` or `failed`), ms;
+/// 0 when there is none. An index range of idx_failing.
+pub async fn oldest_failing_age_ms(pool: &MySqlPool, failing_status: &str) -> Result<i64, Error> {
+    let oldest: Option<i64> = sqlx::query(OLDEST_FAILING_SQL)
+        .bind(failing_status)
+        .fetch_one(pool)
+        .await?
+        .try_get("oldest")?;
+    Ok(oldest.map_or(0, |oldest| (now_ms() - oldest).max(0)))
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod console;
+pub mod log;
 pub mod operator;
 
 use outbox_relay::{

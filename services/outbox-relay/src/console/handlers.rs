@@ -1,0 +1,396 @@
+//! The console's request handlers: each page reads through the `ops`
+//! functions and renders with `pages`; each action checks the session
+//! (`Console::mutation`: same origin, CSRF token, role), then calls the same
+//! audited `ops` mutation as the CLI. Form bodies are parsed here and never
+//! logged.
+
+use super::{
+    Console, auth, form, history, html, optional, pages, plain, redirect, secure, to_login,
+};
+use crate::ops::{self, DeadLetterFilter, Target};
+use auth::Role;
+use axum::{
+    body::Bytes,
+    extract::{Query, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use pages::FilterForm;
+use service_kit::time::now_ms;
+
+pub(super) async fn style() -> Response {
+    let mut response = html::STYLE.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css"));
+    secure(headers);
+    response
+}
+
+pub(super) async fn login_form() -> Response {
+    html(StatusCode::OK, html::login_page(None))
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+pub(super) async fn login(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(why) = auth::cross_site(&headers) {
+        tracing::warn!(reason = why, "console login refused: cross-site");
+        return plain(StatusCode::FORBIDDEN, why);
+    }
+    let token = form::<LoginForm>(&body)
+        .map(|form| form.token)
+        .unwrap_or_default();
+    match console.keys.role_of(&token) {
+        Some(role) => {
+            let cookie = console.keys.issue(role, now_ms());
+            tracing::info!(role = role.label(), "console login");
+            redirect("/console", Some(auth::set_cookie(&cookie)))
+        }
+        None => {
+            tracing::warn!("console login refused: wrong token");
+            html(
+                StatusCode::UNAUTHORIZED,
+                html::login_page(Some("Wrong token.")),
+            )
+        }
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(super) struct CsrfForm {
+    csrf: String,
+}
+
+pub(super) async fn logout(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let csrf = form::<CsrfForm>(&body)
+        .map(|form| form.csrf)
+        .unwrap_or_default();
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    if auth::cross_site(&headers).is_some() || !auth::csrf_ok(&session, &csrf) {
+        return plain(StatusCode::FORBIDDEN, "missing or wrong CSRF token");
+    }
+    redirect("/console/login", Some(auth::clear_cookie()))
+}
+
+pub(super) async fn overview(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    let pool = &console.config.pool;
+    let result = async {
+        let status = ops::status(pool).await?;
+        let ages = pages::FailingAges {
+            retryable_ms: ops::status::oldest_failing_age_ms(pool, "retryable").await?,
+            failed_ms: ops::status::oldest_failing_age_ms(pool, "failed").await?,
+        };
+        let leases = ops::leases(pool).await?;
+        let dead_letters = ops::list_dead_letters(
+            pool,
+            &DeadLetterFilter {
+                limit: Some(10),
+                ..DeadLetterFilter::default()
+            },
+        )
+        .await?;
+        let minutes = history::minutes(&console.config.history.samples());
+        let lags = console.config.history.lags();
+        Ok::<_, crate::Error>(pages::overview(&pages::Overview {
+            status: &status,
+            ages,
+            minutes: &minutes,
+            leases: &leases,
+            lags: console.config.broker_lag.then_some(lags.as_slice()),
+            dead_letters: &dead_letters,
+        }))
+    }
+    .await;
+    match result {
+        Ok(body) => html(
+            StatusCode::OK,
+            console.page(
+                &session,
+                "Overview",
+                Some(pages::OVERVIEW_REFRESH_SECS),
+                &body,
+            ),
+        ),
+        Err(error) => console.error(&session, "Overview", &error),
+    }
+}
+
+pub(super) async fn stuck(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    let pool = &console.config.pool;
+    let result = async {
+        let retrying = ops::status::retrying(pool).await?;
+        let mut jsons = Vec::with_capacity(retrying.len());
+        for row in &retrying {
+            jsons.push(ops::room::event_json(pool, &row.event_id).await?);
+        }
+        let heads: Vec<pages::StuckHead<'_>> = retrying
+            .iter()
+            .zip(jsons)
+            .map(|(row, json)| pages::StuckHead { row, json })
+            .collect();
+        Ok(pages::stuck(
+            &heads,
+            &session.csrf,
+            session.role == Role::ReadOnly,
+        ))
+    }
+    .await;
+    console.render(&session, "Stuck rooms", result)
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(super) struct InterveneForm {
+    csrf: String,
+    room_id: String,
+    operator: String,
+    reason: String,
+}
+
+pub(super) async fn intervene(
+    console: Console,
+    headers: HeaderMap,
+    body: Bytes,
+    skip: bool,
+) -> Response {
+    let parsed = form::<InterveneForm>(&body);
+    let csrf = parsed
+        .as_ref()
+        .map(|form| form.csrf.clone())
+        .unwrap_or_default();
+    let session = match console.mutation(&headers, &csrf) {
+        Ok(session) => session,
+        Err(refused) => return *refused,
+    };
+    let title = if skip { "Skip" } else { "Retry now" };
+    let pool = &console.config.pool;
+    let result = async {
+        let form = parsed?;
+        let operator = ops::audit::operator_name(form.operator.trim(), "operator")?;
+        let target = Target::from_parts(Some(&form.room_id), None)?;
+        let reason = optional(&form.reason);
+        let done = if skip {
+            ops::skip(pool, &target, &operator, reason.as_deref()).await?
+        } else {
+            ops::retry_now(pool, &target, &operator, reason.as_deref()).await?
+        };
+        Ok(pages::intervened(&done))
+    }
+    .await;
+    console.render(&session, title, result)
+}
+
+pub(super) async fn retry_now(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    intervene(console, headers, body, false).await
+}
+
+pub(super) async fn skip(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    intervene(console, headers, body, true).await
+}
+
+/// The ops filter of a form's fields; empty fields are "any".
+fn filter_of(form: &FilterForm) -> Result<DeadLetterFilter, crate::Error> {
+    let number = |field: &str, text: &str| -> Result<Option<i64>, crate::Error> {
+        optional(text)
+            .map(|text| {
+                text.parse::<i64>().map_err(|_| {
+                    crate::Error::InvalidInput(format!(
+                        "{field} `{}` is not a number",
+                        text.escape_debug()
+                    ))
+                })
+            })
+            .transpose()
+    };
+    Ok(DeadLetterFilter {
+        event_id: None,
+        room_id: optional(&form.room_id),
+        event_type: optional(&form.event_type),
+        since: optional(&form.since),
+        since_ms: None,
+        until_ms: number("until_ms", &form.until_ms)?,
+        limit: number("limit", &form.limit)?.map(|limit| u64::try_from(limit.max(1)).unwrap_or(1)),
+    })
+}
+
+pub(super) async fn dead_letters(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(form): Query<FilterForm>,
+) -> Response {
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    let result = async {
+        let letters = ops::list_dead_letters(&console.config.pool, &filter_of(&form)?).await?;
+        Ok(pages::dead_letters(&form, &letters))
+    }
+    .await;
+    console.render(&session, "Dead letters", result)
+}
+
+pub(super) async fn dry_run(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(mut form): Query<FilterForm>,
+) -> Response {
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    // Freeze the set: the replay form carries this moment and this count.
+    if form.until_ms.is_empty() {
+        form.until_ms = (now_ms() + 1).to_string();
+    }
+    let result = async {
+        let letters =
+            ops::replay_dead_letters(&console.config.pool, &filter_of(&form)?, true, None, None)
+                .await?;
+        form.limit = letters.len().max(1).to_string();
+        Ok(pages::dry_run(
+            &form,
+            &letters,
+            &session.csrf,
+            session.role == Role::ReadOnly,
+        ))
+    }
+    .await;
+    console.render(&session, "Replay dry run", result)
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(super) struct ReplayForm {
+    csrf: String,
+    operator: String,
+    reason: String,
+    #[serde(flatten)]
+    filter: FilterForm,
+}
+
+pub(super) async fn replay(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let parsed = form::<ReplayForm>(&body);
+    let csrf = parsed
+        .as_ref()
+        .map(|form| form.csrf.clone())
+        .unwrap_or_default();
+    let session = match console.mutation(&headers, &csrf) {
+        Ok(session) => session,
+        Err(refused) => return *refused,
+    };
+    let result = async {
+        let form = parsed?;
+        let operator = ops::audit::operator_name(form.operator.trim(), "operator")?;
+        let reason = optional(&form.reason);
+        let letters = ops::replay_dead_letters(
+            &console.config.pool,
+            &filter_of(&form.filter)?,
+            false,
+            Some(&operator),
+            reason.as_deref(),
+        )
+        .await?;
+        Ok(pages::replayed(&letters))
+    }
+    .await;
+    console.render(&session, "Replay", result)
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(super) struct AuditForm {
+    action: String,
+    room_id: String,
+    since: String,
+}
+
+pub(super) async fn audit(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(form): Query<AuditForm>,
+) -> Response {
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    let filter = ops::AuditFilter {
+        since: optional(&form.since),
+        action: optional(&form.action),
+        room_id: optional(&form.room_id),
+        limit: None,
+    };
+    let result = ops::audit::list(&console.config.pool, &filter)
+        .await
+        .map(|records| pages::audit(&records));
+    console.render(&session, "Audit log", result)
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(super) struct RoomForm {
+    room_id: String,
+}
+
+pub(super) async fn room_timeline(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(form): Query<RoomForm>,
+) -> Response {
+    let Some(session) = console.session(&headers) else {
+        return to_login();
+    };
+    let Some(room_id) = optional(&form.room_id) else {
+        return html(
+            StatusCode::OK,
+            console.page(&session, "Room timeline", None, &pages::timeline("", None)),
+        );
+    };
+    match ops::timeline::timeline(&console.config.pool, &room_id, &console.config.groups).await {
+        Ok(timeline) => html(
+            StatusCode::OK,
+            console.page(
+                &session,
+                "Room timeline",
+                None,
+                &pages::timeline(&room_id, Some(&timeline)),
+            ),
+        ),
+        Err(error) => console.error_after(
+            &session,
+            "Room timeline",
+            &error,
+            &pages::timeline(&room_id, None),
+        ),
+    }
+}

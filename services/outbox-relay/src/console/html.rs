@@ -1,0 +1,196 @@
+//! HTML building blocks of the console: escaping, the page frame with its
+//! navigation, tables and forms. Every value that reaches a page goes
+//! through [`escape`] (room ids, payloads, errors and operator names are
+//! hostile input), so markup is only ever the literals written here. The
+//! frame carries no script; the stylesheet is served from the console's own
+//! path, which the Content-Security-Policy ([`CSP`]) allows and nothing else.
+
+use std::fmt::Write as _;
+
+/// The console's Content-Security-Policy: nothing from elsewhere, no script
+/// at all, no inline style, forms post only to the console itself, and no
+/// framing (clickjacking).
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The stylesheet every page links (`/console/style.css`).
+pub const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222}\
+nav{background:#23395d;padding:8px 16px}nav a{color:#fff;margin-right:16px;text-decoration:none}\
+nav form{display:inline;float:right}main{padding:8px 16px}\
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}\
+th{background:#eef}pre{background:#f6f6f6;padding:6px;max-width:900px;overflow:auto;white-space:pre-wrap}\
+.err{color:#a00;font-weight:bold}.ok{color:#060;font-weight:bold}.muted{color:#777}\
+form.inline{display:inline-block;margin:2px 8px 2px 0;padding:4px;border:1px solid #ddd}\
+input{margin:2px}.bar{color:#23395d}";
+
+/// `text` with the five HTML-significant characters replaced, safe inside
+/// element content and quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `text` percent-encoded for a query-string value (only unreserved
+/// characters stay), so a hostile id cannot add parameters to a link.
+pub fn query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+/// The link to a room's timeline page, escaped.
+pub fn room_link(room_id: &str) -> String {
+    format!(
+        "<a href=\"/console/rooms?room_id={}\">{}</a>",
+        escape(&query_value(room_id)),
+        escape(room_id)
+    )
+}
+
+/// A whole page: title, navigation (with the session's role and a logout
+/// form carrying `csrf`), optional self-refresh in seconds, and `body`
+/// (already HTML).
+pub fn page(title: &str, role: &str, csrf: &str, refresh_secs: Option<u32>, body: &str) -> String {
+    let refresh = refresh_secs
+        .map(|secs| format!("<meta http-equiv=\"refresh\" content=\"{secs}\">"))
+        .unwrap_or_default();
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
+         <title>{title} · outbox relay</title><link rel=\"stylesheet\" href=\"/console/style.css\"></head>\
+         <body><nav><a href=\"/console\">Overview</a><a href=\"/console/stuck\">Stuck rooms</a>\
+         <a href=\"/console/dead-letters\">Dead letters</a><a href=\"/console/audit\">Audit</a>\
+         <a href=\"/console/rooms\">Room timeline</a>\
+         <form method=\"post\" action=\"/console/logout\">{hidden}<span class=\"muted\" id=\"role\">{role}</span> \
+         <button type=\"submit\">Log out</button></form></nav><main><h1>{title}</h1>{body}</main></body></html>",
+        title = escape(title),
+        role = escape(role),
+        hidden = hidden("csrf", csrf),
+    )
+}
+
+/// The login page (no session yet): a password field, posted, never in a URL.
+pub fn login_page(message: Option<&str>) -> String {
+    let message = message
+        .map(|text| format!("<p class=\"err\" id=\"login-error\">{}</p>", escape(text)))
+        .unwrap_or_default();
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Log in · outbox relay</title>\
+         <link rel=\"stylesheet\" href=\"/console/style.css\"></head><body><main><h1>Outbox relay console</h1>{message}\
+         <form method=\"post\" action=\"/console/login\"><label>Admin token \
+         <input type=\"password\" name=\"token\" id=\"token\" autocomplete=\"current-password\" required></label> \
+         <button type=\"submit\" id=\"login\">Log in</button></form></main></body></html>"
+    )
+}
+
+/// A hidden form field, escaped.
+pub fn hidden(name: &str, value: &str) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+        escape(name),
+        escape(value)
+    )
+}
+
+/// A table with `headers` and rows of cells that are already HTML (escape
+/// plain values with [`escape`] first); `id` names it for tests and links.
+pub fn table(id: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = format!("<table id=\"{}\"><tr>", escape(id));
+    for header in headers {
+        let _ = write!(out, "<th>{}</th>", escape(header));
+    }
+    out.push_str("</tr>");
+    for row in rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let _ = write!(out, "<td>{cell}</td>");
+        }
+        out.push_str("</tr>");
+    }
+    if rows.is_empty() {
+        let _ = write!(
+            out,
+            "<tr><td colspan=\"{}\" class=\"muted\">none</td></tr>",
+            headers.len().max(1)
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// A duration in ms as people read it: `850 ms`, `12.3 s`, `4 min`, `2.5 h`.
+pub fn age(ms: i64) -> String {
+    match ms {
+        ms if ms < 1_000 => format!("{ms} ms"),
+        ms if ms < 60_000 => format!("{:.1} s", ms as f64 / 1_000.0),
+        ms if ms < 3_600_000 => format!("{:.1} min", ms as f64 / 60_000.0),
+        ms => format!("{:.1} h", ms as f64 / 3_600_000.0),
+    }
+}
+
+/// A wall-clock time in ms since the epoch as UTC `YYYY-MM-DD HH:MM:SS`.
+pub fn utc(ms: i64) -> String {
+    if ms <= 0 {
+        return "—".into();
+    }
+    let secs = ms.div_euclid(1_000);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_leaves_no_markup() {
+        let hostile = "<script>alert('x')</script>\"&";
+        let escaped = escape(hostile);
+        assert_eq!(
+            escaped,
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;"
+        );
+        assert!(!room_link(hostile).contains("<script>"));
+        assert_eq!(query_value("a b&c=d"), "a%20b%26c%3Dd");
+    }
+
+    #[test]
+    fn times_read_as_people_write_them() {
+        assert_eq!(utc(0), "—");
+        assert_eq!(utc(1_764_633_600_000), "2025-12-02 00:00:00");
+        assert_eq!(utc(951_782_400_000 + 3_661_000), "2000-02-29 01:01:01");
+        assert_eq!(age(850), "850 ms");
+        assert_eq!(age(12_340), "12.3 s");
+        assert_eq!(age(7_200_000), "2.0 h");
+    }
+}

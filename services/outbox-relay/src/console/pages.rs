@@ -1,0 +1,507 @@
+//! The console's pages as HTML, from the reports the `ops` functions return
+//! (the same data the CLI prints): overview, stuck rooms, dead letters and
+//! their replay, the audit trail and a room's timeline. Pure functions of
+//! their input; every value goes through `html::escape`.
+
+use super::history::{GroupLag, Minute};
+use super::html::{age, escape, hidden, query_value, room_link, table, utc};
+use crate::ops::timeline::Timeline;
+use crate::ops::{AuditRecord, DeadLetter, Intervention, LeaseReport, RowView, StatusReport};
+use std::fmt::Write as _;
+
+/// Seconds between the overview's self-refreshes.
+pub const OVERVIEW_REFRESH_SECS: u32 = 10;
+
+/// The dead-letter filter as the forms carry it (empty = any).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
+pub struct FilterForm {
+    /// Room id.
+    pub room_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// Window ending now, `2h`-style.
+    pub since: String,
+    /// Committed before (ms); set by a dry run so the replay is the same set.
+    pub until_ms: String,
+    /// At most this many; set by a dry run to what it showed.
+    pub limit: String,
+}
+
+impl FilterForm {
+    /// The filter as hidden fields of a form.
+    pub fn hidden_fields(&self) -> String {
+        [
+            ("room_id", &self.room_id),
+            ("event_type", &self.event_type),
+            ("since", &self.since),
+            ("until_ms", &self.until_ms),
+            ("limit", &self.limit),
+        ]
+        .iter()
+        .map(|(name, value)| hidden(name, value))
+        .collect()
+    }
+
+    fn query(&self) -> String {
+        format!(
+            "room_id={}&event_type={}&since={}",
+            query_value(&self.room_id),
+            query_value(&self.event_type),
+            query_value(&self.since)
+        )
+    }
+}
+
+/// Ages of the oldest row by failing status, ms.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailingAges {
+    /// Oldest retryable row.
+    pub retryable_ms: i64,
+    /// Oldest dead letter.
+    pub failed_ms: i64,
+}
+
+/// Everything the overview shows.
+#[derive(Debug)]
+pub struct Overview<'a> {
+    /// Counts, backlog age, retrying heads.
+    pub status: &'a StatusReport,
+    /// Oldest retry and dead letter.
+    pub ages: FailingAges,
+    /// Publishes per minute, last 15 minutes, this instance.
+    pub minutes: &'a [Minute],
+    /// Shard leases and instances.
+    pub leases: &'a LeaseReport,
+    /// Consumer lag per group (None: no broker configured).
+    pub lags: Option<&'a [GroupLag]>,
+    /// The oldest dead letters.
+    pub dead_letters: &'a [DeadLetter],
+}
+
+/// The overview page's body.
+pub fn overview(view: &Overview<'_>) -> String {
+    let status = view.status;
+    let mut out = String::from("<h2>Outbox</h2>");
+    out.push_str(&table(
+        "outbox",
+        &["Rows", "Count", "Oldest"],
+        &[
+            vec![
+                "open (pending, delivering, retryable)".into(),
+                status.open.to_string(),
+                age(status.oldest_pending_age_ms),
+            ],
+            vec![
+                "retryable".into(),
+                status.retryable.to_string(),
+                age(view.ages.retryable_ms),
+            ],
+            vec![
+                "failed (dead letters)".into(),
+                status.failed.to_string(),
+                age(view.ages.failed_ms),
+            ],
+        ],
+    ));
+    let _ = write!(
+        out,
+        "<p>Oldest pending chain row: <b id=\"oldest-pending\">{}</b>. Delivered rows are history and not counted.</p>",
+        age(status.oldest_pending_age_ms)
+    );
+    out.push_str("<h2>Publishing, last 15 minutes (this relay instance)</h2>");
+    let total: u64 = view.minutes.iter().map(|minute| minute.published).sum();
+    let peak = view
+        .minutes
+        .iter()
+        .map(|minute| minute.published)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let rows: Vec<Vec<String>> = view
+        .minutes
+        .iter()
+        .map(|minute| {
+            let bar = "█".repeat(usize::try_from(minute.published * 40 / peak).unwrap_or(0));
+            vec![
+                utc(minute.until_ms),
+                minute.published.to_string(),
+                format!("{:.1}", minute.published as f64 / 60.0),
+                minute
+                    .mean_lag_seconds
+                    .map_or_else(|| "—".into(), |lag| age((lag * 1_000.0) as i64)),
+                format!("<span class=\"bar\">{bar}</span>"),
+            ]
+        })
+        .collect();
+    let _ = write!(out, "<p>Published: <b id=\"published-15m\">{total}</b></p>");
+    out.push_str(&table(
+        "publish-rate",
+        &[
+            "Minute until",
+            "Published",
+            "Per second",
+            "Mean commit→publish lag",
+            "",
+        ],
+        &rows,
+    ));
+    out.push_str("<h2>Relays and shard leases</h2>");
+    let instances: Vec<Vec<String>> = view
+        .leases
+        .instances
+        .iter()
+        .map(|instance| {
+            vec![
+                escape(&instance.instance_id),
+                age(instance.heartbeat_age_ms),
+                instance.live_shards.to_string(),
+                utc(instance.started_at_ms),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        "relays",
+        &["Instance", "Heartbeat age", "Live shards", "Started"],
+        &instances,
+    ));
+    let _ = write!(
+        out,
+        "<p>Shards without a live lease: <b id=\"uncovered\">{}</b> of {}</p>",
+        view.leases.uncovered_shards.len(),
+        view.leases.shards.len()
+    );
+    out.push_str("<h2>Consumer groups (lag from the broker)</h2>");
+    match view.lags {
+        None => out.push_str("<p class=\"muted\">No broker configured (publish_mode direct).</p>"),
+        Some([]) => out.push_str("<p class=\"muted\">Not read yet (every 30 s).</p>"),
+        Some(lags) => {
+            let mut rows = Vec::new();
+            for lag in lags {
+                match &lag.partitions {
+                    Err(error) => rows.push(vec![
+                        escape(&lag.group),
+                        escape(&lag.topic),
+                        "—".into(),
+                        format!("<span class=\"err\">{}</span>", escape(error)),
+                        "".into(),
+                        utc(lag.read_at_ms),
+                    ]),
+                    Ok(partitions) => rows.extend(partitions.iter().map(|partition| {
+                        vec![
+                            escape(&lag.group),
+                            escape(&lag.topic),
+                            partition.partition.to_string(),
+                            partition.lag().to_string(),
+                            partition
+                                .committed
+                                .map_or_else(|| "none".into(), |offset| offset.to_string()),
+                            utc(lag.read_at_ms),
+                        ]
+                    })),
+                }
+            }
+            out.push_str(&table(
+                "consumer-lag",
+                &["Group", "Topic", "Partition", "Lag", "Committed", "Read at"],
+                &rows,
+            ));
+        }
+    }
+    out.push_str("<h2>Dead letters (oldest)</h2>");
+    out.push_str(&dead_letter_table(
+        "overview-dead-letters",
+        view.dead_letters,
+    ));
+    out.push_str("<p><a href=\"/console/dead-letters\">All dead letters</a></p>");
+    out
+}
+
+fn dead_letter_table(id: &str, letters: &[DeadLetter]) -> String {
+    let rows: Vec<Vec<String>> = letters
+        .iter()
+        .map(|letter| {
+            vec![
+                letter.id.to_string(),
+                room_link(&letter.room_id),
+                escape(&letter.event_type),
+                escape(&letter.event_id),
+                letter.retry_count.to_string(),
+                escape(&letter.last_error),
+                utc(letter.created_at_ms),
+            ]
+        })
+        .collect();
+    table(
+        id,
+        &[
+            "Id",
+            "Room",
+            "Type",
+            "Event",
+            "Attempts",
+            "Last error",
+            "Committed",
+        ],
+        &rows,
+    )
+}
+
+/// A retrying head with its decoded payload, for the stuck rooms page.
+#[derive(Debug)]
+pub struct StuckHead<'a> {
+    /// The row.
+    pub row: &'a RowView,
+    /// Its payload as JSON.
+    pub json: String,
+}
+
+/// The stuck rooms page's body: each retrying head with its actions.
+pub fn stuck(heads: &[StuckHead<'_>], csrf: &str, read_only: bool) -> String {
+    let mut out = String::from(
+        "<p>Rooms whose head is <code>retryable</code>: nothing of the room is published before it. \
+         A failed head is a dead letter and no longer holds its room: see Dead letters.</p>",
+    );
+    if heads.is_empty() {
+        out.push_str("<p id=\"no-stuck\" class=\"ok\">No room is stuck.</p>");
+    }
+    for head in heads {
+        let row = head.row;
+        let _ = write!(
+            out,
+            "<section class=\"stuck\" data-room=\"{room_attr}\"><h2>Room {room}</h2>",
+            room_attr = escape(&row.room_id),
+            room = room_link(&row.room_id)
+        );
+        out.push_str(&table(
+            "head",
+            &[
+                "Event",
+                "Type",
+                "Seq",
+                "Attempts",
+                "Next retry",
+                "Last error",
+                "Committed",
+            ],
+            &[vec![
+                escape(&row.event_id),
+                escape(&row.event_type),
+                row.room_event_seq.to_string(),
+                row.attempts.to_string(),
+                format!("{} (in {})", utc(row.next_retry_at_ms), age(row.due_in_ms)),
+                format!("<span class=\"err\">{}</span>", escape(&row.last_error)),
+                utc(row.created_at_ms),
+            ]],
+        ));
+        let _ = write!(out, "<pre class=\"payload\">{}</pre>", escape(&head.json));
+        if read_only {
+            out.push_str("<p class=\"muted\">Read-only session: no actions.</p>");
+        } else {
+            out.push_str(&action_form(
+                "/console/stuck/retry-now",
+                "Retry now",
+                &row.room_id,
+                csrf,
+                false,
+            ));
+            out.push_str(&action_form(
+                "/console/stuck/skip",
+                "Skip",
+                &row.room_id,
+                csrf,
+                true,
+            ));
+        }
+        out.push_str("</section>");
+    }
+    out
+}
+
+fn action_form(
+    action: &str,
+    label: &str,
+    room_id: &str,
+    csrf: &str,
+    reason_required: bool,
+) -> String {
+    format!(
+        "<form class=\"inline\" method=\"post\" action=\"{action}\">{csrf}{room}\
+         <input name=\"operator\" placeholder=\"operator\" required pattern=\"[A-Za-z0-9_.:@-]{{1,64}}\">\
+         <input name=\"reason\" placeholder=\"reason{optional}\" maxlength=\"512\"{required}>\
+         <button type=\"submit\">{label}</button></form>",
+        action = escape(action),
+        csrf = hidden("csrf", csrf),
+        room = hidden("room_id", room_id),
+        optional = if reason_required { "" } else { " (optional)" },
+        required = if reason_required { " required" } else { "" },
+        label = escape(label),
+    )
+}
+
+/// The result of retry-now or skip.
+pub fn intervened(done: &Intervention) -> String {
+    format!(
+        "<p class=\"ok\" id=\"result\">{action} by {operator} on event {event} of room {room}: \
+         {before} → {after} (audit #{audit}).</p><p>Reason: {reason}</p>\
+         <p><a href=\"/console/stuck\">Back to stuck rooms</a></p>",
+        action = escape(done.action),
+        operator = escape(&done.operator),
+        event = escape(&done.before.event_id),
+        room = room_link(&done.before.room_id),
+        before = escape(&done.before.status),
+        after = escape(&done.after.status),
+        audit = done.audit_id,
+        reason = escape(&done.reason),
+    )
+}
+
+/// An operation's refusal, for any page.
+pub fn refusal(message: &str) -> String {
+    format!("<p class=\"err\" id=\"error\">{}</p>", escape(message))
+}
+
+/// The dead letters page: the filter form, the list and the dry-run button.
+pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> String {
+    let mut out = format!(
+        "<form method=\"get\" action=\"/console/dead-letters\">\
+         <input name=\"room_id\" placeholder=\"room id\" value=\"{}\">\
+         <input name=\"event_type\" placeholder=\"event type\" value=\"{}\">\
+         <input name=\"since\" placeholder=\"since (2h)\" value=\"{}\">\
+         <button type=\"submit\">Filter</button></form>",
+        escape(&filter.room_id),
+        escape(&filter.event_type),
+        escape(&filter.since)
+    );
+    let _ = write!(out, "<p>{} dead letters.</p>", letters.len());
+    out.push_str(&dead_letter_table("dead-letters", letters));
+    let _ = write!(
+        out,
+        "<p><a id=\"dry-run\" href=\"/console/dead-letters/dry-run?{}\">Dry run: what a replay would change</a></p>",
+        escape(&filter.query())
+    );
+    out
+}
+
+/// A dry run's result and the replay form for exactly that set (its
+/// filter, frozen at the dry run's time and count).
+pub fn dry_run(filter: &FilterForm, letters: &[DeadLetter], csrf: &str, read_only: bool) -> String {
+    let mut out = format!(
+        "<p id=\"dry-run-count\">A replay would put <b>{}</b> dead letters back to pending \
+         (same event ids, fresh retry budget):</p>",
+        letters.len()
+    );
+    out.push_str(&dead_letter_table("would-replay", letters));
+    if letters.is_empty() {
+        return out;
+    }
+    if read_only {
+        out.push_str("<p class=\"muted\">Read-only session: no replay.</p>");
+        return out;
+    }
+    let _ = write!(
+        out,
+        "<form method=\"post\" action=\"/console/dead-letters/replay\">{csrf}{fields}\
+         <input name=\"operator\" placeholder=\"operator\" required pattern=\"[A-Za-z0-9_.:@-]{{1,64}}\">\
+         <input name=\"reason\" placeholder=\"reason (optional)\" maxlength=\"512\">\
+         <button type=\"submit\" id=\"replay\">Replay these {count}</button></form>",
+        csrf = hidden("csrf", csrf),
+        fields = filter.hidden_fields(),
+        count = letters.len()
+    );
+    out
+}
+
+/// A replay's result.
+pub fn replayed(letters: &[DeadLetter]) -> String {
+    let mut out = format!(
+        "<p class=\"ok\" id=\"result\">Replayed {} dead letters: back to pending.</p>",
+        letters.len()
+    );
+    out.push_str(&dead_letter_table("replayed", letters));
+    out.push_str("<p><a href=\"/console/audit\">Audit log</a></p>");
+    out
+}
+
+/// The audit page.
+pub fn audit(records: &[AuditRecord]) -> String {
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|record| {
+            vec![
+                record.id.to_string(),
+                utc(record.at_ms),
+                escape(&record.operator),
+                escape(&record.action),
+                if record.room_id.is_empty() {
+                    String::new()
+                } else {
+                    room_link(&record.room_id)
+                },
+                escape(&record.event_id),
+                record.row_count.to_string(),
+                escape(&record.reason),
+                escape(&record.detail),
+            ]
+        })
+        .collect();
+    table(
+        "audit",
+        &[
+            "Id", "At", "Operator", "Action", "Room", "Event", "Rows", "Reason", "Detail",
+        ],
+        &rows,
+    )
+}
+
+/// The room timeline page: the room form, then its events.
+pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> String {
+    let mut out = format!(
+        "<form method=\"get\" action=\"/console/rooms\"><input name=\"room_id\" id=\"room-id\" \
+         placeholder=\"room id\" value=\"{}\" required><button type=\"submit\">Show</button></form>",
+        escape(room_id)
+    );
+    let Some(timeline) = timeline else {
+        return out;
+    };
+    let mut headers = vec![
+        "Seq",
+        "Type",
+        "Event",
+        "Status",
+        "Attempts",
+        "Last error",
+        "Committed",
+        "Delivered",
+    ];
+    headers.extend(timeline.groups.iter().map(String::as_str));
+    let rows: Vec<Vec<String>> = timeline
+        .events
+        .iter()
+        .map(|event| {
+            let row = &event.row;
+            let mut cells = vec![
+                row.room_event_seq.to_string(),
+                escape(&row.event_type),
+                escape(&row.event_id),
+                format!("<span class=\"status-{0}\">{0}</span>", escape(&row.status)),
+                row.attempts.to_string(),
+                escape(&row.last_error),
+                utc(row.created_at_ms),
+                utc(event.delivered_at_ms),
+            ];
+            cells.extend(event.consumed.iter().map(|(_, at)| {
+                at.map_or_else(|| "<span class=\"muted\">not yet</span>".into(), utc)
+            }));
+            cells
+        })
+        .collect();
+    let _ = write!(
+        out,
+        "<p>Room {}: {} events (the latest closed ones and every open one, up to 100 each).</p>",
+        escape(&timeline.room_id),
+        timeline.events.len()
+    );
+    out.push_str(&table("timeline", &headers, &rows));
+    out
+}
