@@ -11,6 +11,7 @@ pub mod config;
 pub mod direct;
 mod failure;
 pub mod leases;
+mod marks;
 pub mod metrics;
 pub mod nudge;
 pub mod ops;

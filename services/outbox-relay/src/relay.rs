@@ -8,12 +8,12 @@ use crate::{
     metrics::RelayMetrics,
     publish::Publishers,
     settings::RelaySettings,
-    worker::{BatchProcessor, BatchReport, PublishedBatch},
+    worker::{BatchProcessor, BatchReport, PublishedBatch, Unmarked},
 };
 use futures::FutureExt;
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 use tokio::sync::{Notify, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -27,7 +27,6 @@ const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct Relay {
     processor: BatchProcessor,
-    leases: ShardLeases,
     nudge: Arc<Notify>,
 }
 
@@ -47,9 +46,9 @@ impl Relay {
                 settings,
                 publishers,
                 metrics,
+                leases,
                 stopping: CancellationToken::new(),
             },
-            leases,
             nudge: Arc::new(Notify::new()),
         }
     }
@@ -59,6 +58,11 @@ impl Relay {
         &self.processor.settings
     }
 
+    /// The publishers of the mode.
+    pub fn publishers(&self) -> &Publishers {
+        &self.processor.publishers
+    }
+
     /// Wakes the loop now (what a nudge does); used by embedders and tests.
     pub fn nudge(&self) {
         self.nudge.notify_one();
@@ -66,7 +70,7 @@ impl Relay {
 
     /// The shard leases of this instance (tests and operations).
     pub fn leases(&self) -> &ShardLeases {
-        &self.leases
+        &self.processor.leases
     }
 
     /// One batch over the given shards (tests and benchmarks drive this directly).
@@ -80,12 +84,12 @@ impl Relay {
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
         self.processor.stopping = shutdown.clone();
         let settings = self.processor.settings.clone();
-        self.leases.ensure_shards().await?;
+        self.processor.leases.ensure_shards().await?;
         let tasks = TaskTracker::new();
         let (owned_tx, owned_rx) = watch::channel(Vec::<u16>::new());
         let background = shutdown.child_token();
         tasks.spawn(lease_loop(
-            self.leases.clone(),
+            self.processor.leases.clone(),
             owned_tx,
             self.nudge.clone(),
             self.processor.metrics.clone(),
@@ -109,17 +113,17 @@ impl Relay {
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, mode = ?settings.publish_mode, "relay started");
 
         // The previous chain batch's marks, written while the next batch is
-        // scanned, claimed and published (see `Recording`).
+        // scanned, taken and published (see `Recording`).
         let mut recording: Option<Recording> = None;
-        let nothing_acknowledged = HashSet::new();
+        let nothing_unmarked = Unmarked::default();
         while !shutdown.is_cancelled() {
             let shards = owned_rx.borrow().clone();
-            let acknowledged = recording
+            let unmarked = recording
                 .as_ref()
-                .map_or(&nothing_acknowledged, |previous| &previous.acknowledged);
+                .map_or(&nothing_unmarked, |previous| &previous.unmarked);
             // The two lanes hold different rows: publish both at once.
             let (chain, delayed) = tokio::join!(
-                self.processor.publish_chain_batch(&shards, acknowledged),
+                self.processor.publish_chain_batch(&shards, unmarked),
                 self.processor.run_delayed_batch(&shards),
             );
             // At most one batch is being recorded at a time.
@@ -180,7 +184,7 @@ impl Relay {
         if let Some(mq) = &self.processor.publishers.mq {
             mq.flush(settings.publish_timeout);
         }
-        if let Err(error) = self.leases.leave().await {
+        if let Err(error) = self.processor.leases.leave().await {
             tracing::warn!(%error, "could not release shard leases; peers take them after expiry");
         }
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, "relay stopped");
@@ -189,18 +193,19 @@ impl Relay {
 }
 
 /// A published chain batch whose outcomes are being marked in the
-/// background, so the relay's critical path is scan → claim → publish and the
-/// marks' commit (an fsync) overlaps the next batch.
+/// background, so the relay's critical path is scan → (claim →) publish and
+/// the marks' commit (an fsync) overlaps the next batch.
 ///
-/// Order: the next batch may treat this batch's acknowledged rows as done
-/// (they are on the broker, ahead of anything published later); every other
-/// row of this batch is still `delivering` under an unexpired claim and keeps
-/// blocking its room until marked. If the marks fail, those rows are claimed
-/// again once their claim expires and published once more: a late duplicate
-/// (at least once, deduplicated by `event_id`), never an event overtaking
-/// its room's head.
+/// Order: the next batch treats this batch's acknowledged rows as done (they
+/// are on the broker, ahead of anything published later) and every other row
+/// of this batch as blocking its room until marked — from memory, since in
+/// `mq` mode those rows still read `pending` (`worker::Unmarked`). If the
+/// marks fail, the rows are taken again by a later batch (in `direct`/`dual`
+/// once their claim expires) and published once more: a late duplicate (at
+/// least once, deduplicated by `event_id`), never an event overtaking its
+/// room's head.
 struct Recording {
-    acknowledged: HashSet<u64>,
+    unmarked: Unmarked,
     task: tokio::task::JoinHandle<Result<BatchReport, Error>>,
 }
 
@@ -208,7 +213,7 @@ impl Recording {
     fn start(processor: &BatchProcessor, published: PublishedBatch) -> Self {
         let processor = processor.clone();
         Self {
-            acknowledged: published.acknowledged(),
+            unmarked: published.unmarked(),
             task: tokio::spawn(async move { processor.record_chain_batch(published).await }),
         }
     }
@@ -217,7 +222,7 @@ impl Recording {
         match self.task.await {
             Ok(Ok(_)) => {}
             Ok(Err(error)) => {
-                tracing::warn!(worker = "room_outbox", %node_id, %error, "marking a published batch failed; its rows are redelivered after their claim expires")
+                tracing::warn!(worker = "room_outbox", %node_id, %error, "marking a published batch failed; its rows are published again by a later batch")
             }
             Err(error) => {
                 tracing::warn!(worker = "room_outbox", %node_id, %error, "marking task died")
