@@ -85,6 +85,9 @@ async fn main() -> anyhow::Result<()> {
     if selected("relay-latency") {
         relay_scenarios::idle_latency(&env, &mut report).await?;
     }
+    if selected("relay-first-event") {
+        relay_scenarios::first_event(&env, &mut report).await?;
+    }
     if selected("e2e-latency") {
         e2e_scenarios::e2e_latency(&env, &mut report).await?;
     }

@@ -1,8 +1,11 @@
-//! Relay scenarios: backlog drain with 1 and 2 relays against two same-run
-//! baselines (raw rdkafka produce of the same payloads; raw SQL claim+mark of
-//! the same rows), per-room order verified on the topic afterwards; and
-//! idle-to-publish latency with and without the commit nudge. Plots: drain
-//! throughput over time, idle-to-publish latency histograms.
+//! Relay scenarios: backlog drain with 1 and 2 relays against same-run
+//! baselines (raw rdkafka produce of the same payloads; raw SQL of the same
+//! rows, both as the two-write claim+mark loop and as the one fenced mark per
+//! row the `mq` mode writes), and the relay's own old two-write path in the
+//! same run, per-room order verified on the topic afterwards; idle-to-publish
+//! latency with and without the commit nudge; the first event after start-up
+//! against the hundredth. Plots: drain throughput over time, idle-to-publish
+//! latency histograms.
 
 use crate::{
     fixtures::{self, BenchEnv},
@@ -11,7 +14,12 @@ use crate::{
 };
 use fred::prelude::*;
 use hdrhistogram::Histogram;
-use outbox_relay::config::{DirectConfig, OutboxWorkerConfig};
+use outbox_relay::{
+    Relay, RelaySettings,
+    config::{DirectConfig, OutboxWorkerConfig},
+    metrics::RelayMetrics,
+    publish::{MqPublisher, Publishers},
+};
 use outbox_schema::names;
 use rdkafka::{
     ClientConfig, Message,
@@ -79,6 +87,7 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
     println!("relay-drain: {rows} rows across {rooms} rooms");
     let produce_baseline = raw_produce(env, rows, rooms).await?;
     let sql_baseline = raw_sql_claim_mark(env, rows, rooms).await?;
+    let single_mark_ceiling = raw_sql_single_mark(env, rows, rooms).await?;
     let lower = produce_baseline.min(sql_baseline);
     report.add(Row {
         scenario: "relay-drain baseline: raw produce".into(),
@@ -100,9 +109,34 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         pass: None,
         note: "claim+mark UPDATEs of the same rows, no broker".into(),
     });
+    report.add(Row {
+        scenario: "relay-drain ceiling: raw SQL single fenced mark".into(),
+        metric: "events/s".into(),
+        measured: single_mark_ceiling,
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: "scan + one lease-fenced UPDATE per batch of the same rows, no broker".into(),
+    });
     let mut curves = Vec::new();
+    let (two_write, two_write_order, _) = drain_with(env, rows, rooms, 1, Path::TwoWrites).await?;
+    report.add(Row {
+        scenario: "relay-drain (1 relay, two-write path)".into(),
+        metric: "events/s".into(),
+        measured: two_write,
+        target: None,
+        baseline: Some(sql_baseline),
+        ratio: Some(two_write / sql_baseline),
+        pass: Some(two_write_order),
+        note: format!(
+            "claim to delivering, then mark (RelaySettings::claim_mq_rows); per-room order on topic: {}",
+            if two_write_order { "verified" } else { "VIOLATED" }
+        ),
+    });
     for relays in [1usize, 2] {
-        let (rate, order_ok, curve) = drain_with(env, rows, rooms, relays).await?;
+        let (rate, order_ok, curve) =
+            drain_with(env, rows, rooms, relays, Path::LeaseFenced).await?;
         curves.push(Series {
             label: format!("{relays} relay{}", if relays > 1 { "s" } else { "" }),
             points: curve,
@@ -124,6 +158,30 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
                 if order_ok { "verified" } else { "VIOLATED" }
             ),
         });
+        if relays == 1 {
+            let of_ceiling = rate / single_mark_ceiling;
+            let of_old = rate / two_write;
+            report.add(Row {
+                scenario: "relay-drain (1 relay) vs single-mark ceiling".into(),
+                metric: "ratio".into(),
+                measured: of_ceiling,
+                target: Some(">= 0.8x".into()),
+                baseline: Some(single_mark_ceiling),
+                ratio: Some(of_ceiling),
+                pass: Some(of_ceiling >= 0.8),
+                note: format!("{rate:.0} events/s of a {single_mark_ceiling:.0} events/s ceiling"),
+            });
+            report.add(Row {
+                scenario: "relay-drain (1 relay) vs two-write relay".into(),
+                metric: "ratio".into(),
+                measured: of_old,
+                target: Some(">= 1.6x".into()),
+                baseline: Some(two_write),
+                ratio: Some(of_old),
+                pass: Some(of_old >= 1.6),
+                note: format!("{rate:.0} events/s against {two_write:.0} events/s, same run"),
+            });
+        }
     }
     curves.push(Series {
         label: "raw SQL claim+mark baseline (mean)".into(),
@@ -141,6 +199,37 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
     )
 }
 
+/// Which of the relay's `mq` paths a drain runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// The shard lease is the claim: one fenced mark per delivered row.
+    LeaseFenced,
+    /// Claim to `delivering`, then mark (`RelaySettings::claim_mq_rows`).
+    TwoWrites,
+}
+
+/// A relay in `mq` mode on `path`.
+fn mq_relay(
+    pool: &MySqlPool,
+    worker: &OutboxWorkerConfig,
+    mq: &MqConfig,
+    path: Path,
+) -> anyhow::Result<Relay> {
+    let mut settings = RelaySettings::from_config(worker, mq)?;
+    settings.claim_mq_rows = path == Path::TwoWrites;
+    let publishers = Publishers {
+        mq: Some(MqPublisher::new(mq, settings.publish_timeout)?),
+        direct: None,
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    Ok(Relay::new(
+        pool.clone(),
+        settings,
+        publishers,
+        RelayMetrics::register(&mut registry),
+    ))
+}
+
 /// Window of the drain throughput curve.
 const CURVE_WINDOW: Duration = Duration::from_millis(500);
 
@@ -149,6 +238,7 @@ async fn drain_with(
     rows: usize,
     rooms: usize,
     relays: usize,
+    path: Path,
 ) -> anyhow::Result<(f64, bool, Vec<(f64, f64)>)> {
     let (pool, db) = fixtures::fresh_database(env).await?;
     fixtures::prefill(&pool, rooms, rows).await?;
@@ -160,9 +250,8 @@ async fn drain_with(
     let started = Instant::now();
     let mut handles = Vec::new();
     for index in 0..relays {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let relay = outbox_relay::app::build_relay(
-            pool.clone(),
+        let relay = mq_relay(
+            &pool,
             &worker(
                 &format!("bench-relay-{index}"),
                 false,
@@ -170,8 +259,7 @@ async fn drain_with(
                 &env.redis,
             ),
             &mq,
-            &DirectConfig::default(),
-            &mut registry,
+            path,
         )?;
         handles.push(tokio::spawn(relay.run(shutdown.clone())));
     }
@@ -320,6 +408,46 @@ async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow
     Ok(rate)
 }
 
+/// The ceiling of the `mq` mode's row writes: the same scan, then one UPDATE
+/// per batch fenced by the shard lease as the relay's mark is (a join on
+/// `relay_shard_leases`, owner and epoch), no claim.
+async fn raw_sql_single_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
+    let (pool, db) = fixtures::fresh_database(env).await?;
+    fixtures::prefill(&pool, rooms, rows).await?;
+    let leases = (0..outbox_schema::OUTBOX_SHARDS)
+        .map(|shard| format!("({shard}, 'bench', 1, {})", i64::MAX))
+        .collect::<Vec<_>>()
+        .join(",");
+    sqlx::query(&format!(
+        "REPLACE INTO relay_shard_leases (shard, owner, epoch, lease_until_ms) VALUES {leases}"
+    ))
+    .execute(&pool)
+    .await?;
+    let started = Instant::now();
+    loop {
+        let ids: Vec<u64> = sqlx::query_scalar(
+            "SELECT id FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1 ORDER BY id LIMIT 2000",
+        )
+        .fetch_all(&pool)
+        .await?;
+        if ids.is_empty() {
+            break;
+        }
+        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        sqlx::query(&format!(
+            "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
+             SET o.status = 'delivered' WHERE o.id IN ({list}) \
+             AND o.status IN ('pending', 'delivering', 'retryable') AND l.owner = 'bench' AND l.epoch = 1"
+        ))
+        .execute(&pool)
+        .await?;
+    }
+    let rate = rows as f64 / started.elapsed().as_secs_f64();
+    pool.close().await;
+    fixtures::drop_database(env, &db).await?;
+    Ok(rate)
+}
+
 /// Idle-to-publish latency (commit → delivered) of single events, with and without the nudge.
 pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let samples = if env.smoke { 5 } else { 200 };
@@ -411,6 +539,86 @@ async fn latency_samples(
     pool.close().await;
     fixtures::drop_database(env, &db).await?;
     Ok(histogram)
+}
+
+/// The first event after start-up against the hundredth (commit → marked
+/// delivered), with the producer cold (connection and metadata fetched by the
+/// first publish) and warmed up as the binary does before it reports ready.
+pub async fn first_event(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
+    const EVENTS: usize = 100;
+    for warm in [false, true] {
+        let (pool, db) = fixtures::fresh_database(env).await?;
+        let namespace = format!(
+            "benchfirst{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let mq = mq_config(env, &namespace);
+        create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
+        // Polling every 5 ms stands in for the nudge, whose subscription
+        // would race the first event.
+        let node_id = "bench-first";
+        let relay = mq_relay(
+            &pool,
+            &worker(node_id, false, ConfigDuration::from_millis(5), &env.redis),
+            &mq,
+            Path::LeaseFenced,
+        )?;
+        if warm {
+            relay.warm_up().await?;
+        }
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn(relay.run(shutdown.clone()));
+        wait_owned(&pool, node_id).await?;
+        let mut latencies = Vec::with_capacity(EVENTS);
+        for index in 0..EVENTS {
+            let row = fixtures::gift_row("first-room", index as u64 + 1, now_ms());
+            let mut tx = pool.begin().await?;
+            outbox_store::insert_outbox_rows(&mut tx, std::slice::from_ref(&row)).await?;
+            tx.commit().await?;
+            latencies.push(wait_delivered(&pool, &row.event_id).await?);
+        }
+        shutdown.cancel();
+        handle.await??;
+        pool.close().await;
+        fixtures::drop_database(env, &db).await?;
+        let producer = if warm {
+            "warmed up before ready"
+        } else {
+            "cold"
+        };
+        for (label, position) in [("1st", 0), ("100th", EVENTS - 1)] {
+            report.add(Row {
+                scenario: format!("relay_first_event, producer {producer}"),
+                metric: format!("{label} event ms"),
+                measured: latencies[position] as f64,
+                target: None,
+                baseline: None,
+                ratio: None,
+                pass: None,
+                note: "commit to marked delivered, one event at a time, poll 5 ms".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `node_id` holds every shard.
+async fn wait_owned(pool: &MySqlPool, node_id: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let owned: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM relay_shard_leases WHERE owner = ? AND lease_until_ms > ?",
+        )
+        .bind(node_id)
+        .bind(now_ms())
+        .fetch_one(pool)
+        .await?;
+        if owned == i64::from(outbox_schema::OUTBOX_SHARDS) {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{node_id} never held the shards");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64> {

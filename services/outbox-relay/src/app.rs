@@ -135,21 +135,16 @@ const WARM_UP_MAX_WAIT: Duration = Duration::from_secs(5);
 /// Marks the relay ready once its producer (if any) is connected and has the
 /// metadata of both topics, trying again until it does or `stop`.
 async fn warm_up(relay: Relay, readiness: Arc<admin_http::Readiness>, stop: CancellationToken) {
-    let settings = relay.settings();
-    let topics = [
-        settings.room_outbox_topic.clone(),
-        settings.treasure_open_topic.clone(),
-    ];
     let backoff = Backoff::new(Strategy::Exponential, WARM_UP_FIRST_WAIT, WARM_UP_MAX_WAIT);
     let mut failures = 0;
-    while let Some(mq) = &relay.publishers().mq {
-        match mq.warm_up(&topics, settings.publish_timeout).await {
-            Ok(()) => break,
-            Err(error) => {
-                failures += 1;
-                tracing::warn!(%error, "producer not connected yet; not ready");
-            }
-        }
+    loop {
+        let attempt = tokio::select! {
+            _ = stop.cancelled() => return,
+            attempt = relay.warm_up() => attempt,
+        };
+        let Err(error) = attempt else { break };
+        failures += 1;
+        tracing::warn!(%error, "producer not connected yet; not ready");
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(backoff.delay(failures)) => {}

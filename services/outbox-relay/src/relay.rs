@@ -58,9 +58,19 @@ impl Relay {
         &self.processor.settings
     }
 
-    /// The publishers of the mode.
-    pub fn publishers(&self) -> &Publishers {
-        &self.processor.publishers
+    /// Connects the producer (if the mode has one) and fetches both topics'
+    /// metadata, so the first event after start-up publishes as fast as the
+    /// hundredth; the binary is ready only once this succeeded.
+    pub async fn warm_up(&self) -> Result<(), Error> {
+        let Some(mq) = &self.processor.publishers.mq else {
+            return Ok(());
+        };
+        let settings = &self.processor.settings;
+        let topics = [
+            settings.room_outbox_topic.clone(),
+            settings.treasure_open_topic.clone(),
+        ];
+        mq.warm_up(&topics, settings.publish_timeout).await
     }
 
     /// Wakes the loop now (what a nudge does); used by embedders and tests.
