@@ -53,6 +53,8 @@ impl ChainPublisher<'_> {
         chains: Vec<Vec<OutboxRow>>,
         publish_until: Option<Instant>,
     ) -> Vec<Outcome> {
+        let rows = chains.iter().map(Vec::len).sum::<usize>() as i64;
+        let _publishing = Publishing::start(&self.metrics.publishing, rows);
         let may_start = || publish_until.is_none_or(|until| Instant::now() < until);
         let outcomes = if let Some(pipeline) = self.publishers.pipeline() {
             self.publish_pipelined(&pipeline, chains, &may_start).await
@@ -69,6 +71,12 @@ impl ChainPublisher<'_> {
 
     /// Publishes one row and waits for it (delayed wake-ups, direct sinks).
     pub(crate) async fn publish_one(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
+        let _publishing = Publishing::start(&self.metrics.publishing, 1);
+        self.publish_row(row).await
+    }
+
+    /// [`Self::publish_one`] inside a batch already counted as publishing.
+    async fn publish_row(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
         let started = Instant::now();
         let timeout = self.settings.publish_timeout;
         // The publishers enforce `publish_timeout` themselves (the producer's
@@ -95,7 +103,7 @@ impl ChainPublisher<'_> {
                 outcomes.extend(rows.by_ref().map(|rest| Outcome::Released(rest.id)));
                 break;
             }
-            match self.publish_one(&row).await {
+            match self.publish_row(&row).await {
                 Ok(()) => outcomes.push(Outcome::Delivered(row.id)),
                 Err(failure) => {
                     outcomes.push(Outcome::Failed(Box::new(row), failure));
@@ -204,6 +212,26 @@ impl ChainPublisher<'_> {
             }
         }
         result
+    }
+}
+
+/// Rows counted in `room_outbox_publishing` for as long as this lives (also
+/// when a stuck publish is dropped at shutdown).
+struct Publishing<'a> {
+    gauge: &'a prometheus_client::metrics::gauge::Gauge,
+    rows: i64,
+}
+
+impl<'a> Publishing<'a> {
+    fn start(gauge: &'a prometheus_client::metrics::gauge::Gauge, rows: i64) -> Self {
+        gauge.inc_by(rows);
+        Self { gauge, rows }
+    }
+}
+
+impl Drop for Publishing<'_> {
+    fn drop(&mut self) {
+        self.gauge.dec_by(self.rows);
     }
 }
 
