@@ -61,6 +61,7 @@ pub struct ShardLeases {
     pool: MySqlPool,
     node_id: String,
     lease_ms: i64,
+    handover_ms: i64,
     held: Arc<RwLock<HeldLeases>>,
 }
 
@@ -71,8 +72,19 @@ impl ShardLeases {
             pool,
             node_id,
             lease_ms,
+            handover_ms: 0,
             held: Arc::default(),
         }
+    }
+
+    /// Leases let go of while running (a rebalance, not a shutdown) stay
+    /// this relay's for `handover_ms` more, published on by nothing: in `mq`
+    /// mode the batches already under way on them finish and are marked
+    /// under the old epoch, instead of being published again by the next
+    /// owner behind later rows.
+    pub fn with_handover_ms(mut self, handover_ms: i64) -> Self {
+        self.handover_ms = handover_ms;
+        self
     }
 
     /// What the last successful refresh found held.
@@ -130,11 +142,15 @@ impl ShardLeases {
         let wanted = wanted_shards(&live, &self.node_id);
         let until = now_ms + self.lease_ms;
 
-        // Let go of shards we should no longer hold (expire them now, keep the owner for the record).
+        // Let go of shards we should no longer hold (expire them after the
+        // handover, keep the owner for the record).
         let mut release = QueryBuilder::<MySql>::new(
-            "UPDATE relay_shard_leases SET lease_until_ms = 0 WHERE owner = ",
+            "UPDATE relay_shard_leases SET lease_until_ms = LEAST(lease_until_ms, ",
         );
-        release.push_bind(&self.node_id);
+        release
+            .push_bind(now_ms.saturating_add(self.handover_ms))
+            .push(") WHERE owner = ")
+            .push_bind(&self.node_id);
         if !wanted.is_empty() {
             release.push(" AND shard NOT IN ");
             push_shards(&mut release, &wanted);
@@ -171,7 +187,13 @@ impl ShardLeases {
             push_shards(&mut acquire, &wanted);
             acquire.build().execute(&self.pool).await?;
         }
-        let held = self.owned_epochs(now_ms).await?;
+        // Shards in handover are still ours in the table, but not to publish on.
+        let held: HashMap<u16, u64> = self
+            .owned_epochs(now_ms)
+            .await?
+            .into_iter()
+            .filter(|(shard, _)| wanted.contains(shard))
+            .collect();
         let lease = Duration::from_millis(u64::try_from(self.lease_ms).unwrap_or(0));
         let mut shards: Vec<u16> = held.keys().copied().collect();
         shards.sort_unstable();

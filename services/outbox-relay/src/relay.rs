@@ -20,6 +20,10 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 /// Shortest sleep between idle batches when a wake-up is (over)due.
 const MIN_WAKEUP_WAIT: Duration = Duration::from_millis(10);
 
+/// Beyond `publish_timeout`: a batch's publish guard and its marks, before
+/// a shard let go of in a rebalance may be taken over (see `ShardLeases::with_handover_ms`).
+const HANDOVER_GUARD: Duration = Duration::from_secs(4);
+
 /// How often backlog gauges are refreshed.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -39,7 +43,16 @@ impl Relay {
         metrics: RelayMetrics,
     ) -> Self {
         let lease_ms = i64::try_from(settings.shard_lease.as_millis()).unwrap_or(i64::MAX);
-        let leases = ShardLeases::new(pool.clone(), settings.node_id.clone(), lease_ms);
+        // In `mq` mode the lease is the claim: a shard let go of in a rebalance
+        // waits until the batches under way on it are published and marked.
+        let handover =
+            if settings.publish_mode == crate::config::PublishMode::Mq && !settings.claim_mq_rows {
+                settings.publish_timeout + HANDOVER_GUARD
+            } else {
+                Duration::ZERO
+            };
+        let leases = ShardLeases::new(pool.clone(), settings.node_id.clone(), lease_ms)
+            .with_handover_ms(i64::try_from(handover.as_millis()).unwrap_or(i64::MAX));
         Self {
             processor: BatchProcessor {
                 pool,
