@@ -3,13 +3,14 @@
 //! rows, both as the two-write claim+mark loop and as the one fenced mark per
 //! row the `mq` mode writes), and the relay's own old two-write path in the
 //! same run, per-room order verified on the topic afterwards; idle-to-publish
-//! latency with and without the commit nudge; the first event after start-up
-//! against the hundredth. Plots: drain throughput over time, idle-to-publish
+//! latency with and without the commit nudge (the first event after start-up
+//! is `relay_start`). Plots: drain throughput over time, idle-to-publish
 //! latency histograms.
 
 use crate::{
     fixtures::{self, BenchEnv},
     plots::{self, Series},
+    relay_baselines,
     report::{Report, Row},
 };
 use fred::prelude::*;
@@ -26,7 +27,6 @@ use rdkafka::{
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
     consumer::{Consumer, StreamConsumer},
-    producer::{FutureProducer, FutureRecord},
 };
 use service_kit::{duration::ConfigDuration, mq::MqConfig, time::now_ms};
 use sqlx::{MySqlPool, Row as _};
@@ -85,9 +85,9 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         (200_000, 1_000)
     };
     println!("relay-drain: {rows} rows across {rooms} rooms");
-    let produce_baseline = raw_produce(env, rows, rooms).await?;
-    let sql_baseline = raw_sql_claim_mark(env, rows, rooms).await?;
-    let single_mark_ceiling = raw_sql_single_mark(env, rows, rooms).await?;
+    let produce_baseline = relay_baselines::raw_produce(env, rows, rooms).await?;
+    let sql_baseline = relay_baselines::raw_sql_claim_mark(env, rows, rooms).await?;
+    let single_mark_ceiling = relay_baselines::raw_sql_single_mark(env, rows, rooms).await?;
     let lower = produce_baseline.min(sql_baseline);
     report.add(Row {
         scenario: "relay-drain baseline: raw produce".into(),
@@ -201,7 +201,7 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
 
 /// Which of the relay's `mq` paths a drain runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path {
+pub(crate) enum Path {
     /// The shard lease is the claim: one fenced mark per delivered row.
     LeaseFenced,
     /// Claim to `delivering`, then mark (`RelaySettings::claim_mq_rows`).
@@ -209,7 +209,7 @@ enum Path {
 }
 
 /// A relay in `mq` mode on `path`.
-fn mq_relay(
+pub(crate) fn mq_relay(
     pool: &MySqlPool,
     worker: &OutboxWorkerConfig,
     mq: &MqConfig,
@@ -337,117 +337,6 @@ async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::
     Ok(ok)
 }
 
-async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let topic = format!(
-        "bench-raw-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    create_topic(&env.bootstrap, &topic).await?;
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &env.bootstrap)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "2")
-        .set("compression.type", "lz4")
-        .create()?;
-    let now = now_ms();
-    let payloads: Vec<_> = (0..rows)
-        .map(|index| {
-            fixtures::gift_row(
-                &format!("bench-room-{}", index % rooms),
-                (index / rooms) as u64 + 1,
-                now,
-            )
-        })
-        .collect();
-    let started = Instant::now();
-    for chunk in payloads.chunks(10_000) {
-        let sends = chunk.iter().map(|row| {
-            producer.send(
-                FutureRecord::to(&topic)
-                    .key(&row.room_id)
-                    .payload(&row.payload),
-                Duration::from_secs(10),
-            )
-        });
-        for result in futures::future::join_all(sends).await {
-            result.map_err(|(error, _)| error)?;
-        }
-    }
-    Ok(rows as f64 / started.elapsed().as_secs_f64())
-}
-
-async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let (pool, db) = fixtures::fresh_database(env).await?;
-    fixtures::prefill(&pool, rooms, rows).await?;
-    let started = Instant::now();
-    loop {
-        let ids: Vec<u64> = sqlx::query_scalar(
-            "SELECT id FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1 ORDER BY id LIMIT 2000",
-        )
-        .fetch_all(&pool)
-        .await?;
-        if ids.is_empty() {
-            break;
-        }
-        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        sqlx::query(&format!(
-            "UPDATE room_outbox SET status = 'delivering', claim_token = 1 WHERE id IN ({list})"
-        ))
-        .execute(&pool)
-        .await?;
-        sqlx::query(&format!(
-            "UPDATE room_outbox SET status = 'delivered' WHERE id IN ({list}) AND claim_token = 1"
-        ))
-        .execute(&pool)
-        .await?;
-    }
-    let rate = rows as f64 / started.elapsed().as_secs_f64();
-    pool.close().await;
-    fixtures::drop_database(env, &db).await?;
-    Ok(rate)
-}
-
-/// The ceiling of the `mq` mode's row writes: the same scan, then one UPDATE
-/// per batch fenced by the shard lease as the relay's mark is (a join on
-/// `relay_shard_leases`, owner and epoch), no claim.
-async fn raw_sql_single_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let (pool, db) = fixtures::fresh_database(env).await?;
-    fixtures::prefill(&pool, rooms, rows).await?;
-    let leases = (0..outbox_schema::OUTBOX_SHARDS)
-        .map(|shard| format!("({shard}, 'bench', 1, {})", i64::MAX))
-        .collect::<Vec<_>>()
-        .join(",");
-    sqlx::query(&format!(
-        "REPLACE INTO relay_shard_leases (shard, owner, epoch, lease_until_ms) VALUES {leases}"
-    ))
-    .execute(&pool)
-    .await?;
-    let started = Instant::now();
-    loop {
-        let ids: Vec<u64> = sqlx::query_scalar(
-            "SELECT id FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1 ORDER BY id LIMIT 2000",
-        )
-        .fetch_all(&pool)
-        .await?;
-        if ids.is_empty() {
-            break;
-        }
-        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        sqlx::query(&format!(
-            "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
-             SET o.status = 'delivered' WHERE o.id IN ({list}) \
-             AND o.status IN ('pending', 'delivering', 'retryable') AND l.owner = 'bench' AND l.epoch = 1"
-        ))
-        .execute(&pool)
-        .await?;
-    }
-    let rate = rows as f64 / started.elapsed().as_secs_f64();
-    pool.close().await;
-    fixtures::drop_database(env, &db).await?;
-    Ok(rate)
-}
-
 /// Idle-to-publish latency (commit → delivered) of single events, with and without the nudge.
 pub async fn idle_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let samples = if env.smoke { 5 } else { 200 };
@@ -541,87 +430,7 @@ async fn latency_samples(
     Ok(histogram)
 }
 
-/// The first event after start-up against the hundredth (commit → marked
-/// delivered), with the producer cold (connection and metadata fetched by the
-/// first publish) and warmed up as the binary does before it reports ready.
-pub async fn first_event(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
-    const EVENTS: usize = 100;
-    for warm in [false, true] {
-        let (pool, db) = fixtures::fresh_database(env).await?;
-        let namespace = format!(
-            "benchfirst{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
-        let mq = mq_config(env, &namespace);
-        create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
-        // Polling every 5 ms stands in for the nudge, whose subscription
-        // would race the first event.
-        let node_id = "bench-first";
-        let relay = mq_relay(
-            &pool,
-            &worker(node_id, false, ConfigDuration::from_millis(5), &env.redis),
-            &mq,
-            Path::LeaseFenced,
-        )?;
-        if warm {
-            relay.warm_up().await?;
-        }
-        let shutdown = CancellationToken::new();
-        let handle = tokio::spawn(relay.run(shutdown.clone()));
-        wait_owned(&pool, node_id).await?;
-        let mut latencies = Vec::with_capacity(EVENTS);
-        for index in 0..EVENTS {
-            let row = fixtures::gift_row("first-room", index as u64 + 1, now_ms());
-            let mut tx = pool.begin().await?;
-            outbox_store::insert_outbox_rows(&mut tx, std::slice::from_ref(&row)).await?;
-            tx.commit().await?;
-            latencies.push(wait_delivered(&pool, &row.event_id).await?);
-        }
-        shutdown.cancel();
-        handle.await??;
-        pool.close().await;
-        fixtures::drop_database(env, &db).await?;
-        let producer = if warm {
-            "warmed up before ready"
-        } else {
-            "cold"
-        };
-        for (label, position) in [("1st", 0), ("100th", EVENTS - 1)] {
-            report.add(Row {
-                scenario: format!("relay_first_event, producer {producer}"),
-                metric: format!("{label} event ms"),
-                measured: latencies[position] as f64,
-                target: None,
-                baseline: None,
-                ratio: None,
-                pass: None,
-                note: "commit to marked delivered, one event at a time, poll 5 ms".into(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Waits until `node_id` holds every shard.
-async fn wait_owned(pool: &MySqlPool, node_id: &str) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let owned: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM relay_shard_leases WHERE owner = ? AND lease_until_ms > ?",
-        )
-        .bind(node_id)
-        .bind(now_ms())
-        .fetch_one(pool)
-        .await?;
-        if owned == i64::from(outbox_schema::OUTBOX_SHARDS) {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "{node_id} never held the shards");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64> {
+pub(crate) async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let row = sqlx::query("SELECT delivered_at_ms - created_at_ms AS lag FROM room_outbox WHERE event_id = ? AND status = 'delivered'")
