@@ -3,10 +3,7 @@
 //! per event, no broker) and the raw single fenced mark per row (the `mq`
 //! mode's one write, no broker).
 
-use crate::{
-    fixtures::{self, BenchEnv},
-    relay_scenarios::create_topic,
-};
+use crate::fixtures::{self, BenchEnv};
 use rdkafka::{
     ClientConfig,
     producer::{FutureProducer, FutureRecord},
@@ -15,12 +12,13 @@ use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
 
 /// Raw rdkafka produce of the drain's payloads: the broker's ceiling.
-pub(crate) async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let topic = format!(
-        "bench-raw-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    create_topic(&env.bootstrap, &topic).await?;
+/// `topic` exists already, with the drain's partitions.
+pub(crate) async fn raw_produce(
+    env: &BenchEnv,
+    topic: &str,
+    rows: usize,
+    rooms: usize,
+) -> anyhow::Result<f64> {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &env.bootstrap)
         .set("enable.idempotence", "true")
@@ -42,7 +40,7 @@ pub(crate) async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> an
     for chunk in payloads.chunks(10_000) {
         let sends = chunk.iter().map(|row| {
             producer.send(
-                FutureRecord::to(&topic)
+                FutureRecord::to(topic)
                     .key(&row.room_id)
                     .payload(&row.payload),
                 Duration::from_secs(10),

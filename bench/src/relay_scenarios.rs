@@ -85,7 +85,12 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         (200_000, 1_000)
     };
     println!("relay-drain: {rows} rows across {rooms} rooms");
-    let produce_baseline = relay_baselines::raw_produce(env, rows, rooms).await?;
+    let raw_topic = format!(
+        "bench-raw-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    create_topic(&env.bootstrap, &raw_topic).await?;
+    let produce_baseline = relay_baselines::raw_produce(env, &raw_topic, rows, rooms).await?;
     let sql_baseline = relay_baselines::raw_sql_claim_mark(env, rows, rooms).await?;
     let single_mark_ceiling = relay_baselines::raw_sql_single_mark(env, rows, rooms).await?;
     let lower = produce_baseline.min(sql_baseline);
