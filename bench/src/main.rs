@@ -12,7 +12,9 @@ mod e2e_scenarios;
 mod fixtures;
 mod memory_scenarios;
 mod plots;
+mod relay_baselines;
 mod relay_scenarios;
+mod relay_start;
 mod report;
 mod room_load;
 mod room_scenarios;
@@ -86,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("relay-latency") {
         relay_scenarios::idle_latency(&env, &mut report).await?;
+    }
+    if selected("relay-first-event") {
+        relay_start::first_event(&env, &mut report).await?;
     }
     if selected("e2e-latency") {
         e2e_curve::latency_curve(&env, &mut report).await?;

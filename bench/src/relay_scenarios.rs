@@ -1,24 +1,32 @@
-//! Relay scenarios: backlog drain with 1 and 2 relays against two same-run
-//! baselines (raw rdkafka produce of the same payloads; raw SQL claim+mark of
-//! the same rows), per-room order verified on the topic afterwards; and
-//! idle-to-publish latency with and without the commit nudge. Plots: drain
-//! throughput over time, idle-to-publish latency histograms.
+//! Relay scenarios: backlog drain with 1 and 2 relays against same-run
+//! baselines (raw rdkafka produce of the same payloads; raw SQL of the same
+//! rows, both as the two-write claim+mark loop and as the one fenced mark per
+//! row the `mq` mode writes), and the relay's own old two-write path in the
+//! same run, per-room order verified on the topic afterwards; idle-to-publish
+//! latency with and without the commit nudge (the first event after start-up
+//! is `relay_start`). Plots: drain throughput over time, idle-to-publish
+//! latency histograms.
 
 use crate::{
     fixtures::{self, BenchEnv},
     plots::{self, Series},
+    relay_baselines,
     report::{Report, Row},
 };
 use fred::prelude::*;
 use hdrhistogram::Histogram;
-use outbox_relay::config::{DirectConfig, OutboxWorkerConfig};
+use outbox_relay::{
+    Relay, RelaySettings,
+    config::{DirectConfig, OutboxWorkerConfig},
+    metrics::RelayMetrics,
+    publish::{MqPublisher, Publishers},
+};
 use outbox_schema::names;
 use rdkafka::{
     ClientConfig, Message,
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
     consumer::{Consumer, StreamConsumer},
-    producer::{FutureProducer, FutureRecord},
 };
 use service_kit::{duration::ConfigDuration, mq::MqConfig, time::now_ms};
 use sqlx::{MySqlPool, Row as _};
@@ -77,8 +85,14 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         (200_000, 1_000)
     };
     println!("relay-drain: {rows} rows across {rooms} rooms");
-    let produce_baseline = raw_produce(env, rows, rooms).await?;
-    let sql_baseline = raw_sql_claim_mark(env, rows, rooms).await?;
+    let raw_topic = format!(
+        "bench-raw-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    create_topic(&env.bootstrap, &raw_topic).await?;
+    let produce_baseline = relay_baselines::raw_produce(env, &raw_topic, rows, rooms).await?;
+    let sql_baseline = relay_baselines::raw_sql_claim_mark(env, rows, rooms).await?;
+    let single_mark_ceiling = relay_baselines::raw_sql_single_mark(env, rows, rooms).await?;
     let lower = produce_baseline.min(sql_baseline);
     report.add(Row {
         scenario: "relay-drain baseline: raw produce".into(),
@@ -100,9 +114,34 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
         pass: None,
         note: "claim+mark UPDATEs of the same rows, no broker".into(),
     });
+    report.add(Row {
+        scenario: "relay-drain ceiling: raw SQL single fenced mark".into(),
+        metric: "events/s".into(),
+        measured: single_mark_ceiling,
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: "scan + one lease-fenced UPDATE per batch of the same rows, no broker".into(),
+    });
     let mut curves = Vec::new();
+    let (two_write, two_write_order, _) = drain_with(env, rows, rooms, 1, Path::TwoWrites).await?;
+    report.add(Row {
+        scenario: "relay-drain (1 relay, two-write path)".into(),
+        metric: "events/s".into(),
+        measured: two_write,
+        target: None,
+        baseline: Some(sql_baseline),
+        ratio: Some(two_write / sql_baseline),
+        pass: Some(two_write_order),
+        note: format!(
+            "claim to delivering, then mark (RelaySettings::claim_mq_rows); per-room order on topic: {}",
+            if two_write_order { "verified" } else { "VIOLATED" }
+        ),
+    });
     for relays in [1usize, 2] {
-        let (rate, order_ok, curve) = drain_with(env, rows, rooms, relays).await?;
+        let (rate, order_ok, curve) =
+            drain_with(env, rows, rooms, relays, Path::LeaseFenced).await?;
         curves.push(Series {
             label: format!("{relays} relay{}", if relays > 1 { "s" } else { "" }),
             points: curve,
@@ -124,6 +163,30 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
                 if order_ok { "verified" } else { "VIOLATED" }
             ),
         });
+        if relays == 1 {
+            let of_ceiling = rate / single_mark_ceiling;
+            let of_old = rate / two_write;
+            report.add(Row {
+                scenario: "relay-drain (1 relay) vs single-mark ceiling".into(),
+                metric: "ratio".into(),
+                measured: of_ceiling,
+                target: Some(">= 0.8x".into()),
+                baseline: Some(single_mark_ceiling),
+                ratio: Some(of_ceiling),
+                pass: Some(of_ceiling >= 0.8),
+                note: format!("{rate:.0} events/s of a {single_mark_ceiling:.0} events/s ceiling"),
+            });
+            report.add(Row {
+                scenario: "relay-drain (1 relay) vs two-write relay".into(),
+                metric: "ratio".into(),
+                measured: of_old,
+                target: Some(">= 1.6x".into()),
+                baseline: Some(two_write),
+                ratio: Some(of_old),
+                pass: Some(of_old >= 1.6),
+                note: format!("{rate:.0} events/s against {two_write:.0} events/s, same run"),
+            });
+        }
     }
     curves.push(Series {
         label: "raw SQL claim+mark baseline (mean)".into(),
@@ -141,6 +204,37 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
     )
 }
 
+/// Which of the relay's `mq` paths a drain runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// The shard lease is the claim: one fenced mark per delivered row.
+    LeaseFenced,
+    /// Claim to `delivering`, then mark (`RelaySettings::claim_mq_rows`).
+    TwoWrites,
+}
+
+/// A relay in `mq` mode on `path`.
+pub(crate) fn mq_relay(
+    pool: &MySqlPool,
+    worker: &OutboxWorkerConfig,
+    mq: &MqConfig,
+    path: Path,
+) -> anyhow::Result<Relay> {
+    let mut settings = RelaySettings::from_config(worker, mq)?;
+    settings.claim_mq_rows = path == Path::TwoWrites;
+    let publishers = Publishers {
+        mq: Some(MqPublisher::new(mq, settings.publish_timeout)?),
+        direct: None,
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    Ok(Relay::new(
+        pool.clone(),
+        settings,
+        publishers,
+        RelayMetrics::register(&mut registry),
+    ))
+}
+
 /// Window of the drain throughput curve.
 const CURVE_WINDOW: Duration = Duration::from_millis(500);
 
@@ -149,6 +243,7 @@ async fn drain_with(
     rows: usize,
     rooms: usize,
     relays: usize,
+    path: Path,
 ) -> anyhow::Result<(f64, bool, Vec<(f64, f64)>)> {
     let (pool, db) = fixtures::fresh_database(env).await?;
     fixtures::prefill(&pool, rooms, rows).await?;
@@ -160,9 +255,8 @@ async fn drain_with(
     let started = Instant::now();
     let mut handles = Vec::new();
     for index in 0..relays {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let relay = outbox_relay::app::build_relay(
-            pool.clone(),
+        let relay = mq_relay(
+            &pool,
             &worker(
                 &format!("bench-relay-{index}"),
                 false,
@@ -170,8 +264,7 @@ async fn drain_with(
                 &env.redis,
             ),
             &mq,
-            &DirectConfig::default(),
-            &mut registry,
+            path,
         )?;
         handles.push(tokio::spawn(relay.run(shutdown.clone())));
     }
@@ -247,77 +340,6 @@ async fn verify_room_order(env: &BenchEnv, topic: &str, rows: usize) -> anyhow::
         distinct.insert(envelope.event_id);
     }
     Ok(ok)
-}
-
-async fn raw_produce(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let topic = format!(
-        "bench-raw-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    create_topic(&env.bootstrap, &topic).await?;
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", &env.bootstrap)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("linger.ms", "2")
-        .set("compression.type", "lz4")
-        .create()?;
-    let now = now_ms();
-    let payloads: Vec<_> = (0..rows)
-        .map(|index| {
-            fixtures::gift_row(
-                &format!("bench-room-{}", index % rooms),
-                (index / rooms) as u64 + 1,
-                now,
-            )
-        })
-        .collect();
-    let started = Instant::now();
-    for chunk in payloads.chunks(10_000) {
-        let sends = chunk.iter().map(|row| {
-            producer.send(
-                FutureRecord::to(&topic)
-                    .key(&row.room_id)
-                    .payload(&row.payload),
-                Duration::from_secs(10),
-            )
-        });
-        for result in futures::future::join_all(sends).await {
-            result.map_err(|(error, _)| error)?;
-        }
-    }
-    Ok(rows as f64 / started.elapsed().as_secs_f64())
-}
-
-async fn raw_sql_claim_mark(env: &BenchEnv, rows: usize, rooms: usize) -> anyhow::Result<f64> {
-    let (pool, db) = fixtures::fresh_database(env).await?;
-    fixtures::prefill(&pool, rooms, rows).await?;
-    let started = Instant::now();
-    loop {
-        let ids: Vec<u64> = sqlx::query_scalar(
-            "SELECT id FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1 ORDER BY id LIMIT 2000",
-        )
-        .fetch_all(&pool)
-        .await?;
-        if ids.is_empty() {
-            break;
-        }
-        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
-        sqlx::query(&format!(
-            "UPDATE room_outbox SET status = 'delivering', claim_token = 1 WHERE id IN ({list})"
-        ))
-        .execute(&pool)
-        .await?;
-        sqlx::query(&format!(
-            "UPDATE room_outbox SET status = 'delivered' WHERE id IN ({list}) AND claim_token = 1"
-        ))
-        .execute(&pool)
-        .await?;
-    }
-    let rate = rows as f64 / started.elapsed().as_secs_f64();
-    pool.close().await;
-    fixtures::drop_database(env, &db).await?;
-    Ok(rate)
 }
 
 /// Idle-to-publish latency (commit → delivered) of single events, with and without the nudge.
@@ -413,7 +435,7 @@ async fn latency_samples(
     Ok(histogram)
 }
 
-async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64> {
+pub(crate) async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::Result<i64> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let row = sqlx::query("SELECT delivered_at_ms - created_at_ms AS lag FROM room_outbox WHERE event_id = ? AND status = 'delivered'")

@@ -2,6 +2,10 @@
 //! admin HTTP, and the shutdown order (not ready → stop claiming → finish the
 //! in-flight batch → give leases back → close MySQL). [`build_relay`] is the
 //! piece room-service reuses to embed the relay.
+//!
+//! Ready means able to publish at once: in `mq`/`dual` mode `/readyz` answers
+//! 200 only once the producer is connected and has the topics' metadata
+//! ([`warm_up`]), retried until the broker answers.
 
 use crate::console::{
     ConsoleConfig,
@@ -16,9 +20,13 @@ use crate::{
 };
 use outbox_schema::names;
 use prometheus_client::registry::Registry;
-use service_kit::{admin_http, mq::MqConfig};
+use service_kit::{
+    admin_http,
+    backoff::{Backoff, Strategy},
+    mq::MqConfig,
+};
 use sqlx::MySqlPool;
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -142,8 +150,15 @@ impl App {
             self.lag_sources.clone(),
             http_shutdown.clone(),
         ));
-        self.readiness.set_ready();
+        let warming = shutdown.child_token();
+        let warm = tokio::spawn(warm_up(
+            self.relay.clone(),
+            self.readiness.clone(),
+            warming.clone(),
+        ));
         let relay_result = self.relay.run(shutdown.clone()).await;
+        warming.cancel();
+        let _ = warm.await;
         self.readiness.set_draining();
         http_shutdown.cancel();
         let _ = http.await;
@@ -188,4 +203,31 @@ fn timeline_groups(mq: &MqConfig) -> Vec<String> {
         names::GROUP_ACTIVITY.to_owned(),
         names::GROUP_NOTICE.to_owned(),
     ]
+}
+
+/// First wait between warm-up attempts; doubles up to [`WARM_UP_MAX_WAIT`].
+const WARM_UP_FIRST_WAIT: Duration = Duration::from_millis(100);
+const WARM_UP_MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// Marks the relay ready once its producer (if any) is connected and has the
+/// metadata of both topics, trying again until it does or `stop`.
+async fn warm_up(relay: Relay, readiness: Arc<admin_http::Readiness>, stop: CancellationToken) {
+    let backoff = Backoff::new(Strategy::Exponential, WARM_UP_FIRST_WAIT, WARM_UP_MAX_WAIT);
+    let mut failures = 0;
+    loop {
+        let attempt = tokio::select! {
+            _ = stop.cancelled() => return,
+            attempt = relay.warm_up() => attempt,
+        };
+        let Err(error) = attempt else { break };
+        failures += 1;
+        tracing::warn!(%error, "producer not connected yet; not ready");
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(backoff.delay(failures)) => {}
+        }
+    }
+    if !stop.is_cancelled() {
+        readiness.set_ready();
+    }
 }

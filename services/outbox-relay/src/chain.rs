@@ -10,7 +10,9 @@
 //! publish a chain's links one after another.
 //!
 //! In both, the first failing link of a chain is the one that fails; the rows
-//! behind it are released to follow it later.
+//! behind it are released to follow it later. A batch published on the shard
+//! lease alone (`mq` mode) carries the time its lease can no longer be relied
+//! on: no row is started after it, and the rows not started are released.
 //!
 //! [`ChainPublisher`] borrows only what publishing needs (publishers,
 //! settings, metrics), so this module stays below `worker`, which claims the
@@ -44,19 +46,37 @@ pub(crate) struct ChainPublisher<'a> {
 }
 
 impl ChainPublisher<'_> {
-    /// Publishes `chains` (each one room's rows in commit order).
-    pub(crate) async fn publish_chains(&self, chains: Vec<Vec<OutboxRow>>) -> Vec<Outcome> {
+    /// Publishes `chains` (each one room's rows in commit order), starting
+    /// no row at or after `publish_until`.
+    pub(crate) async fn publish_chains(
+        &self,
+        chains: Vec<Vec<OutboxRow>>,
+        publish_until: Option<Instant>,
+    ) -> Vec<Outcome> {
+        let rows = chains.iter().map(Vec::len).sum::<usize>() as i64;
+        let _publishing = Publishing::start(&self.metrics.publishing, rows);
+        let may_start = || publish_until.is_none_or(|until| Instant::now() < until);
         let outcomes = if let Some(pipeline) = self.publishers.pipeline() {
-            self.publish_pipelined(&pipeline, chains).await
+            self.publish_pipelined(&pipeline, chains, &may_start).await
         } else {
-            futures::future::join_all(chains.into_iter().map(|chain| self.publish_in_turn(chain)))
-                .await
+            futures::future::join_all(
+                chains
+                    .into_iter()
+                    .map(|chain| self.publish_in_turn(chain, &may_start)),
+            )
+            .await
         };
         outcomes.into_iter().flatten().collect()
     }
 
     /// Publishes one row and waits for it (delayed wake-ups, direct sinks).
     pub(crate) async fn publish_one(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
+        let _publishing = Publishing::start(&self.metrics.publishing, 1);
+        self.publish_row(row).await
+    }
+
+    /// [`Self::publish_one`] inside a batch already counted as publishing.
+    async fn publish_row(&self, row: &OutboxRow) -> Result<(), PublishFailure> {
         let started = Instant::now();
         let timeout = self.settings.publish_timeout;
         // The publishers enforce `publish_timeout` themselves (the producer's
@@ -70,11 +90,20 @@ impl ChainPublisher<'_> {
         self.observe(row, started, result)
     }
 
-    async fn publish_in_turn(&self, chain: Vec<OutboxRow>) -> Vec<Outcome> {
+    async fn publish_in_turn(
+        &self,
+        chain: Vec<OutboxRow>,
+        may_start: &impl Fn() -> bool,
+    ) -> Vec<Outcome> {
         let mut outcomes = Vec::with_capacity(chain.len());
         let mut rows = chain.into_iter();
         while let Some(row) = rows.next() {
-            match self.publish_one(&row).await {
+            if !may_start() {
+                outcomes.push(Outcome::Released(row.id));
+                outcomes.extend(rows.by_ref().map(|rest| Outcome::Released(rest.id)));
+                break;
+            }
+            match self.publish_row(&row).await {
                 Ok(()) => outcomes.push(Outcome::Delivered(row.id)),
                 Err(failure) => {
                     outcomes.push(Outcome::Failed(Box::new(row), failure));
@@ -89,14 +118,15 @@ impl ChainPublisher<'_> {
         &self,
         pipeline: &Pipeline<'_>,
         chains: Vec<Vec<OutboxRow>>,
+        may_start: &impl Fn() -> bool,
     ) -> Vec<Vec<Outcome>> {
         let timeout = self.settings.publish_timeout;
         let enqueued_at = Instant::now();
         let mut started = Vec::with_capacity(chains.len());
         for chain in chains {
             let mut links = Vec::with_capacity(chain.len());
-            let mut rows = chain.into_iter();
-            for row in rows.by_ref() {
+            let mut rows = chain.into_iter().peekable();
+            while let Some(row) = rows.next_if(|_| may_start()) {
                 let in_flight = pipeline.start(&row, timeout).await;
                 let enqueued = in_flight.enqueued();
                 links.push((row, in_flight));
@@ -182,6 +212,26 @@ impl ChainPublisher<'_> {
             }
         }
         result
+    }
+}
+
+/// Rows counted in `room_outbox_publishing` for as long as this lives (also
+/// when a stuck publish is dropped at shutdown).
+struct Publishing<'a> {
+    gauge: &'a prometheus_client::metrics::gauge::Gauge,
+    rows: i64,
+}
+
+impl<'a> Publishing<'a> {
+    fn start(gauge: &'a prometheus_client::metrics::gauge::Gauge, rows: i64) -> Self {
+        gauge.inc_by(rows);
+        Self { gauge, rows }
+    }
+}
+
+impl Drop for Publishing<'_> {
+    fn drop(&mut self) {
+        self.gauge.dec_by(self.rows);
     }
 }
 

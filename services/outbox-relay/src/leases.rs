@@ -8,11 +8,52 @@
 //! shards it no longer wants so their new owner can take them. Claims check
 //! the lease in the same statement (see `store::claim`), so a relay whose
 //! lease lapsed cannot claim; marks are fenced by the claim token.
+//!
+//! In `mq` mode the lease itself is the claim (docs/design.md#ordering-and-fencing):
+//! every refresh records the epoch of each shard held and, on this process's
+//! monotonic clock, until when the lease may still be relied on
+//! ([`HeldLeases`]), so a relay resumed after a pause publishes nothing on a
+//! lease that may have moved, and its marks carry the epoch in SQL.
 
 use crate::Error;
 use outbox_schema::OUTBOX_SHARDS;
 use service_kit::db::IdText;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// Part of a lease a relay does not rely on: lease expiry is compared with
+/// other relays' wall clocks, and a batch started just before the end still
+/// enqueues for a few milliseconds. A quarter keeps a late renewal (they run
+/// every third of the lease) from stopping publishes.
+const LEASE_MARGIN_DIVISOR: u32 = 4;
+
+/// The shards a relay held at its last successful refresh.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldLeases {
+    /// Epoch of each shard held: marks are fenced by it.
+    pub epochs: HashMap<u16, u64>,
+    /// Until when the leases may be relied on, measured from when the renewal
+    /// was sent (its statements ran later, so the real expiry is later still),
+    /// less the margin. `None` before the first refresh.
+    pub valid_until: Option<Instant>,
+}
+
+impl HeldLeases {
+    /// May this relay still publish on these leases at `now`?
+    pub fn valid_at(&self, now: Instant) -> bool {
+        self.valid_until.is_some_and(|until| now < until)
+    }
+
+    /// The held shards among `shards`, with their epochs.
+    pub fn epochs_of(&self, shards: &[u16]) -> HashMap<u16, u64> {
+        shards
+            .iter()
+            .filter_map(|shard| self.epochs.get(shard).map(|epoch| (*shard, *epoch)))
+            .collect()
+    }
+}
 
 /// The lease view of one relay instance.
 #[derive(Debug, Clone)]
@@ -20,6 +61,8 @@ pub struct ShardLeases {
     pool: MySqlPool,
     node_id: String,
     lease_ms: i64,
+    handover_ms: i64,
+    held: Arc<RwLock<HeldLeases>>,
 }
 
 impl ShardLeases {
@@ -29,7 +72,34 @@ impl ShardLeases {
             pool,
             node_id,
             lease_ms,
+            handover_ms: 0,
+            held: Arc::default(),
         }
+    }
+
+    /// Leases let go of while running (a rebalance, not a shutdown) stay
+    /// this relay's for `handover_ms` more, published on by nothing: in `mq`
+    /// mode the batches already under way on them finish and are marked
+    /// under the old epoch, instead of being published again by the next
+    /// owner behind later rows.
+    pub fn with_handover_ms(mut self, handover_ms: i64) -> Self {
+        self.handover_ms = handover_ms;
+        self
+    }
+
+    /// What the last successful refresh found held.
+    pub fn held(&self) -> HeldLeases {
+        self.held
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_held(&self, held: HeldLeases) {
+        *self
+            .held
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = held;
     }
 
     /// Creates the shard rows if missing (idempotent).
@@ -47,6 +117,10 @@ impl ShardLeases {
     /// One heartbeat + rebalance round. Returns the shards this instance holds
     /// a live lease on afterwards, sorted.
     pub async fn refresh(&self, now_ms: i64) -> Result<Vec<u16>, Error> {
+        // Taken before anything is sent: however long the statements take (or
+        // however long this process is paused), the lease cannot have been
+        // renewed for longer than `lease_ms` from here.
+        let sent = Instant::now();
         sqlx::query(
             "INSERT INTO relay_instances (instance_id, heartbeat_at_ms, started_at_ms) VALUES (?, ?, ?) \
              ON DUPLICATE KEY UPDATE heartbeat_at_ms = VALUES(heartbeat_at_ms)",
@@ -68,11 +142,15 @@ impl ShardLeases {
         let wanted = wanted_shards(&live, &self.node_id);
         let until = now_ms + self.lease_ms;
 
-        // Let go of shards we should no longer hold (expire them now, keep the owner for the record).
+        // Let go of shards we should no longer hold (expire them after the
+        // handover, keep the owner for the record).
         let mut release = QueryBuilder::<MySql>::new(
-            "UPDATE relay_shard_leases SET lease_until_ms = 0 WHERE owner = ",
+            "UPDATE relay_shard_leases SET lease_until_ms = LEAST(lease_until_ms, ",
         );
-        release.push_bind(&self.node_id);
+        release
+            .push_bind(now_ms.saturating_add(self.handover_ms))
+            .push(") WHERE owner = ")
+            .push_bind(&self.node_id);
         if !wanted.is_empty() {
             release.push(" AND shard NOT IN ");
             push_shards(&mut release, &wanted);
@@ -109,27 +187,53 @@ impl ShardLeases {
             push_shards(&mut acquire, &wanted);
             acquire.build().execute(&self.pool).await?;
         }
-        self.owned(now_ms).await
+        // Shards in handover are still ours in the table, but not to publish on.
+        let held: HashMap<u16, u64> = self
+            .owned_epochs(now_ms)
+            .await?
+            .into_iter()
+            .filter(|(shard, _)| wanted.contains(shard))
+            .collect();
+        let lease = Duration::from_millis(u64::try_from(self.lease_ms).unwrap_or(0));
+        let mut shards: Vec<u16> = held.keys().copied().collect();
+        shards.sort_unstable();
+        self.set_held(HeldLeases {
+            epochs: held,
+            valid_until: Some(sent + lease - lease / LEASE_MARGIN_DIVISOR),
+        });
+        Ok(shards)
     }
 
     /// Shards this instance holds a live lease on.
     pub async fn owned(&self, now_ms: i64) -> Result<Vec<u16>, Error> {
+        let mut shards: Vec<u16> = self.owned_epochs(now_ms).await?.into_keys().collect();
+        shards.sort_unstable();
+        Ok(shards)
+    }
+
+    async fn owned_epochs(&self, now_ms: i64) -> Result<HashMap<u16, u64>, Error> {
         let rows = sqlx::query(
-            "SELECT shard FROM relay_shard_leases WHERE owner = ? AND lease_until_ms > ? ORDER BY shard",
+            "SELECT shard, epoch FROM relay_shard_leases WHERE owner = ? AND lease_until_ms > ?",
         )
         .bind(&self.node_id)
         .bind(now_ms)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|row| row.try_get::<u16, _>("shard"))
-            .collect::<Result<_, _>>()
+            .map(|row| {
+                Ok((
+                    row.try_get::<u16, _>("shard")?,
+                    row.try_get::<u64, _>("epoch")?,
+                ))
+            })
+            .collect::<Result<_, sqlx::Error>>()
             .map_err(Error::from)
     }
 
     /// Leaves the group on shutdown: expire our leases and heartbeat so peers
     /// take the shards at once instead of after the lease timeout.
     pub async fn leave(&self) -> Result<(), Error> {
+        self.set_held(HeldLeases::default());
         sqlx::query("UPDATE relay_shard_leases SET lease_until_ms = 0 WHERE owner = ?")
             .bind(&self.node_id)
             .execute(&self.pool)

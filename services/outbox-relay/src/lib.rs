@@ -12,6 +12,7 @@ pub mod console;
 pub mod direct;
 mod failure;
 pub mod leases;
+mod marks;
 pub mod metrics;
 pub mod nudge;
 pub mod ops;

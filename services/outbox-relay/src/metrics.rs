@@ -39,8 +39,12 @@ pub struct RelayMetrics {
     pub failed: Gauge,
     /// `room_outbox_owned_shards`: shard leases this instance holds.
     pub owned_shards: Gauge,
-    /// `room_outbox_fenced_marks_total`: marks refused because another claim superseded ours.
+    /// `room_outbox_fenced_marks_total`: marks refused by their fence (a
+    /// newer lease epoch in `mq` mode, a newer claim otherwise).
     pub fenced_marks: Counter,
+    /// `room_outbox_publishing`: rows this relay is publishing now. In `mq`
+    /// mode no row status says so (they read `pending` until marked).
+    pub publishing: Gauge,
 }
 
 impl RelayMetrics {
@@ -57,6 +61,7 @@ impl RelayMetrics {
             failed: Gauge::default(),
             owned_shards: Gauge::default(),
             fenced_marks: Counter::default(),
+            publishing: Gauge::default(),
         };
         registry.register(
             "room_outbox_publish_success",
@@ -105,8 +110,13 @@ impl RelayMetrics {
         );
         registry.register(
             "room_outbox_fenced_marks",
-            "Marks refused by the fencing token",
+            "Marks refused by their fence (lease epoch or claim token)",
             metrics.fenced_marks.clone(),
+        );
+        registry.register(
+            "room_outbox_publishing",
+            "Rows this relay is publishing now",
+            metrics.publishing.clone(),
         );
         metrics
     }

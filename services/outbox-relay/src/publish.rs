@@ -214,6 +214,37 @@ impl MqPublisher {
         }
     }
 
+    /// Connects the producer and fetches the metadata of `topics` (full
+    /// names), so the first event after start-up is not the one that pays for
+    /// the connection and the metadata round trips. Blocking inside
+    /// librdkafka, so it runs on the blocking pool.
+    pub async fn warm_up(&self, topics: &[String], timeout: Duration) -> Result<(), crate::Error> {
+        let producer = self.producer();
+        let topics = topics.to_vec();
+        tokio::task::spawn_blocking(move || {
+            for topic in &topics {
+                let metadata = producer
+                    .client()
+                    .fetch_metadata(Some(topic), timeout)
+                    .map_err(|error| crate::Error::Mq(format!("metadata of {topic}: {error}")))?;
+                // The broker answered, so the producer is connected; a topic
+                // it does not know (yet) is worth a line, not a stop: the
+                // deployment creates topics, and the first publish says more.
+                if let Some(error) = metadata
+                    .topics()
+                    .iter()
+                    .find(|entry| entry.name() == topic)
+                    .and_then(|entry| entry.error())
+                {
+                    tracing::warn!(%topic, error = ?RDKafkaErrorCode::from(error), "topic metadata carries an error");
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|error| crate::Error::Mq(error.to_string()))?
+    }
+
     /// Waits for queued messages on shutdown.
     pub fn flush(&self, timeout: Duration) {
         let _ = self.producer().flush(timeout);

@@ -8,17 +8,21 @@ use crate::{
     metrics::RelayMetrics,
     publish::Publishers,
     settings::RelaySettings,
-    worker::{BatchProcessor, BatchReport, PublishedBatch},
+    worker::{BatchProcessor, BatchReport, PublishedBatch, Unmarked},
 };
 use futures::FutureExt;
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 use tokio::sync::{Notify, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 /// Shortest sleep between idle batches when a wake-up is (over)due.
 const MIN_WAKEUP_WAIT: Duration = Duration::from_millis(10);
+
+/// Beyond `publish_timeout`: a batch's publish guard and its marks, before
+/// a shard let go of in a rebalance may be taken over (see `ShardLeases::with_handover_ms`).
+const HANDOVER_GUARD: Duration = Duration::from_secs(4);
 
 /// How often backlog gauges are refreshed.
 const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
@@ -27,7 +31,6 @@ const GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct Relay {
     processor: BatchProcessor,
-    leases: ShardLeases,
     nudge: Arc<Notify>,
 }
 
@@ -40,16 +43,25 @@ impl Relay {
         metrics: RelayMetrics,
     ) -> Self {
         let lease_ms = i64::try_from(settings.shard_lease.as_millis()).unwrap_or(i64::MAX);
-        let leases = ShardLeases::new(pool.clone(), settings.node_id.clone(), lease_ms);
+        // In `mq` mode the lease is the claim: a shard let go of in a rebalance
+        // waits until the batches under way on it are published and marked.
+        let handover =
+            if settings.publish_mode == crate::config::PublishMode::Mq && !settings.claim_mq_rows {
+                settings.publish_timeout + HANDOVER_GUARD
+            } else {
+                Duration::ZERO
+            };
+        let leases = ShardLeases::new(pool.clone(), settings.node_id.clone(), lease_ms)
+            .with_handover_ms(i64::try_from(handover.as_millis()).unwrap_or(i64::MAX));
         Self {
             processor: BatchProcessor {
                 pool,
                 settings,
                 publishers,
                 metrics,
+                leases,
                 stopping: CancellationToken::new(),
             },
-            leases,
             nudge: Arc::new(Notify::new()),
         }
     }
@@ -59,6 +71,21 @@ impl Relay {
         &self.processor.settings
     }
 
+    /// Connects the producer (if the mode has one) and fetches both topics'
+    /// metadata, so the first event after start-up publishes as fast as the
+    /// hundredth; the binary is ready only once this succeeded.
+    pub async fn warm_up(&self) -> Result<(), Error> {
+        let Some(mq) = &self.processor.publishers.mq else {
+            return Ok(());
+        };
+        let settings = &self.processor.settings;
+        let topics = [
+            settings.room_outbox_topic.clone(),
+            settings.treasure_open_topic.clone(),
+        ];
+        mq.warm_up(&topics, settings.publish_timeout).await
+    }
+
     /// Wakes the loop now (what a nudge does); used by embedders and tests.
     pub fn nudge(&self) {
         self.nudge.notify_one();
@@ -66,7 +93,7 @@ impl Relay {
 
     /// The shard leases of this instance (tests and operations).
     pub fn leases(&self) -> &ShardLeases {
-        &self.leases
+        &self.processor.leases
     }
 
     /// One batch over the given shards (tests and benchmarks drive this directly).
@@ -80,12 +107,12 @@ impl Relay {
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), Error> {
         self.processor.stopping = shutdown.clone();
         let settings = self.processor.settings.clone();
-        self.leases.ensure_shards().await?;
+        self.processor.leases.ensure_shards().await?;
         let tasks = TaskTracker::new();
         let (owned_tx, owned_rx) = watch::channel(Vec::<u16>::new());
         let background = shutdown.child_token();
         tasks.spawn(lease_loop(
-            self.leases.clone(),
+            self.processor.leases.clone(),
             owned_tx,
             self.nudge.clone(),
             self.processor.metrics.clone(),
@@ -109,17 +136,17 @@ impl Relay {
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, mode = ?settings.publish_mode, "relay started");
 
         // The previous chain batch's marks, written while the next batch is
-        // scanned, claimed and published (see `Recording`).
+        // scanned, taken and published (see `Recording`).
         let mut recording: Option<Recording> = None;
-        let nothing_acknowledged = HashSet::new();
+        let nothing_unmarked = Unmarked::default();
         while !shutdown.is_cancelled() {
             let shards = owned_rx.borrow().clone();
-            let acknowledged = recording
+            let unmarked = recording
                 .as_ref()
-                .map_or(&nothing_acknowledged, |previous| &previous.acknowledged);
+                .map_or(&nothing_unmarked, |previous| &previous.unmarked);
             // The two lanes hold different rows: publish both at once.
             let (chain, delayed) = tokio::join!(
-                self.processor.publish_chain_batch(&shards, acknowledged),
+                self.processor.publish_chain_batch(&shards, unmarked),
                 self.processor.run_delayed_batch(&shards),
             );
             // At most one batch is being recorded at a time.
@@ -180,7 +207,7 @@ impl Relay {
         if let Some(mq) = &self.processor.publishers.mq {
             mq.flush(settings.publish_timeout);
         }
-        if let Err(error) = self.leases.leave().await {
+        if let Err(error) = self.processor.leases.leave().await {
             tracing::warn!(%error, "could not release shard leases; peers take them after expiry");
         }
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, "relay stopped");
@@ -189,18 +216,19 @@ impl Relay {
 }
 
 /// A published chain batch whose outcomes are being marked in the
-/// background, so the relay's critical path is scan → claim → publish and the
-/// marks' commit (an fsync) overlaps the next batch.
+/// background, so the relay's critical path is scan → (claim →) publish and
+/// the marks' commit (an fsync) overlaps the next batch.
 ///
-/// Order: the next batch may treat this batch's acknowledged rows as done
-/// (they are on the broker, ahead of anything published later); every other
-/// row of this batch is still `delivering` under an unexpired claim and keeps
-/// blocking its room until marked. If the marks fail, those rows are claimed
-/// again once their claim expires and published once more: a late duplicate
-/// (at least once, deduplicated by `event_id`), never an event overtaking
-/// its room's head.
+/// Order: the next batch treats this batch's acknowledged rows as done (they
+/// are on the broker, ahead of anything published later) and every other row
+/// of this batch as blocking its room until marked — from memory, since in
+/// `mq` mode those rows still read `pending` (`worker::Unmarked`). If the
+/// marks fail, the rows are taken again by a later batch (in `direct`/`dual`
+/// once their claim expires) and published once more: a late duplicate (at
+/// least once, deduplicated by `event_id`), never an event overtaking its
+/// room's head.
 struct Recording {
-    acknowledged: HashSet<u64>,
+    unmarked: Unmarked,
     task: tokio::task::JoinHandle<Result<BatchReport, Error>>,
 }
 
@@ -208,7 +236,7 @@ impl Recording {
     fn start(processor: &BatchProcessor, published: PublishedBatch) -> Self {
         let processor = processor.clone();
         Self {
-            acknowledged: published.acknowledged(),
+            unmarked: published.unmarked(),
             task: tokio::spawn(async move { processor.record_chain_batch(published).await }),
         }
     }
@@ -217,7 +245,7 @@ impl Recording {
         match self.task.await {
             Ok(Ok(_)) => {}
             Ok(Err(error)) => {
-                tracing::warn!(worker = "room_outbox", %node_id, %error, "marking a published batch failed; its rows are redelivered after their claim expires")
+                tracing::warn!(worker = "room_outbox", %node_id, %error, "marking a published batch failed; its rows are published again by a later batch")
             }
             Err(error) => {
                 tracing::warn!(worker = "room_outbox", %node_id, %error, "marking task died")

@@ -56,6 +56,11 @@ pub struct RelaySettings {
     pub room_outbox_topic: String,
     /// Full name of the treasure wake-up topic (namespace applied).
     pub treasure_open_topic: String,
+    /// `mq` mode through the two-write path of `direct`/`dual` (claim to
+    /// `delivering`, then mark) instead of publishing on the shard lease
+    /// alone. Not a config key: always false from [`Self::from_config`]; the
+    /// benchmark sets it to measure the old path beside the new one.
+    pub claim_mq_rows: bool,
 }
 
 impl RelaySettings {
@@ -141,6 +146,7 @@ impl RelaySettings {
             node_id,
             room_outbox_topic: mq.topic(&mq.room_outbox.topic),
             treasure_open_topic: mq.topic(&mq.treasure_open.topic),
+            claim_mq_rows: false,
         })
     }
 

@@ -1,6 +1,10 @@
 //! Every SQL statement the relay issues against `room_outbox`: scanning the
 //! backlog of owned shards, fenced claims, marking outcomes. SQL errors are
 //! mapped once, here, into [`crate::Error`]. All values are bound parameters.
+//!
+//! Two kinds of marks (docs/design.md#ordering-and-fencing): after a claim
+//! (`direct`/`dual`), fenced by the claim token; without one (`mq`), fenced
+//! by the shard lease's owner and epoch in the same statement.
 
 use crate::Error;
 use outbox_schema::OutboxStatus;
@@ -264,12 +268,7 @@ pub async fn mark_failure(
     next_retry_at_ms: i64,
     error: &str,
 ) -> Result<bool, Error> {
-    let status = if dead_letter {
-        OutboxStatus::Failed
-    } else {
-        OutboxStatus::Retryable
-    }
-    .as_str();
+    let status = failure_status(dead_letter);
     let result = sqlx::query(
         "UPDATE room_outbox SET status = ?, retry_count = retry_count + 1, next_retry_at_ms = ?, \
          last_error = ?, lock_until_ms = 0 WHERE id = ? AND claim_token = ? AND status = 'delivering'",
@@ -282,6 +281,84 @@ pub async fn mark_failure(
     .execute(pool)
     .await?;
     Ok(result.rows_affected() == 1)
+}
+
+/// Marks published rows delivered without a claim, in one statement: only
+/// rows still open, and only where this relay still holds the row's shard in
+/// the epoch it published under (`epochs`), so a relay whose shard was taken
+/// over marks nothing. Sets `claimed_by` to say who delivered the row.
+/// Returns rows updated.
+pub async fn mark_delivered_leased(
+    pool: &MySqlPool,
+    ids: &[u64],
+    node_id: &str,
+    epochs: &[(u16, u64)],
+    now_ms: i64,
+) -> Result<u64, Error> {
+    if ids.is_empty() || epochs.is_empty() {
+        return Ok(0);
+    }
+    let mut builder = QueryBuilder::new(
+        "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
+         SET o.status = 'delivered', o.delivered_at_ms = ",
+    );
+    builder.push_bind(now_ms);
+    builder.push(", o.lock_until_ms = 0, o.last_error = '', o.claimed_by = ");
+    builder.push_bind(node_id);
+    builder.push(" WHERE o.id IN ");
+    push_in_list(&mut builder, ids);
+    builder.push(" AND o.status IN ('pending', 'delivering', 'retryable')");
+    builder.push(" AND l.owner = ").push_bind(node_id);
+    builder.push(" AND (l.shard, l.epoch) IN (");
+    let mut separated = builder.separated(", ");
+    for (shard, epoch) in epochs {
+        separated.push("(");
+        separated.push_bind_unseparated(*shard);
+        separated.push_unseparated(", ");
+        separated.push_bind_unseparated(*epoch);
+        separated.push_unseparated(")");
+    }
+    separated.push_unseparated(")");
+    Ok(builder.build().execute(pool).await?.rows_affected())
+}
+
+/// [`mark_failure`] without a claim: fenced by the shard lease's owner and
+/// `epoch` instead of a claim token. Returns whether the row was updated.
+pub async fn mark_failure_leased(
+    pool: &MySqlPool,
+    id: u64,
+    node_id: &str,
+    epoch: u64,
+    dead_letter: bool,
+    next_retry_at_ms: i64,
+    error: &str,
+) -> Result<bool, Error> {
+    let result = sqlx::query(MARK_FAILURE_LEASED_SQL)
+        .bind(failure_status(dead_letter))
+        .bind(next_retry_at_ms)
+        .bind(truncate_error(error))
+        .bind(node_id)
+        .bind(id)
+        .bind(node_id)
+        .bind(epoch)
+        .execute(pool)
+        .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// A failed attempt of a row published on the shard lease alone.
+const MARK_FAILURE_LEASED_SQL: &str = "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
+     SET o.status = ?, o.retry_count = o.retry_count + 1, o.next_retry_at_ms = ?, o.last_error = ?, \
+     o.lock_until_ms = 0, o.claimed_by = ? \
+     WHERE o.id = ? AND o.status IN ('pending', 'delivering', 'retryable') AND l.owner = ? AND l.epoch = ?";
+
+fn failure_status(dead_letter: bool) -> &'static str {
+    if dead_letter {
+        OutboxStatus::Failed
+    } else {
+        OutboxStatus::Retryable
+    }
+    .as_str()
 }
 
 /// `last_error` is short by contract (docs/design.md#retries-and-final-failures):

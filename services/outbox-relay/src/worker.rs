@@ -1,84 +1,82 @@
-//! The relay loop: claim a batch of due rows from the owned shards, publish
+//! The relay loop: take a batch of due rows from the owned shards, publish
 //! them with per-room order, mark the outcomes; repeat at once after a full
 //! batch, otherwise wait for a commit nudge or the poll interval.
 //!
+//! How a batch is taken depends on the mode (docs/design.md#ordering-and-fencing).
+//! In `mq` mode the shard lease is the claim: the relay publishes the open
+//! rows of the shards it holds, within the lease's time on its own clock, and
+//! writes each row once — `delivered` in one statement per batch, or
+//! `retryable`/`failed` — fenced by the lease's epoch. In `direct` and `dual`
+//! mode (slow request/response publishes) rows are first claimed
+//! (`delivering` with a claim token and `lock_until_ms`) and marked under the
+//! token.
+//!
 //! Per-room order: rows are scanned in commit (`id`) order; a room whose
-//! earliest open row is not due (retry pending, or claimed elsewhere) is
-//! skipped entirely, so nothing overtakes its head. Within a batch a room's
-//! rows form a chain published in order (see `chain`: pipelined on the broker
-//! in `mq` mode); different rooms' chains go out together. When a chain link
-//! fails, the rest of that chain is released, to follow the head once it
-//! succeeds or is dead-lettered.
+//! earliest open row is not due (retry pending, claimed elsewhere, or still
+//! unmarked from the previous batch) is skipped entirely, so nothing
+//! overtakes its head. Within a batch a room's rows form a chain published in
+//! order (see `chain`: pipelined on the broker in `mq` mode); different
+//! rooms' chains go out together. When a chain link fails, the rest of that
+//! chain is released, to follow the head once it succeeds or is dead-lettered.
 
 use crate::{
     chain::{ChainPublisher, Outcome},
+    config::PublishMode,
+    leases::ShardLeases,
+    marks::{Fence, Marker},
     metrics::RelayMetrics,
     publish::Publishers,
     settings::RelaySettings,
     store::{self, OutboxRow},
 };
-use outbox_schema::OutboxStatus;
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::marks::BatchReport;
+
 /// Scan pages per batch: rows of blocked rooms do not count towards the batch,
 /// so a few blocked rooms with long backlogs cannot starve the rest of a shard.
 const MAX_SCAN_PAGES: usize = 4;
 
-/// What one batch did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct BatchReport {
-    /// Rows claimed.
-    pub claimed: usize,
-    /// Rows marked delivered.
-    pub delivered: usize,
-    /// Rows marked retryable.
-    pub retried: usize,
-    /// Rows marked failed (dead letters).
-    pub dead_lettered: usize,
-    /// Rows released behind a failed head.
-    pub released: usize,
-    /// Marks refused by the fencing token.
-    pub fenced: usize,
-}
-
-impl BatchReport {
-    fn add(&mut self, other: BatchReport) {
-        self.claimed += other.claimed;
-        self.delivered += other.delivered;
-        self.retried += other.retried;
-        self.dead_lettered += other.dead_lettered;
-        self.released += other.released;
-        self.fenced += other.fenced;
-    }
-}
-
 /// A chain batch published but not yet recorded in `room_outbox`.
 pub(crate) struct PublishedBatch {
-    token: u64,
+    fence: Fence,
     claimed: usize,
     outcomes: Vec<Outcome>,
     orphans: Vec<u64>,
 }
 
+/// The rows of a published batch whose marks are still being written, as the
+/// next batch must see them: the table does not say yet what became of them.
+#[derive(Debug, Default)]
+pub(crate) struct Unmarked {
+    /// Acknowledged by the publishers: done, ahead of anything published later.
+    acknowledged: HashSet<u64>,
+    /// Failed or released: their room waits until they are marked.
+    unsettled: HashSet<u64>,
+}
+
 impl PublishedBatch {
-    /// Rows claimed.
+    /// Rows taken into the batch.
     pub(crate) fn claimed(&self) -> usize {
         self.claimed
     }
 
-    /// Rows the publishers acknowledged.
-    pub(crate) fn acknowledged(&self) -> HashSet<u64> {
-        self.outcomes
-            .iter()
-            .filter_map(|outcome| match outcome {
-                Outcome::Delivered(id) => Some(*id),
-                _ => None,
-            })
-            .collect()
+    /// The batch's rows as the next batch must treat them until marked.
+    pub(crate) fn unmarked(&self) -> Unmarked {
+        let mut unmarked = Unmarked::default();
+        for outcome in &self.outcomes {
+            match outcome {
+                Outcome::Delivered(id) => unmarked.acknowledged.insert(*id),
+                Outcome::Released(id) => unmarked.unsettled.insert(*id),
+                Outcome::Failed(row, _) => unmarked.unsettled.insert(row.id),
+            };
+        }
+        unmarked.unsettled.extend(self.orphans.iter().copied());
+        unmarked
     }
 }
 
@@ -89,12 +87,24 @@ pub struct BatchProcessor {
     pub(crate) settings: RelaySettings,
     pub(crate) publishers: Publishers,
     pub(crate) metrics: RelayMetrics,
+    /// This instance's shard leases: in `mq` mode, what a batch publishes on.
+    pub(crate) leases: ShardLeases,
     /// Cancelled when the relay starts to stop: a batch that has not claimed
-    /// yet claims nothing, so shutdown only waits for work already claimed.
+    /// (or, in `mq` mode, published) yet takes nothing, so shutdown only waits
+    /// for work already under way.
     pub(crate) stopping: CancellationToken,
 }
 
 impl BatchProcessor {
+    /// The marking half of the processor (see `marks`).
+    fn marker(&self) -> Marker<'_> {
+        Marker {
+            pool: &self.pool,
+            settings: &self.settings,
+            metrics: &self.metrics,
+        }
+    }
+
     /// The publishing half of the processor (see `chain`).
     fn chain_publisher(&self) -> ChainPublisher<'_> {
         ChainPublisher {
@@ -102,6 +112,12 @@ impl BatchProcessor {
             settings: &self.settings,
             metrics: &self.metrics,
         }
+    }
+
+    /// True when the shard lease is the claim: `mq` mode, unless the two-write
+    /// path is asked for (`RelaySettings::claim_mq_rows`).
+    fn lease_is_claim(&self) -> bool {
+        self.settings.publish_mode == PublishMode::Mq && !self.settings.claim_mq_rows
     }
 
     /// Processes one batch of the chain lane and one of the delayed lane in `shards`.
@@ -112,24 +128,36 @@ impl BatchProcessor {
     }
 
     async fn run_chain_batch(&self, shards: &[u16]) -> Result<BatchReport, crate::Error> {
-        match self.publish_chain_batch(shards, &HashSet::new()).await? {
+        match self
+            .publish_chain_batch(shards, &Unmarked::default())
+            .await?
+        {
             Some(published) => self.record_chain_batch(published).await,
             None => Ok(BatchReport::default()),
         }
     }
 
-    /// Scans, claims and publishes one chain batch; the outcomes are not yet
-    /// recorded. Rows in `acknowledged` (published by the previous batch,
-    /// whose marks are still being written) count as done: they neither block
-    /// their room nor get claimed again.
+    /// Scans, takes and publishes one chain batch; the outcomes are not yet
+    /// recorded. `unmarked` is the previous batch, whose marks are still being
+    /// written: its acknowledged rows count as done (neither blocking their
+    /// room nor published again), its other rows block their room.
     pub(crate) async fn publish_chain_batch(
         &self,
         shards: &[u16],
-        acknowledged: &HashSet<u64>,
+        unmarked: &Unmarked,
     ) -> Result<Option<PublishedBatch>, crate::Error> {
         let started = Instant::now();
         let now = now_ms();
-        let chosen = self.choose_chain_rows(shards, now, acknowledged).await?;
+        // In `mq` mode only the leases held, and only while they last by this
+        // process's own clock: a relay resumed after a pause publishes nothing.
+        let lease = self.lease_is_claim().then(|| self.leases.held());
+        if lease
+            .as_ref()
+            .is_some_and(|held| !held.valid_at(Instant::now()))
+        {
+            return Ok(None);
+        }
+        let chosen = self.choose_chain_rows(shards, now, unmarked).await?;
         if chosen.is_empty() {
             return Ok(None);
         }
@@ -137,49 +165,54 @@ impl BatchProcessor {
         if self.stopping.is_cancelled() {
             return Ok(None);
         }
-        let token = claim_token();
-        let ids: Vec<u64> = chosen.iter().map(|row| row.id).collect();
-        let claimed: HashSet<u64> = store::claim(
-            &self.pool,
-            &ids,
-            &self.settings.node_id,
-            token,
-            now,
-            now + millis(self.settings.claim_lease),
-        )
-        .await?
-        .into_iter()
-        .collect();
-
-        // Chains per room, in commit order. A room whose row was not claimed
-        // (someone else changed it) must not publish anything after it.
-        let mut chains: Vec<Vec<OutboxRow>> = Vec::new();
-        let mut chain_of_room: HashMap<String, usize> = HashMap::new();
-        let mut broken_rooms: HashSet<String> = HashSet::new();
-        let mut orphans = Vec::new();
-        for row in chosen {
-            if !claimed.contains(&row.id) {
-                broken_rooms.insert(row.room_id.clone());
-                continue;
+        let (fence, chains, orphans, publish_until) = match lease {
+            Some(held) => {
+                // The scan may have been slow (or paused): look again.
+                if !held.valid_at(Instant::now()) {
+                    return Ok(None);
+                }
+                let epochs = held.epochs_of(shards);
+                let chosen = chosen
+                    .into_iter()
+                    .filter(|row| epochs.contains_key(&row.shard));
+                let (chains, _) = room_chains(chosen, |_| true);
+                (
+                    Fence::Lease(epochs.into_iter().collect()),
+                    chains,
+                    Vec::new(),
+                    held.valid_until,
+                )
             }
-            if broken_rooms.contains(&row.room_id) {
-                orphans.push(row.id);
-                continue;
+            None => {
+                let token = claim_token();
+                let ids: Vec<u64> = chosen.iter().map(|row| row.id).collect();
+                let claimed: HashSet<u64> = store::claim(
+                    &self.pool,
+                    &ids,
+                    &self.settings.node_id,
+                    token,
+                    now,
+                    now + millis(self.settings.claim_lease),
+                )
+                .await?
+                .into_iter()
+                .collect();
+                let (chains, orphans) = room_chains(chosen, |row| claimed.contains(&row.id));
+                (Fence::Claim(token), chains, orphans, None)
             }
-            let index = *chain_of_room.entry(row.room_id.clone()).or_insert_with(|| {
-                chains.push(Vec::new());
-                chains.len() - 1
-            });
-            chains[index].push(row);
-        }
+        };
+        let claimed = chains.iter().map(Vec::len).sum::<usize>() + orphans.len();
         let claimed_at = started.elapsed();
         let rooms = chains.len();
         let deepest = chains.iter().map(Vec::len).max().unwrap_or(0);
-        let outcomes = self.chain_publisher().publish_chains(chains).await;
+        let outcomes = self
+            .chain_publisher()
+            .publish_chains(chains, publish_until)
+            .await;
         // Where a batch's time goes: the evidence for tuning;
         // `RUST_LOG=outbox_relay::worker=debug` shows it.
         tracing::debug!(
-            rows = claimed.len(),
+            rows = claimed,
             rooms,
             deepest,
             scan_ms = scanned.as_secs_f64() * 1e3,
@@ -188,14 +221,14 @@ impl BatchProcessor {
             "chain batch published"
         );
         Ok(Some(PublishedBatch {
-            token,
-            claimed: claimed.len(),
+            fence,
+            claimed,
             outcomes,
             orphans,
         }))
     }
 
-    /// Marks a published batch's outcomes (fenced by its claim token).
+    /// Marks a published batch's outcomes (fenced by its claim token or lease epochs).
     pub(crate) async fn record_chain_batch(
         &self,
         published: PublishedBatch,
@@ -205,9 +238,15 @@ impl BatchProcessor {
             claimed: published.claimed,
             ..BatchReport::default()
         };
-        report.add(self.record(published.outcomes, published.token).await?);
-        report.released +=
-            store::release(&self.pool, &published.orphans, published.token).await? as usize;
+        report.add(
+            self.marker()
+                .record(published.outcomes, &published.fence)
+                .await?,
+        );
+        if let Fence::Claim(token) = published.fence {
+            report.released +=
+                store::release(&self.pool, &published.orphans, token).await? as usize;
+        }
         tracing::debug!(
             rows = published.claimed,
             mark_ms = started.elapsed().as_secs_f64() * 1e3,
@@ -222,7 +261,7 @@ impl BatchProcessor {
         &self,
         shards: &[u16],
         now: i64,
-        acknowledged: &HashSet<u64>,
+        unmarked: &Unmarked,
     ) -> Result<Vec<OutboxRow>, crate::Error> {
         let batch = self.settings.batch_size;
         // One batch's worth per page: the common case (nothing blocked) reads
@@ -236,13 +275,15 @@ impl BatchProcessor {
             let full_page = rows.len() == page;
             for row in rows {
                 after_id = row.id;
-                if acknowledged.contains(&row.id) {
+                if unmarked.acknowledged.contains(&row.id) {
                     continue;
                 }
                 if blocked.contains(&row.room_id) {
                     continue;
                 }
-                if !row.is_due(now) {
+                // In `mq` mode an unmarked failure still reads `pending`:
+                // only memory knows its room must wait.
+                if unmarked.unsettled.contains(&row.id) || !row.is_due(now) {
                     blocked.insert(row.room_id.clone());
                     continue;
                 }
@@ -258,108 +299,57 @@ impl BatchProcessor {
         Ok(chosen)
     }
 
-    async fn record(
-        &self,
-        outcomes: Vec<Outcome>,
-        token: u64,
-    ) -> Result<BatchReport, crate::Error> {
-        let mut report = BatchReport::default();
-        let mut delivered = Vec::new();
-        let mut released = Vec::new();
-        let now = now_ms();
-        for outcome in outcomes {
-            match outcome {
-                Outcome::Delivered(id) => delivered.push(id),
-                Outcome::Released(id) => released.push(id),
-                Outcome::Failed(row, failure) => {
-                    let attempts = row.retry_count.saturating_add(1);
-                    let dead = !failure.retryable || attempts >= self.settings.max_retry_count;
-                    let delay = self.settings.backoff.delay(attempts);
-                    let next_retry_at_ms = now + millis(delay);
-                    let marked = store::mark_failure(
-                        &self.pool,
-                        row.id,
-                        token,
-                        dead,
-                        next_retry_at_ms,
-                        &failure.message,
-                    )
-                    .await?;
-                    if !marked {
-                        report.fenced += 1;
-                        self.metrics.fenced_marks.inc();
-                    } else if dead {
-                        report.dead_lettered += 1;
-                        self.metrics.dead_letters.inc();
-                        tracing::error!(
-                            worker = "room_outbox",
-                            node_id = %self.settings.node_id,
-                            event_id = %row.event_id,
-                            event_type = %row.event_type,
-                            room_id = %row.room_id,
-                            retry_count = attempts,
-                            status = OutboxStatus::Failed.as_str(),
-                            final_failure = !failure.retryable,
-                            error = %failure.message,
-                            "outbox event dead-lettered; room moves on"
-                        );
-                    } else {
-                        report.retried += 1;
-                        tracing::warn!(
-                            worker = "room_outbox",
-                            node_id = %self.settings.node_id,
-                            event_id = %row.event_id,
-                            event_type = %row.event_type,
-                            room_id = %row.room_id,
-                            retry_count = attempts,
-                            status = OutboxStatus::Retryable.as_str(),
-                            next_retry_at_ms,
-                            error = %failure.message,
-                            "outbox publish failed; retrying"
-                        );
-                    }
-                }
-            }
-        }
-        let marked = store::mark_delivered(&self.pool, &delivered, token, now).await? as usize;
-        if marked < delivered.len() {
-            let fenced = delivered.len() - marked;
-            report.fenced += fenced;
-            self.metrics.fenced_marks.inc_by(fenced as u64);
-            tracing::warn!(node_id = %self.settings.node_id, fenced, "delivered marks refused by a newer claim");
-        }
-        report.delivered += marked;
-        report.released += store::release(&self.pool, &released, token).await? as usize;
-        Ok(report)
-    }
-
     /// Delayed wake-ups: independent of each other and of the room chain.
     pub(crate) async fn run_delayed_batch(
         &self,
         shards: &[u16],
     ) -> Result<BatchReport, crate::Error> {
         let now = now_ms();
+        let lease = self.lease_is_claim().then(|| self.leases.held());
+        if lease
+            .as_ref()
+            .is_some_and(|held| !held.valid_at(Instant::now()))
+        {
+            return Ok(BatchReport::default());
+        }
         let due = store::scan_delayed(&self.pool, shards, now, self.settings.batch_size).await?;
         if due.is_empty() || self.stopping.is_cancelled() {
             return Ok(BatchReport::default());
         }
-        let token = claim_token();
-        let ids: Vec<u64> = due.iter().map(|row| row.id).collect();
-        let claimed: HashSet<u64> = store::claim(
-            &self.pool,
-            &ids,
-            &self.settings.node_id,
-            token,
-            now,
-            now + millis(self.settings.claim_lease),
-        )
-        .await?
-        .into_iter()
-        .collect();
-        let rows: Vec<OutboxRow> = due
-            .into_iter()
-            .filter(|row| claimed.contains(&row.id))
-            .collect();
+        let (fence, rows) = match lease {
+            Some(held) => {
+                if !held.valid_at(Instant::now()) {
+                    return Ok(BatchReport::default());
+                }
+                let epochs = held.epochs_of(shards);
+                let rows: Vec<OutboxRow> = due
+                    .into_iter()
+                    .filter(|row| epochs.contains_key(&row.shard))
+                    .collect();
+                (Fence::Lease(epochs.into_iter().collect()), rows)
+            }
+            None => {
+                let token = claim_token();
+                let ids: Vec<u64> = due.iter().map(|row| row.id).collect();
+                let claimed: HashSet<u64> = store::claim(
+                    &self.pool,
+                    &ids,
+                    &self.settings.node_id,
+                    token,
+                    now,
+                    now + millis(self.settings.claim_lease),
+                )
+                .await?
+                .into_iter()
+                .collect();
+                let rows = due
+                    .into_iter()
+                    .filter(|row| claimed.contains(&row.id))
+                    .collect();
+                (Fence::Claim(token), rows)
+            }
+        };
+        let claimed = rows.len();
         let outcomes = futures::future::join_all(rows.into_iter().map(|row| async move {
             match self.chain_publisher().publish_one(&row).await {
                 Ok(()) => Outcome::Delivered(row.id),
@@ -367,10 +357,39 @@ impl BatchProcessor {
             }
         }))
         .await;
-        let mut report = self.record(outcomes, token).await?;
-        report.claimed = claimed.len();
+        let mut report = self.marker().record(outcomes, &fence).await?;
+        report.claimed = claimed;
         Ok(report)
     }
+}
+
+/// Splits `chosen` (commit order) into room chains of the rows `taken`
+/// accepts; a room whose row was not taken (someone else changed it) must not
+/// publish anything after it, so its later rows come back as orphans.
+fn room_chains(
+    chosen: impl IntoIterator<Item = OutboxRow>,
+    taken: impl Fn(&OutboxRow) -> bool,
+) -> (Vec<Vec<OutboxRow>>, Vec<u64>) {
+    let mut chains: Vec<Vec<OutboxRow>> = Vec::new();
+    let mut chain_of_room: HashMap<String, usize> = HashMap::new();
+    let mut broken_rooms: HashSet<String> = HashSet::new();
+    let mut orphans = Vec::new();
+    for row in chosen {
+        if !taken(&row) {
+            broken_rooms.insert(row.room_id.clone());
+            continue;
+        }
+        if broken_rooms.contains(&row.room_id) {
+            orphans.push(row.id);
+            continue;
+        }
+        let index = *chain_of_room.entry(row.room_id.clone()).or_insert_with(|| {
+            chains.push(Vec::new());
+            chains.len() - 1
+        });
+        chains[index].push(row);
+    }
+    (chains, orphans)
 }
 
 /// A fresh fencing token for one claim: random, non-zero (0 means "never claimed").

@@ -403,15 +403,80 @@ async fn admin_http_requires_the_token_and_serves_operations() {
     ] {
         assert!(metrics.contains(name), "missing {name} in /metrics");
     }
-    assert_eq!(
-        client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    // Ready once the producer has the topics' metadata (the shared broker
+    // is up, so that comes).
+    wait_for_status(&client, &format!("{base}/readyz"), 200).await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// Polls `url` until it answers `status`, failing after 60 s.
+async fn wait_for_status(client: &reqwest::Client, url: &str, status: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let answer = client.get(url).send().await.unwrap().status();
+        if answer == status {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{url} still answers {answer}, not {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_relay_is_ready_only_once_its_producer_has_the_topics_metadata() {
+    let db = testkit::TestDb::new().await;
+    // A broker that is not there yet, on a port that will be its own.
+    let mut broker = testkit::PrivateBroker::start().await;
+    broker.stop();
+    let mut config = RelayServiceConfig {
+        mysql: MysqlConfig {
+            url: db.url.clone(),
+            ..MysqlConfig::default()
+        },
+        http_listen: "127.0.0.1:0".into(),
+        ..RelayServiceConfig::default()
+    };
+    config.outbox_worker = worker_config("relay-warm");
+    config.rocketmq = mq_config(&broker.bootstrap, &testkit::unique("ns"));
+    let app = App::build(config).await.unwrap();
+    let base = format!("http://{}", app.http_addr().unwrap());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(app.run(shutdown.clone()));
+    let client = reqwest::Client::new();
+
+    // The relay runs — it holds its shard leases — but cannot reach the broker.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let held: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM relay_shard_leases WHERE owner = 'relay-warm' AND lease_until_ms > ?",
+        )
+        .bind(service_kit::time::now_ms())
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        if held == 64 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "relay never took its shards"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let status = client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 503, "ready without a connected producer");
+
+    broker.restart().await;
+    wait_for_status(&client, &format!("{base}/readyz"), 200).await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }

@@ -274,7 +274,7 @@ async fn create_room_makes_the_im_group_and_survives_an_im_outage() {
 
 /// The embedded relay publishing to a broker that no longer answers: the
 /// drain waits the grace, then drops the relay, and only then closes MySQL.
-/// The claimed row is left `delivering` for a later claim, not marked.
+/// The row being published is left open (`pending` in `mq` mode) for a later publish, not marked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_stuck_on_a_slow_broker_is_dropped_before_mysql_closes() {
     let mut broker = testkit::PrivateBroker::start().await;
@@ -297,24 +297,34 @@ async fn a_relay_stuck_on_a_slow_broker_is_dropped_before_mysql_closes() {
     let room = testkit::unique("room-");
     let mut client = harness.client.clone();
     client.create_room(create(&room, "owner")).await.unwrap();
-    let claimed = async {
+    // In `mq` mode a row being published still reads `pending`: the relay's
+    // gauge of rows it is publishing says it has taken it.
+    let metrics_url = format!("{}/metrics", harness.http);
+    let publishing = async {
         loop {
-            let status: Option<String> = sqlx::query_scalar(
-                "SELECT status FROM room_outbox WHERE room_id = ? ORDER BY id LIMIT 1",
-            )
-            .bind(&room)
-            .fetch_optional(&harness.pool)
-            .await
-            .unwrap();
-            if status.as_deref() == Some("delivering") {
+            let metrics = reqwest::get(&metrics_url)
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let in_flight = metrics
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix("room_outbox_publishing ")?
+                        .parse::<i64>()
+                        .ok()
+                })
+                .unwrap_or(0);
+            if in_flight > 0 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(30), claimed)
+    tokio::time::timeout(Duration::from_secs(30), publishing)
         .await
-        .expect("the relay claimed the row and is publishing");
+        .expect("the relay took the row and is publishing");
 
     let (report, db, _) = harness.stop().await;
     let aborted = report
@@ -334,5 +344,5 @@ async fn a_relay_stuck_on_a_slow_broker_is_dropped_before_mysql_closes() {
             .fetch_one(&db.pool)
             .await
             .unwrap();
-    assert_eq!(status, "delivering", "left for a later claim, not marked");
+    assert_eq!(status, "pending", "left for a later publish, not marked");
 }

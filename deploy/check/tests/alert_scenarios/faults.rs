@@ -263,16 +263,15 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             token
         }
         Fault::ClaimsTakenOver => {
-            // Rows keep coming; each claim's publish fails after a second
-            // (no broker), and meanwhile another relay claims the rows, as
-            // one that took the shard over would: the failure marks of the
-            // first are refused.
+            // Rows keep coming; each publish fails after a second (no
+            // broker), and meanwhile the shards' lease epochs move on, as a
+            // takeover by another relay bumps them: the failure marks of the
+            // relay, fenced by the epoch it published under, are refused.
             let pool = stack.db.pool.clone();
             let token = keep_doing(Duration::from_millis(100), move || {
                 let pool = pool.clone();
                 async move {
-                    // A room per batch: a taken-over row holds its room's
-                    // chain until its claim lapses, other rooms go on.
+                    // A room per batch, so every batch has rows to fail.
                     let room = testkit::unique("taken-");
                     let events: Vec<pb::RoomOutboxEvent> =
                         (0..8).map(|index| heat_event(&room, index, 0)).collect();
@@ -285,13 +284,10 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
                         .await
                         .unwrap();
                     tx.commit().await.unwrap();
-                    sqlx::query(
-                        "UPDATE room_outbox SET claim_token = claim_token + 1000000 \
-                         WHERE status = 'delivering'",
-                    )
-                    .execute(&pool)
-                    .await
-                    .unwrap();
+                    sqlx::query("UPDATE relay_shard_leases SET epoch = epoch + 1")
+                        .execute(&pool)
+                        .await
+                        .unwrap();
                 }
             });
             until("fenced marks", || async {
