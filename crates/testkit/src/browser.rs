@@ -107,6 +107,18 @@ impl Browser {
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .await
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// A WebDriver call; `Err` names the path and the driver's answer.
+    async fn try_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, String> {
         let url = format!("{}{path}", self.base);
         let mut request = self.http.request(method, &url);
         if let Some(body) = body {
@@ -115,11 +127,13 @@ impl Browser {
         let response = request
             .send()
             .await
-            .unwrap_or_else(|error| panic!("{url}: {error}"));
+            .map_err(|error| format!("{url}: {error}"))?;
         let status = response.status();
         let value: Value = response.json().await.unwrap_or(Value::Null);
-        assert!(status.is_success(), "{path}: {status} {value}");
-        value["value"].clone()
+        if !status.is_success() {
+            return Err(format!("{path}: {status} {value}"));
+        }
+        Ok(value["value"].clone())
     }
 
     async fn session_call(
@@ -219,10 +233,49 @@ impl Browser {
         .to_owned()
     }
 
-    /// The rendered text of the whole page.
-    pub async fn page_text(&self) -> String {
-        let body = self.find("body").await;
-        self.text(&body).await
+    /// The page's text, or `Err` while there is no page to read: a click's
+    /// navigation under way has no `body` yet, or replaces the one found.
+    async fn try_page_text(&self) -> Result<String, String> {
+        let session = format!("/session/{}", self.session);
+        let found = self
+            .try_call(
+                reqwest::Method::POST,
+                &format!("{session}/elements"),
+                Some(json!({"using": "css selector", "value": "body"})),
+            )
+            .await?;
+        let body = found
+            .as_array()
+            .and_then(|elements| elements.first())
+            .and_then(|element| element[ELEMENT_KEY].as_str())
+            .ok_or_else(|| "no body yet".to_owned())?;
+        let text = self
+            .try_call(
+                reqwest::Method::GET,
+                &format!("{session}/element/{body}/text"),
+                None,
+            )
+            .await?;
+        Ok(text.as_str().unwrap_or_default().to_owned())
+    }
+
+    /// Waits, without reloading, until the current page's text contains
+    /// `needle` — a click that submits a form returns before the browser has
+    /// the answer — or panics after `timeout` with the last text seen.
+    pub async fn wait_for_page_text(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.try_page_text().await {
+                Ok(text) if text.contains(needle) => return text,
+                Ok(text) => text,
+                Err(error) => error,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "`{needle}` not on the page within {timeout:?}; last seen:\n{last}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// Reloads `url` until the page's text contains `needle`, or panics
@@ -231,7 +284,7 @@ impl Browser {
         let deadline = Instant::now() + timeout;
         loop {
             self.goto(url).await;
-            let text = self.page_text().await;
+            let text = self.try_page_text().await.unwrap_or_else(|error| error);
             if text.contains(needle) {
                 return text;
             }
@@ -254,7 +307,7 @@ impl Browser {
                 return;
             }
             if Instant::now() >= deadline {
-                let text = self.page_text().await;
+                let text = self.try_page_text().await.unwrap_or_else(|error| error);
                 panic!("not at {url} within {timeout:?} but at {at}; page:\n{text}");
             }
             tokio::time::sleep(POLL).await;

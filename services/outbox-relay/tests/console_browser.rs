@@ -126,7 +126,7 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
     browser
         .wait_for_url(&format!("{base}/console"), DEADLINE)
         .await;
-    let overview = browser.page_text().await;
+    let overview = browser.wait_for_page_text("Overview", DEADLINE).await;
     assert!(
         overview.contains("Overview") && overview.contains("operator"),
         "{overview}"
@@ -165,7 +165,7 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
     browser
         .click(&browser.find(&format!("{skip} button")).await)
         .await;
-    let result = browser.page_text().await;
+    let result = browser.wait_for_page_text("skip by alice", DEADLINE).await;
     assert!(result.contains("skip by alice"), "{result}");
     assert!(result.contains("retryable → failed"), "{result}");
     browser.screenshot(&shots.join("skip-result.png")).await;
@@ -214,7 +214,9 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
     assert!(letters.contains("skipped by alice"), "{letters}");
     browser.screenshot(&shots.join("dead-letters.png")).await;
     browser.click(&browser.find("#dry-run").await).await;
-    let dry = browser.page_text().await;
+    let dry = browser
+        .wait_for_page_text("would put 1 dead letters back", DEADLINE)
+        .await;
     assert!(dry.contains("would put 1 dead letters back"), "{dry}");
     assert!(dry.contains(&head), "{dry}");
     assert_eq!(
@@ -232,7 +234,9 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
         )
         .await;
     browser.click(&browser.find("#replay").await).await;
-    let replayed = browser.page_text().await;
+    let replayed = browser
+        .wait_for_page_text("Replayed 1 dead letters", DEADLINE)
+        .await;
     assert!(replayed.contains("Replayed 1 dead letters"), "{replayed}");
     browser.screenshot(&shots.join("replay-result.png")).await;
 
@@ -249,7 +253,7 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
         messages_before + 3
     );
     browser.goto(&timeline_url).await;
-    let after = browser.page_text().await;
+    let after = browser.wait_for_page_text("delivered", DEADLINE).await;
     assert!(
         !after.contains("failed") && after.matches("delivered").count() == 4,
         "{after}"
