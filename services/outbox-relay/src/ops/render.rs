@@ -49,15 +49,9 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmmZ` (proleptic
-/// Gregorian, UTC); 0 prints as `-`.
-pub fn utc(ms: i64) -> String {
-    if ms == 0 {
-        return "-".to_owned();
-    }
-    let days = ms.div_euclid(86_400_000);
-    let of_day = ms.rem_euclid(86_400_000);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+/// The proleptic Gregorian `(year, month, day)` of `days` since 1970-01-01
+/// (Howard Hinnant's `civil_from_days`): no date crate for one formula.
+pub fn civil_date(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -66,7 +60,17 @@ pub fn utc(ms: i64) -> String {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmmZ` (proleptic
+/// Gregorian, UTC); 0 prints as `-`.
+pub fn utc(ms: i64) -> String {
+    if ms == 0 {
+        return "-".to_owned();
+    }
+    let of_day = ms.rem_euclid(86_400_000);
+    let (year, month, day) = civil_date(ms.div_euclid(86_400_000));
     format!(
         "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}Z",
         of_day / 3_600_000,
