@@ -116,6 +116,21 @@ impl BatchProcessor {
 
     /// True when the shard lease is the claim: `mq` mode, unless the two-write
     /// path is asked for (`RelaySettings::claim_mq_rows`).
+    /// Claims `ids` under `token` until `claim_lease` from `now` (the
+    /// `delivering` write of `direct`/`dual`); the ids this relay now holds.
+    async fn claim(&self, ids: &[u64], token: u64, now: i64) -> Result<HashSet<u64>, crate::Error> {
+        let claimed = store::claim(
+            &self.pool,
+            ids,
+            &self.settings.node_id,
+            token,
+            now,
+            now + millis(self.settings.claim_lease),
+        )
+        .await?;
+        Ok(claimed.into_iter().collect())
+    }
+
     fn lease_is_claim(&self) -> bool {
         self.settings.publish_mode == PublishMode::Mq && !self.settings.claim_mq_rows
     }
@@ -186,17 +201,7 @@ impl BatchProcessor {
             None => {
                 let token = claim_token();
                 let ids: Vec<u64> = chosen.iter().map(|row| row.id).collect();
-                let claimed: HashSet<u64> = store::claim(
-                    &self.pool,
-                    &ids,
-                    &self.settings.node_id,
-                    token,
-                    now,
-                    now + millis(self.settings.claim_lease),
-                )
-                .await?
-                .into_iter()
-                .collect();
+                let claimed = self.claim(&ids, token, now).await?;
                 let (chains, orphans) = room_chains(chosen, |row| claimed.contains(&row.id));
                 (Fence::Claim(token), chains, orphans, None)
             }
@@ -331,17 +336,7 @@ impl BatchProcessor {
             None => {
                 let token = claim_token();
                 let ids: Vec<u64> = due.iter().map(|row| row.id).collect();
-                let claimed: HashSet<u64> = store::claim(
-                    &self.pool,
-                    &ids,
-                    &self.settings.node_id,
-                    token,
-                    now,
-                    now + millis(self.settings.claim_lease),
-                )
-                .await?
-                .into_iter()
-                .collect();
+                let claimed = self.claim(&ids, token, now).await?;
                 let rows = due
                     .into_iter()
                     .filter(|row| claimed.contains(&row.id))
