@@ -176,14 +176,19 @@ pub(crate) fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
 }
 
 /// The HTTP status of each error: the caller's fault (4xx) or the server's.
-fn error_response(error: crate::Error) -> Response {
-    let status = match &error {
+/// The admin endpoints and the console answer an operation's error alike.
+pub(crate) fn error_status(error: &crate::Error) -> StatusCode {
+    match error {
         crate::Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
         crate::Error::NotFound(_) => StatusCode::NOT_FOUND,
         crate::Error::Refused(_) => StatusCode::CONFLICT,
         crate::Error::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
         crate::Error::Config(_) | crate::Error::Mq(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
+    }
+}
+
+fn error_response(error: crate::Error) -> Response {
+    let status = error_status(&error);
     if status.is_server_error() {
         tracing::warn!(%error, "admin operation failed");
     }

@@ -163,13 +163,7 @@ impl Console {
         error: &crate::Error,
         prefix: &str,
     ) -> Response {
-        let status = match error {
-            crate::Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
-            crate::Error::NotFound(_) => StatusCode::NOT_FOUND,
-            crate::Error::Refused(_) => StatusCode::CONFLICT,
-            crate::Error::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-            crate::Error::Config(_) | crate::Error::Mq(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
+        let status = crate::admin::error_status(error);
         if status.is_server_error() {
             tracing::warn!(%error, "console operation failed");
         }
