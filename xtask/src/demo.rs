@@ -47,8 +47,11 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     crate::step("checking MariaDB (127.0.0.1:3306) and Redis (127.0.0.1:6379)");
     let mut databases = localdb::ensure(&root.join("target/demo"))?;
     crate::step("checking Tansu");
-    let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
-    let built = stack::build_binaries(stop)?;
+    let (tansu, built) = infra::with_tansu_installed(
+        &root.join("target/tansu-install.log"),
+        |install| interrupt::run_interruptible(install, stop),
+        || stack::build_binaries(stop),
+    )?;
     if !built.contains("demo") {
         return Err("the demo crate did not compile (see the cargo output above)".into());
     }

@@ -11,8 +11,17 @@ use std::time::{Duration, Instant};
 
 /// The broker version the project is tested with (see DESIGN.md).
 pub const TANSU_VERSION: &str = "0.6.0";
-/// Without these features Tansu has no usable storage engine.
+/// Without these features Tansu has no usable storage engine: `dynostore`
+/// for `memory://` (the tests, the demo, the chaos suite, the benchmarks),
+/// `libsql` for `sqlite://`, the only engine here that stores SCRAM
+/// credentials (the SASL tests; dynostore accepts none).
 const TANSU_FEATURES: &str = "dynostore,libsql";
+/// Optimisation level Tansu is built with. Its build is most of a fresh
+/// machine's first run, and a long serial tail of it (tansu-sans-io, then
+/// tansu-storage, then the broker and the binary) is LLVM time that
+/// opt-level 3 roughly doubles; at 1 the broker still produces far faster
+/// than anything here publishes (README, *First run*).
+const TANSU_OPT_LEVEL: &str = "1";
 
 /// Root of the workspace (xtask's parent directory).
 pub fn workspace_root() -> PathBuf {
@@ -83,23 +92,77 @@ pub fn ensure_tansu_with(
         return Ok(found.clone());
     }
     eprintln!(
-        "xtask: installing Tansu {TANSU_VERSION} (features {TANSU_FEATURES}); this takes several \
-         minutes once and is cached in cargo's bin directory"
+        "xtask: installing Tansu {TANSU_VERSION} (features {TANSU_FEATURES}, opt-level \
+         {TANSU_OPT_LEVEL}); this takes several minutes once and is cached in cargo's bin directory"
     );
-    install(Command::new(cargo()).args([
-        "install",
-        "tansu",
-        "--version",
-        TANSU_VERSION,
-        "--locked",
-        "--features",
-        TANSU_FEATURES,
-    ]))
-    .map_err(|error| format!("`cargo install tansu --version {TANSU_VERSION}` failed: {error}"))?;
+    let mut command = Command::new(cargo());
+    command
+        .args([
+            "install",
+            "tansu",
+            "--version",
+            TANSU_VERSION,
+            "--locked",
+            "--features",
+            TANSU_FEATURES,
+        ])
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", TANSU_OPT_LEVEL);
+    install(&mut command).map_err(|error| {
+        format!("`cargo install tansu --version {TANSU_VERSION}` failed: {error}")
+    })?;
     candidates
         .into_iter()
         .find(|path| tansu_version_ok(path))
         .ok_or_else(|| "tansu was installed but is not in cargo's bin directory".into())
+}
+
+/// Runs `work` (typically the workspace build) while Tansu is installed
+/// beside it when missing, and returns both results. On two cores the two
+/// builds share the machine well: most of Tansu's build is a serial chain of
+/// large crates that keeps one core busy, and the workspace fills the other.
+/// The install's output goes to `log` (it would interleave with the
+/// workspace build's); its tail is printed when it fails.
+pub fn with_tansu_installed<T>(
+    log: &Path,
+    install: impl FnOnce(&mut Command) -> Result<(), String> + Send,
+    work: impl FnOnce() -> Result<T, String>,
+) -> Result<(PathBuf, T), String> {
+    if let Some(found) = tansu_candidates().iter().find(|path| tansu_version_ok(path)) {
+        return Ok((found.clone(), work()?));
+    }
+    if let Some(parent) = log.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
+    }
+    let open_log = || {
+        std::fs::File::create(log)
+            .and_then(|file| Ok((file.try_clone()?, file)))
+            .map_err(|error| format!("cannot create {}: {error}", log.display()))
+    };
+    let (stdout, stderr) = open_log()?;
+    eprintln!(
+        "xtask: Tansu is built in the background beside the workspace (log: {})",
+        log.display()
+    );
+    std::thread::scope(|scope| {
+        let tansu = scope.spawn(move || {
+            ensure_tansu_with(|command| install(command.stdout(stdout).stderr(stderr)))
+        });
+        let worked = work();
+        let tansu = tansu
+            .join()
+            .unwrap_or_else(|_| Err("the Tansu install thread panicked".into()))
+            .map_err(|error| format!("{error}\n{}", log_tail(log)));
+        Ok((tansu?, worked?))
+    })
+}
+
+/// The last lines of a log, for an error message.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+    format!("last lines of {}:\n{tail}", log.display())
 }
 
 fn tansu_candidates() -> Vec<PathBuf> {

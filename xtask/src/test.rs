@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the README's test command and what CI runs.
 //!
-//! From nothing to a full run: check MariaDB and Redis, install Tansu,
-//! promtool (the alert tests' rule evaluator) and Chromium with its
+//! From nothing to a full run: check MariaDB and Redis, compile the tests
+//! while Tansu installs beside them if missing, install promtool (the alert tests' rule evaluator) and Chromium with its
 //! WebDriver (the console's browser test) if missing, start a broker on a free port, drop databases left over by earlier
 //! runs, run every workspace test (cargo-nextest when installed, else
 //! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
@@ -17,30 +17,27 @@ use std::process::Command;
 pub fn run(extra: &[String]) -> Result<(), String> {
     infra::check_databases()?;
     drop_leftover_databases();
-    let tansu = infra::ensure_tansu()?;
-    let promtool = crate::promtool::ensure_promtool(infra::run_checked)?;
-    crate::chromium::ensure_chromium(infra::run_checked)?;
-    let port = infra::free_port()?;
-    let log_dir = infra::workspace_root().join("target/tansu");
-    let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &log_dir)?;
-    eprintln!("xtask: broker {} started for this run", broker.bootstrap);
-
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    if has_nextest() {
-        command.args(["nextest", "run", "--no-fail-fast"]);
-    } else {
-        command.args(["test", "--no-fail-fast"]);
-    }
     // Whole workspace unless the caller picked packages.
     let picked_packages = extra
         .iter()
         .any(|arg| arg == "-p" || arg == "--package" || arg.starts_with("--package="));
-    if !picked_packages {
-        command.arg("--workspace");
-    }
+    let root = infra::workspace_root();
+    // The tests compile while Tansu installs (a fresh machine's first run),
+    // then run against a broker.
+    let (tansu, ()) = infra::with_tansu_installed(
+        &root.join("target/tansu-install.log"),
+        infra::run_checked,
+        || infra::run_checked(&mut test_command(extra, picked_packages, true)),
+    )?;
+    let promtool = crate::promtool::ensure_promtool(infra::run_checked)?;
+    crate::chromium::ensure_chromium(infra::run_checked)?;
+    let port = infra::free_port()?;
+    let log_dir = root.join("target/tansu");
+    let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &log_dir)?;
+    eprintln!("xtask: broker {} started for this run", broker.bootstrap);
+
+    let mut command = test_command(extra, picked_packages, false);
     command
-        .args(extra)
-        .current_dir(infra::workspace_root())
         .env("HYAPP_TEST_KAFKA_BOOTSTRAP", &broker.bootstrap)
         .env("HYAPP_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306")
         .env("HYAPP_TEST_REDIS_URL", "redis://127.0.0.1:6379")
@@ -59,6 +56,28 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     let args: Vec<String> = CHAOS_SUBSET.iter().map(|arg| arg.to_string()).collect();
     crate::chaos::run(&args, &crate::interrupt::StopFlag::never())?;
     crate::up_check::run()
+}
+
+/// The test runner's command (cargo-nextest when installed, else `cargo
+/// test`) over the workspace or the packages `extra` picks; `compile_only`
+/// builds the tests without running them.
+fn test_command(extra: &[String], picked_packages: bool, compile_only: bool) -> Command {
+    let mut command = Command::new(infra::cargo());
+    if has_nextest() {
+        command.args(["nextest", "run"]);
+    } else {
+        command.arg("test");
+    }
+    command.arg(if compile_only {
+        "--no-run"
+    } else {
+        "--no-fail-fast"
+    });
+    if !picked_packages {
+        command.arg("--workspace");
+    }
+    command.args(extra).current_dir(infra::workspace_root());
+    command
 }
 
 /// The reliability subset of a full test run: fixed seed, one minute of

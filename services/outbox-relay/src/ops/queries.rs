@@ -43,11 +43,12 @@ pub const DEAD_LETTERS_SQL: &str = "SELECT id, event_id, room_id, event_type, re
      FROM room_outbox FORCE INDEX (idx_failing) WHERE failing_status = 'failed' \
      AND (? = '' OR event_type = ?) AND created_at_ms >= ? AND created_at_ms < ? ORDER BY id LIMIT ?";
 
-/// One room's dead letters in commit order: among the room's closed rows
-/// (idx_room) or among all dead letters (idx_failing), whichever the server
-/// estimates smaller. Binds: room id, event type twice, since, until, limit.
+/// One room's dead letters in commit order: the dead letters' range of
+/// idx_failing, the room filtered in the index (bounded by the dead letters,
+/// never by the room's delivered history). Binds: room id, event type twice,
+/// since, until, limit.
 pub const DEAD_LETTERS_OF_ROOM_SQL: &str = "SELECT id, event_id, room_id, event_type, retry_count, last_error, created_at_ms \
-     FROM room_outbox FORCE INDEX (idx_room, idx_failing) WHERE room_id = ? AND open_flag = 0 \
+     FROM room_outbox FORCE INDEX (idx_failing) WHERE room_id = ? \
      AND failing_status = 'failed' AND (? = '' OR event_type = ?) AND created_at_ms >= ? AND created_at_ms < ? \
      ORDER BY id LIMIT ?";
 
@@ -63,14 +64,17 @@ pub const ROOM_EXISTS_SQL: &str = "SELECT id FROM \
      room_outbox FORCE INDEX (idx_room) WHERE room_id = ? LIMIT 1";
 
 /// A room's open rows of one lane in commit order: the head first, then what
-/// queues behind it. Binds: room id, lane, limit.
+/// queues behind it. The lane's backlog range of idx_claim, the room filtered
+/// in the index (idx_room has no `open_flag`, so a delivered mark does not
+/// move its entry). Binds: room id, lane, limit.
 pub const ROOM_OPEN_ROWS_SQL: &str = "SELECT id, event_id, room_id, lane, room_event_seq, event_type, \
      status, retry_count, next_retry_at_ms, lock_until_ms, claimed_by, last_error, created_at_ms, payload \
-     FROM room_outbox FORCE INDEX (idx_room) WHERE room_id = ? AND open_flag = 1 AND lane = ? \
+     FROM room_outbox FORCE INDEX (idx_claim) WHERE room_id = ? AND open_flag = 1 AND lane = ? \
      ORDER BY id LIMIT ?";
 
-/// How many open rows a room has in one lane (index-only). Binds: room id, lane.
-pub const ROOM_OPEN_COUNT_SQL: &str = "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_room) \
+/// How many open rows a room has in one lane (index-only: the lane's backlog
+/// range of idx_claim). Binds: room id, lane.
+pub const ROOM_OPEN_COUNT_SQL: &str = "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_claim) \
      WHERE room_id = ? AND open_flag = 1 AND lane = ?";
 
 /// One row by event id, with everything the views show. Binds: event id.
@@ -150,18 +154,20 @@ pub const EVENT_PAYLOAD_SQL: &str = "SELECT lane, payload FROM room_outbox FORCE
      WHERE event_id = ?";
 
 /// A room's latest closed chain rows (delivered or dead letters), newest
-/// first: idx_room's range of the room's closed chain, read backwards, never
-/// the rest of its history. Binds: room id, limit.
+/// first: idx_room's range of the room's chain read backwards, past the
+/// room's open rows (at most its backlog), never the rest of its history.
+/// Binds: room id, limit.
 pub const TIMELINE_CLOSED_SQL: &str = "SELECT id, event_id, room_id, lane, room_event_seq, event_type, \
      status, retry_count, next_retry_at_ms, lock_until_ms, claimed_by, last_error, created_at_ms, payload, \
      delivered_at_ms FROM room_outbox FORCE INDEX (idx_room) WHERE room_id = ? AND open_flag = 0 AND lane = 0 \
      ORDER BY id DESC LIMIT ?";
 
 /// A room's first open chain rows, oldest first (the head, then its queue),
-/// with the delivery time column the timeline shows. Binds: room id, limit.
+/// with the delivery time column the timeline shows: the chain's backlog
+/// range of idx_claim, the room filtered in the index. Binds: room id, limit.
 pub const TIMELINE_OPEN_SQL: &str = "SELECT id, event_id, room_id, lane, room_event_seq, event_type, \
      status, retry_count, next_retry_at_ms, lock_until_ms, claimed_by, last_error, created_at_ms, payload, \
-     delivered_at_ms FROM room_outbox FORCE INDEX (idx_room) WHERE room_id = ? AND open_flag = 1 AND lane = 0 \
+     delivered_at_ms FROM room_outbox FORCE INDEX (idx_claim) WHERE room_id = ? AND open_flag = 1 AND lane = 0 \
      ORDER BY id LIMIT ?";
 
 /// Start of the consumed-events lookup: then the bound group list,

@@ -2,8 +2,9 @@
 //! (decoded through outbox-schema's validated decoding: type, event id, room
 //! seq, a readable payload summary), its status, attempts, next retry and
 //! last error, and what queues behind it — plus the room's open delayed
-//! wake-ups, which are outside the chain. All reads go through idx_room, so
-//! a room's delivered history is never walked.
+//! wake-ups, which are outside the chain. The open rows are read from the
+//! backlog's range of idx_claim (the room filtered in the index), so a room's
+//! delivered history is never walked.
 
 use super::queries::{EVENT_PAYLOAD_SQL, ROOM_EXISTS_SQL, ROOM_OPEN_COUNT_SQL, ROOM_OPEN_ROWS_SQL};
 use crate::Error;

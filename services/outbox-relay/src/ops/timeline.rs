@@ -4,8 +4,9 @@
 //! `consumer_dedup`, which every consumer writes as it applies an event).
 //! Delayed wake-ups are outside the chain and listed by `room` instead.
 //!
-//! Bounded reads only: two idx_room ranges (closed rows backwards, open rows
-//! forwards), then primary-key lookups of `consumer_dedup` for exactly those
+//! Bounded reads only: the room's chain in idx_room read backwards for the
+//! closed rows (past at most its open ones), the chain's backlog in idx_claim
+//! for the open rows, then primary-key lookups of `consumer_dedup` for exactly those
 //! events and groups.
 
 use super::queries::{DEDUP_EVENTS_SQL, DEDUP_GROUPS_SQL, TIMELINE_CLOSED_SQL, TIMELINE_OPEN_SQL};
