@@ -127,7 +127,10 @@ pub fn with_tansu_installed<T>(
     install: impl FnOnce(&mut Command) -> Result<(), String> + Send,
     work: impl FnOnce() -> Result<T, String>,
 ) -> Result<(PathBuf, T), String> {
-    if let Some(found) = tansu_candidates().iter().find(|path| tansu_version_ok(path)) {
+    if let Some(found) = tansu_candidates()
+        .iter()
+        .find(|path| tansu_version_ok(path))
+    {
         return Ok((found.clone(), work()?));
     }
     if let Some(parent) = log.parent() {
