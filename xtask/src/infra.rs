@@ -147,16 +147,27 @@ pub fn with_tansu_installed<T>(
         "xtask: Tansu is built in the background beside the workspace (log: {})",
         log.display()
     );
+    let (tansu, worked) = beside(
+        move || ensure_tansu_with(|command| install(command.stdout(stdout).stderr(stderr))),
+        work,
+    );
+    let tansu = tansu.map_err(|error| format!("{error}\n{}", log_tail(log)))?;
+    Ok((tansu, worked?))
+}
+
+/// Runs `background` on a thread of its own while `work` runs on this one,
+/// and returns both results once both have finished.
+fn beside<A: Send, T>(
+    background: impl FnOnce() -> Result<A, String> + Send,
+    work: impl FnOnce() -> Result<T, String>,
+) -> (Result<A, String>, Result<T, String>) {
     std::thread::scope(|scope| {
-        let tansu = scope.spawn(move || {
-            ensure_tansu_with(|command| install(command.stdout(stdout).stderr(stderr)))
-        });
+        let background = scope.spawn(background);
         let worked = work();
-        let tansu = tansu
+        let background = background
             .join()
-            .unwrap_or_else(|_| Err("the Tansu install thread panicked".into()))
-            .map_err(|error| format!("{error}\n{}", log_tail(log)));
-        Ok((tansu?, worked?))
+            .unwrap_or_else(|_| Err("the background thread panicked".into()));
+        (background, worked)
     })
 }
 
@@ -362,5 +373,40 @@ pub fn run_checked(command: &mut Command) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{description} failed ({status})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beside;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// The install and the workspace build overlap: the background task
+    /// only finishes once the foreground work has run, which a sequential
+    /// run (background first) never lets happen.
+    #[test]
+    fn the_background_task_runs_while_the_work_does() {
+        let (sender, receiver) = mpsc::channel();
+        let (background, worked) = beside(
+            move || {
+                receiver
+                    .recv_timeout(Duration::from_secs(60))
+                    .map_err(|error| format!("the work never ran alongside: {error}"))
+            },
+            move || sender.send("built").map_err(|error| error.to_string()),
+        );
+        assert_eq!(background, Ok("built"));
+        assert_eq!(worked, Ok(()));
+    }
+
+    #[test]
+    fn both_failures_are_reported() {
+        let (background, worked): (Result<(), String>, Result<(), String>) = beside(
+            || Err("install failed".into()),
+            || Err("build failed".into()),
+        );
+        assert_eq!(background, Err("install failed".into()));
+        assert_eq!(worked, Err("build failed".into()));
     }
 }

@@ -114,8 +114,6 @@ impl BatchProcessor {
         }
     }
 
-    /// True when the shard lease is the claim: `mq` mode, unless the two-write
-    /// path is asked for (`RelaySettings::claim_mq_rows`).
     /// Claims `ids` under `token` until `claim_lease` from `now` (the
     /// `delivering` write of `direct`/`dual`); the ids this relay now holds.
     async fn claim(&self, ids: &[u64], token: u64, now: i64) -> Result<HashSet<u64>, crate::Error> {
@@ -131,6 +129,8 @@ impl BatchProcessor {
         Ok(claimed.into_iter().collect())
     }
 
+    /// True when the shard lease is the claim: `mq` mode, unless the two-write
+    /// path is asked for (`RelaySettings::claim_mq_rows`).
     fn lease_is_claim(&self) -> bool {
         self.settings.publish_mode == PublishMode::Mq && !self.settings.claim_mq_rows
     }
