@@ -100,12 +100,15 @@ where
     separated.push_unseparated(")");
 }
 
-/// Backlog rows of the ordered chain in `shards`, in commit order, after `after_id`.
-/// Uses idx_claim, so only open rows are touched.
+/// Backlog rows of the ordered chain in `shards`, in commit order, after
+/// `after_id`, except the ids in `skip`. Uses idx_claim, so only open rows
+/// are touched, and `skip` is filtered in the index (`id` is in it): a
+/// skipped row's entry is read, never the row with its payload.
 pub async fn scan_chain(
     pool: &MySqlPool,
     shards: &[u16],
     after_id: u64,
+    skip: &[u64],
     limit: usize,
 ) -> Result<Vec<OutboxRow>, Error> {
     if shards.is_empty() {
@@ -120,6 +123,10 @@ pub async fn scan_chain(
         .push_bind(after_id);
     builder.push(" AND shard IN ");
     push_in_list(&mut builder, shards);
+    if !skip.is_empty() {
+        builder.push(" AND id NOT IN ");
+        push_in_list(&mut builder, skip);
+    }
     builder.push(" ORDER BY id LIMIT ").push_bind(limit as u64);
     let rows = builder.build().fetch_all(pool).await?;
     rows.iter()

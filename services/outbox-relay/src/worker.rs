@@ -275,8 +275,11 @@ impl BatchProcessor {
         let mut blocked: HashSet<String> = HashSet::new();
         let mut chosen = Vec::with_capacity(batch);
         let mut after_id = 0;
+        // The previous batch's acknowledged rows still read open while their
+        // mark is written; MariaDB leaves them out without reading them.
+        let acknowledged: Vec<u64> = unmarked.acknowledged.iter().copied().collect();
         for _ in 0..MAX_SCAN_PAGES {
-            let rows = store::scan_chain(&self.pool, shards, after_id, page).await?;
+            let rows = store::scan_chain(&self.pool, shards, after_id, &acknowledged, page).await?;
             let full_page = rows.len() == page;
             for row in rows {
                 after_id = row.id;
