@@ -1,6 +1,8 @@
 //! `cargo xtask bench [--smoke] [BENCH ARGS...]`: starts a broker and runs the
 //! `bench` package against it (release build; the smoke run uses the dev build
-//! the tests already made, so CI pays seconds, not a second compile).
+//! the tests already made, so CI pays seconds, not a second compile). A full
+//! run uses its own Tansu built at opt-level 3 (`infra::ensure_bench_tansu`),
+//! a smoke run the tests' broker.
 
 use crate::infra::{self, BrokerStorage};
 use std::process::Command;
@@ -27,7 +29,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         build.current_dir(&root);
         infra::run_checked(&mut build)?;
     }
-    let tansu = infra::ensure_tansu()?;
+    // A smoke run only proves the harness works: the tests' broker will do.
+    let tansu = if smoke {
+        infra::ensure_tansu()?
+    } else {
+        infra::ensure_bench_tansu()?
+    };
     let port = infra::free_port()?;
     let broker = infra::start_broker(
         &tansu,

@@ -16,12 +16,15 @@ pub const TANSU_VERSION: &str = "0.6.0";
 /// `libsql` for `sqlite://`, the only engine here that stores SCRAM
 /// credentials (the SASL tests; dynostore accepts none).
 const TANSU_FEATURES: &str = "dynostore,libsql";
-/// Optimisation level Tansu is built with. Its build is most of a fresh
-/// machine's first run, and a long serial tail of it (tansu-sans-io, then
-/// tansu-storage, then the broker and the binary) is LLVM time that
-/// opt-level 3 roughly doubles; at 1 the broker still produces far faster
-/// than anything here publishes (README, *First run*).
+/// Optimisation level of the Tansu the tests, the demo and the chaos suite
+/// use. Its build is most of a fresh machine's first run, and much of it is
+/// LLVM time that opt-level 3 adds; at 1 the broker is fast enough for
+/// everything but the benchmarks (README, *First run*).
 const TANSU_OPT_LEVEL: &str = "1";
+/// Where the benchmarks' Tansu (opt-level 3) is installed, under cargo's
+/// home: on two cores the broker shares the CPU with MariaDB and the relay,
+/// and at opt-level 1 it took a quarter of the relay drain's throughput.
+const BENCH_TANSU_ROOT: &str = "tansu-opt3";
 
 /// Root of the workspace (xtask's parent directory).
 pub fn workspace_root() -> PathBuf {
@@ -80,6 +83,45 @@ pub fn redis_ping_at(port: u16) -> Result<(), String> {
 /// Path of a usable `tansu` binary, installing it with cargo when missing.
 pub fn ensure_tansu() -> Result<PathBuf, String> {
     ensure_tansu_with(run_checked)
+}
+
+/// The benchmarks' `tansu`, built at opt-level 3 into its own root under
+/// cargo's home (once; about fifteen minutes on two cores).
+pub fn ensure_bench_tansu() -> Result<PathBuf, String> {
+    let root = cargo_home()
+        .ok_or("neither CARGO_HOME nor HOME is set")?
+        .join(BENCH_TANSU_ROOT);
+    let binary = root.join("bin/tansu");
+    if tansu_version_ok(&binary) {
+        return Ok(binary);
+    }
+    eprintln!(
+        "xtask: installing the benchmarks' Tansu {TANSU_VERSION} (opt-level 3) into {}; \
+         this takes about fifteen minutes once",
+        root.display()
+    );
+    run_checked(
+        Command::new(cargo())
+            .args(["install", "tansu", "--version", TANSU_VERSION, "--locked"])
+            .args(["--features", TANSU_FEATURES, "--root"])
+            .arg(&root)
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3"),
+    )?;
+    if tansu_version_ok(&binary) {
+        Ok(binary)
+    } else {
+        Err(format!(
+            "tansu was installed but {} does not run",
+            binary.display()
+        ))
+    }
+}
+
+/// Cargo's home: `CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
 }
 
 /// Like [`ensure_tansu`], running the `cargo install` command through
