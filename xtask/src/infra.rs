@@ -100,13 +100,7 @@ pub fn ensure_bench_tansu() -> Result<PathBuf, String> {
          this takes about fifteen minutes once",
         root.display()
     );
-    run_checked(
-        Command::new(cargo())
-            .args(["install", "tansu", "--version", TANSU_VERSION, "--locked"])
-            .args(["--features", TANSU_FEATURES, "--root"])
-            .arg(&root)
-            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3"),
-    )?;
+    run_checked(tansu_install("3").arg("--root").arg(&root))?;
     if tansu_version_ok(&binary) {
         Ok(binary)
     } else {
@@ -137,25 +131,24 @@ pub fn ensure_tansu_with(
         "xtask: installing Tansu {TANSU_VERSION} (features {TANSU_FEATURES}, opt-level \
          {TANSU_OPT_LEVEL}); this takes several minutes once and is cached in cargo's bin directory"
     );
-    let mut command = Command::new(cargo());
-    command
-        .args([
-            "install",
-            "tansu",
-            "--version",
-            TANSU_VERSION,
-            "--locked",
-            "--features",
-            TANSU_FEATURES,
-        ])
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", TANSU_OPT_LEVEL);
-    install(&mut command).map_err(|error| {
+    install(&mut tansu_install(TANSU_OPT_LEVEL)).map_err(|error| {
         format!("`cargo install tansu --version {TANSU_VERSION}` failed: {error}")
     })?;
     candidates
         .into_iter()
         .find(|path| tansu_version_ok(path))
         .ok_or_else(|| "tansu was installed but is not in cargo's bin directory".into())
+}
+
+/// `cargo install` of the tested Tansu with its storage features, built at
+/// `opt_level` (`cargo install` honours the profile override).
+fn tansu_install(opt_level: &str) -> Command {
+    let mut command = Command::new(cargo());
+    command
+        .args(["install", "tansu", "--version", TANSU_VERSION, "--locked"])
+        .args(["--features", TANSU_FEATURES])
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", opt_level);
+    command
 }
 
 /// Runs `work` (typically the workspace build) while Tansu is installed
@@ -179,12 +172,9 @@ pub fn with_tansu_installed<T>(
         std::fs::create_dir_all(parent)
             .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
     }
-    let open_log = || {
-        std::fs::File::create(log)
-            .and_then(|file| Ok((file.try_clone()?, file)))
-            .map_err(|error| format!("cannot create {}: {error}", log.display()))
-    };
-    let (stdout, stderr) = open_log()?;
+    let (stdout, stderr) = std::fs::File::create(log)
+        .and_then(|file| Ok((file.try_clone()?, file)))
+        .map_err(|error| format!("cannot create {}: {error}", log.display()))?;
     eprintln!(
         "xtask: Tansu is built in the background beside the workspace (log: {})",
         log.display()

@@ -1,9 +1,10 @@
 //! `cargo xtask test`: the README's test command and what CI runs.
 //!
 //! From nothing to a full run: check MariaDB and Redis, compile the tests
-//! while Tansu installs beside them if missing, install promtool (the alert tests' rule evaluator) and Chromium with its
-//! WebDriver (the console's browser test) if missing, start a broker on a free port, drop databases left over by earlier
-//! runs, run every workspace test (cargo-nextest when installed, else
+//! while Tansu installs beside them if missing, install promtool (the alert
+//! tests' rule evaluator) and Chromium with its WebDriver (the console's
+//! browser test) if missing, start a broker on a free port, drop databases
+//! left over by earlier runs, run every workspace test (cargo-nextest when installed, else
 //! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
 //! subset of the reliability suite: `cargo xtask chaos` with a fixed seed,
 //! a short workload and every fault kind, including a crash of each process
@@ -21,13 +22,14 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     let picked_packages = extra
         .iter()
         .any(|arg| arg == "-p" || arg == "--package" || arg.starts_with("--package="));
+    let nextest = has_nextest();
     let root = infra::workspace_root();
     // The tests compile while Tansu installs (a fresh machine's first run),
     // then run against a broker.
     let (tansu, ()) = infra::with_tansu_installed(
         &root.join("target/tansu-install.log"),
         infra::run_checked,
-        || infra::run_checked(&mut test_command(extra, picked_packages, true)),
+        || infra::run_checked(&mut test_command(nextest, extra, picked_packages, true)),
     )?;
     let promtool = crate::promtool::ensure_promtool(infra::run_checked)?;
     crate::chromium::ensure_chromium(infra::run_checked)?;
@@ -36,7 +38,7 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     let broker = infra::start_broker(&tansu, port, &BrokerStorage::Memory, &log_dir)?;
     eprintln!("xtask: broker {} started for this run", broker.bootstrap);
 
-    let mut command = test_command(extra, picked_packages, false);
+    let mut command = test_command(nextest, extra, picked_packages, false);
     command
         .env("HYAPP_TEST_KAFKA_BOOTSTRAP", &broker.bootstrap)
         .env("HYAPP_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306")
@@ -58,12 +60,17 @@ pub fn run(extra: &[String]) -> Result<(), String> {
     crate::up_check::run()
 }
 
-/// The test runner's command (cargo-nextest when installed, else `cargo
+/// The test runner's command (cargo-nextest when `nextest`, else `cargo
 /// test`) over the workspace or the packages `extra` picks; `compile_only`
 /// builds the tests without running them.
-fn test_command(extra: &[String], picked_packages: bool, compile_only: bool) -> Command {
+fn test_command(
+    nextest: bool,
+    extra: &[String],
+    picked_packages: bool,
+    compile_only: bool,
+) -> Command {
     let mut command = Command::new(infra::cargo());
-    if has_nextest() {
+    if nextest {
         command.args(["nextest", "run"]);
     } else {
         command.arg("test");

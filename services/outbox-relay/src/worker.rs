@@ -276,16 +276,14 @@ impl BatchProcessor {
         let mut chosen = Vec::with_capacity(batch);
         let mut after_id = 0;
         // The previous batch's acknowledged rows still read open while their
-        // mark is written; MariaDB leaves them out without reading them.
+        // mark is written: the scan leaves them out in the index, so they are
+        // neither read nor published again.
         let acknowledged: Vec<u64> = unmarked.acknowledged.iter().copied().collect();
         for _ in 0..MAX_SCAN_PAGES {
             let rows = store::scan_chain(&self.pool, shards, after_id, &acknowledged, page).await?;
             let full_page = rows.len() == page;
             for row in rows {
                 after_id = row.id;
-                if unmarked.acknowledged.contains(&row.id) {
-                    continue;
-                }
                 if blocked.contains(&row.room_id) {
                     continue;
                 }
