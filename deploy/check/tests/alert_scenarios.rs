@@ -204,10 +204,10 @@ async fn every_alert_fires_in_its_scenario_and_stays_quiet_elsewhere() {
         let mut stack = Stack::start(&scenario.setup()).await;
         faults::healthy_session(&stack, !scenario.relay_cut_off()).await;
         let continuing = faults::induce(scenario, &mut stack).await;
-        let first_pending = faults::pending(&stack).await;
+        let first_backlog = faults::backlog(&stack).await;
         let first = scrape_all(&stack).await;
         let started = std::time::Instant::now();
-        faults::await_second_scrape(scenario, &stack, first_pending).await;
+        faults::await_second_scrape(scenario, &stack, &first_backlog).await;
         let second = scrape_all(&stack).await;
         let seconds_apart = started.elapsed().as_secs_f64();
         continuing.cancel();
