@@ -1,7 +1,7 @@
 //! `cargo xtask bench [--smoke] [BENCH ARGS...]`: starts a broker and runs the
 //! `bench` package against it (release build; the smoke run uses the dev build
 //! the tests already made, so CI pays seconds, not a second compile). A full
-//! run uses its own Tansu built at opt-level 3 (`infra::ensure_bench_tansu`),
+//! run uses the broker built at opt-level 3 (`infra::ensure_bench_broker`),
 //! a smoke run the tests' broker.
 
 use crate::infra::{self, BrokerStorage};
@@ -31,9 +31,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     // A smoke run only proves the harness works: the tests' broker will do.
     let tansu = if smoke {
-        infra::ensure_tansu()?
+        infra::ensure_broker()?
     } else {
-        infra::ensure_bench_tansu()?
+        infra::ensure_bench_broker()?
     };
     let port = infra::free_port()?;
     let broker = infra::start_broker(

@@ -168,7 +168,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         options.consumer_instances,
         dir.display()
     ));
-    let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
+    let tansu = infra::ensure_broker_with(|build| interrupt::run_interruptible(build, stop))?;
     let built = stack::build_binaries(stop)?;
     if !built.contains("chaos") {
         return Err("the chaos crate did not compile (see the cargo output above)".into());

@@ -46,10 +46,10 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
 
     crate::step("checking MariaDB (127.0.0.1:3306) and Redis (127.0.0.1:6379)");
     let mut databases = localdb::ensure(&root.join("target/demo"))?;
-    crate::step("checking Tansu");
-    let (tansu, built) = infra::with_tansu_installed(
-        &root.join("target/tansu-install.log"),
-        |install| interrupt::run_interruptible(install, stop),
+    crate::step("building the broker (tools/local-broker) beside the workspace");
+    let (tansu, built) = infra::with_broker_built(
+        &root.join("target/broker-build.log"),
+        |build| interrupt::run_interruptible(build, stop),
         || stack::build_binaries(stop),
     )?;
     if !built.contains("demo") {

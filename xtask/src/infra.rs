@@ -1,6 +1,7 @@
 //! The infrastructure the tests and the local stack need: reachability checks
-//! for MariaDB and Redis, the Tansu broker (installed with cargo when missing,
-//! cached in cargo's bin directory), free ports, and child-process hygiene.
+//! for MariaDB and Redis, the Kafka-protocol broker (Tansu's broker library
+//! behind `tools/local-broker`, built with cargo into cargo's home), free
+//! ports, and child-process hygiene.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -9,22 +10,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The broker version the project is tested with (see DESIGN.md).
+/// The broker release the project is tested with (see docs/design.md):
+/// `tools/local-broker` builds Tansu's broker library of this version.
 pub const TANSU_VERSION: &str = "0.6.0";
-/// Without these features Tansu has no usable storage engine: `dynostore`
-/// for `memory://` (the tests, the demo, the chaos suite, the benchmarks),
-/// `libsql` for `sqlite://`, the only engine here that stores SCRAM
-/// credentials (the SASL tests; dynostore accepts none).
-const TANSU_FEATURES: &str = "dynostore,libsql";
-/// Optimisation level of the Tansu the tests, the demo and the chaos suite
-/// use. Its build is most of a fresh machine's first run, and much of it is
-/// LLVM time that opt-level 3 adds; at 1 the broker is fast enough for
-/// everything but the benchmarks (README, *First run*).
-const TANSU_OPT_LEVEL: &str = "1";
-/// Where the benchmarks' Tansu (opt-level 3) is installed, under cargo's
-/// home: on two cores the broker shares the CPU with MariaDB and the relay,
-/// and at opt-level 1 it took a quarter of the relay drain's throughput.
-const BENCH_TANSU_ROOT: &str = "tansu-opt3";
+/// The broker's own workspace (not a member of ours: Tansu's dependency
+/// tree must not unify its features into the services').
+const BROKER_MANIFEST: &str = "tools/local-broker/Cargo.toml";
+/// Its binary's name.
+const BROKER_BIN: &str = "local-broker";
+/// The profile the tests, the demo and the chaos suite use: Tansu's crates
+/// at opt-level 1, the rest at 0 (`tools/local-broker/Cargo.toml`), because
+/// its build is most of a fresh machine's first run.
+const BROKER_PROFILE: &str = "local";
+/// The benchmarks' profile, opt-level 3 throughout: on two cores the broker
+/// shares the CPU with MariaDB and the relay.
+const BENCH_BROKER_PROFILE: &str = "release";
 
 /// Root of the workspace (xtask's parent directory).
 pub fn workspace_root() -> PathBuf {
@@ -80,94 +80,80 @@ pub fn redis_ping_at(port: u16) -> Result<(), String> {
     }
 }
 
-/// Path of a usable `tansu` binary, installing it with cargo when missing.
-pub fn ensure_tansu() -> Result<PathBuf, String> {
-    ensure_tansu_with(run_checked)
+/// Path of the tests' broker, built (or found fresh) first.
+pub fn ensure_broker() -> Result<PathBuf, String> {
+    ensure_broker_with(run_checked)
 }
 
-/// The benchmarks' `tansu`, built at opt-level 3 into its own root under
-/// cargo's home (once; about fifteen minutes on two cores).
-pub fn ensure_bench_tansu() -> Result<PathBuf, String> {
-    let root = cargo_home()
-        .ok_or("neither CARGO_HOME nor HOME is set")?
-        .join(BENCH_TANSU_ROOT);
-    let binary = root.join("bin/tansu");
-    if tansu_version_ok(&binary) {
-        return Ok(binary);
-    }
-    eprintln!(
-        "xtask: installing the benchmarks' Tansu {TANSU_VERSION} (opt-level 3) into {}; \
-         this takes about fifteen minutes once",
-        root.display()
-    );
-    run_checked(tansu_install("3").arg("--root").arg(&root))?;
-    if tansu_version_ok(&binary) {
+/// The benchmarks' broker (opt-level 3), built (or found fresh) first.
+pub fn ensure_bench_broker() -> Result<PathBuf, String> {
+    eprintln!("xtask: building the benchmarks' broker ({BROKER_MANIFEST}, opt-level 3)");
+    run_checked(&mut broker_build(BENCH_BROKER_PROFILE))?;
+    built_broker(BENCH_BROKER_PROFILE)
+}
+
+/// Where the broker builds: in cargo's home, so a fresh clone on the same
+/// machine (CI) finds its dependencies built, as it found an installed tool.
+fn broker_target_dir() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .unwrap_or_else(|| workspace_root().join("target"))
+        .join("local-broker-target")
+}
+
+/// The broker binary of `profile` once built.
+fn built_broker(profile: &str) -> Result<PathBuf, String> {
+    let binary = broker_target_dir().join(profile).join(BROKER_BIN);
+    if binary.is_file() {
         Ok(binary)
     } else {
         Err(format!(
-            "tansu was installed but {} does not run",
+            "the broker was built but {} is missing",
             binary.display()
         ))
     }
 }
 
-/// Cargo's home: `CARGO_HOME`, else `~/.cargo`.
-fn cargo_home() -> Option<PathBuf> {
-    std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
-}
-
-/// Like [`ensure_tansu`], running the `cargo install` command through
-/// `install` (the local stack makes it interruptible).
-pub fn ensure_tansu_with(
-    install: impl FnOnce(&mut Command) -> Result<(), String>,
+/// Like [`ensure_broker`], running the build through `build` (the local
+/// stack makes it interruptible). Cargo decides what is stale: a fresh
+/// binary costs a second, a fresh machine several minutes once.
+pub fn ensure_broker_with(
+    build: impl FnOnce(&mut Command) -> Result<(), String>,
 ) -> Result<PathBuf, String> {
-    let candidates = tansu_candidates();
-    if let Some(found) = candidates.iter().find(|path| tansu_version_ok(path)) {
-        return Ok(found.clone());
-    }
     eprintln!(
-        "xtask: installing Tansu {TANSU_VERSION} (features {TANSU_FEATURES}, opt-level \
-         {TANSU_OPT_LEVEL}); this takes several minutes once and is cached in cargo's bin directory"
+        "xtask: building the broker ({BROKER_MANIFEST}: Tansu {TANSU_VERSION}; several minutes \
+         the first time on a machine, cached in {})",
+        broker_target_dir().display()
     );
-    install(&mut tansu_install(TANSU_OPT_LEVEL)).map_err(|error| {
-        format!("`cargo install tansu --version {TANSU_VERSION}` failed: {error}")
-    })?;
-    candidates
-        .into_iter()
-        .find(|path| tansu_version_ok(path))
-        .ok_or_else(|| "tansu was installed but is not in cargo's bin directory".into())
+    build(&mut broker_build(BROKER_PROFILE))
+        .map_err(|error| format!("building the broker failed: {error}"))?;
+    built_broker(BROKER_PROFILE)
 }
 
-/// `cargo install` of the tested Tansu with its storage features, built at
-/// `opt_level` (`cargo install` honours the profile override).
-fn tansu_install(opt_level: &str) -> Command {
+/// `cargo build` of the broker's workspace in `profile`, locked to its
+/// Cargo.lock (the dependency versions it was tested with).
+fn broker_build(profile: &str) -> Command {
     let mut command = Command::new(cargo());
     command
-        .args(["install", "tansu", "--version", TANSU_VERSION, "--locked"])
-        .args(["--features", TANSU_FEATURES])
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", opt_level);
+        .args(["build", "--locked", "--profile", profile, "--manifest-path"])
+        .arg(workspace_root().join(BROKER_MANIFEST))
+        .arg("--target-dir")
+        .arg(broker_target_dir());
     command
 }
 
-/// Runs `work` (typically the workspace build) while Tansu is installed
-/// beside it when missing, and returns both results. On two cores the two
-/// builds share the machine well: most of Tansu's build is a serial chain of
-/// large crates that keeps one core busy, and the workspace fills the other.
-/// The install's output goes to `log` (it would interleave with the
+/// Runs `work` (typically the workspace build) while the broker builds
+/// beside it, and returns both results. On two cores the two builds share
+/// the machine well: much of the broker's build is a serial chain of large
+/// crates that keeps one core busy, and the workspace fills the other. The
+/// broker build's output goes to `log` (it would interleave with the
 /// workspace build's); its tail is printed when it fails.
-pub fn with_tansu_installed<T>(
+pub fn with_broker_built<T>(
     log: &Path,
-    install: impl FnOnce(&mut Command) -> Result<(), String> + Send,
+    build: impl FnOnce(&mut Command) -> Result<(), String> + Send,
     work: impl FnOnce() -> Result<T, String>,
 ) -> Result<(PathBuf, T), String> {
-    if let Some(found) = tansu_candidates()
-        .iter()
-        .find(|path| tansu_version_ok(path))
-    {
-        return Ok((found.clone(), work()?));
-    }
     if let Some(parent) = log.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|error| format!("cannot create {}: {error}", parent.display()))?;
@@ -176,11 +162,11 @@ pub fn with_tansu_installed<T>(
         .and_then(|file| Ok((file.try_clone()?, file)))
         .map_err(|error| format!("cannot create {}: {error}", log.display()))?;
     eprintln!(
-        "xtask: Tansu is built in the background beside the workspace (log: {})",
+        "xtask: the broker builds in the background beside the workspace (log: {})",
         log.display()
     );
     let (tansu, worked) = beside(
-        move || ensure_tansu_with(|command| install(command.stdout(stdout).stderr(stderr))),
+        move || ensure_broker_with(|command| build(command.stdout(stdout).stderr(stderr))),
         work,
     );
     let tansu = tansu.map_err(|error| format!("{error}\n{}", log_tail(log)))?;
@@ -209,26 +195,6 @@ fn log_tail(log: &Path) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(20)..].join("\n");
     format!("last lines of {}:\n{tail}", log.display())
-}
-
-fn tansu_candidates() -> Vec<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Ok(home) = std::env::var("CARGO_HOME") {
-        candidates.push(PathBuf::from(home).join("bin/tansu"));
-    }
-    if let Ok(home) = std::env::var("HOME") {
-        candidates.push(PathBuf::from(home).join(".cargo/bin/tansu"));
-    }
-    candidates.push(PathBuf::from("tansu"));
-    candidates
-}
-
-fn tansu_version_ok(path: &Path) -> bool {
-    Command::new(path)
-        .arg("--version")
-        .output()
-        .map(|output| String::from_utf8_lossy(&output.stdout).contains(TANSU_VERSION))
-        .unwrap_or(false)
 }
 
 pub fn cargo() -> String {
@@ -385,7 +351,7 @@ pub fn run_broker_foreground(args: &[String]) -> Result<(), String> {
         [flag, file] if flag == "--sqlite" => BrokerStorage::Sqlite(PathBuf::from(file)),
         _ => return Err("usage: cargo xtask broker [--sqlite FILE]".into()),
     };
-    let tansu = ensure_tansu()?;
+    let tansu = ensure_broker()?;
     let log_dir = workspace_root().join("target/tansu");
     let mut broker = start_broker(&tansu, 9092, &storage, &log_dir)?;
     println!("broker listening on {} (Ctrl-C to stop)", broker.bootstrap);
@@ -414,7 +380,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    /// The install and the workspace build overlap: the background task
+    /// The broker build and the workspace build overlap: the background task
     /// only finishes once the foreground work has run, which a sequential
     /// run (background first) never lets happen.
     #[test]
@@ -435,10 +401,10 @@ mod tests {
     #[test]
     fn both_failures_are_reported() {
         let (background, worked): (Result<(), String>, Result<(), String>) = beside(
-            || Err("install failed".into()),
+            || Err("broker build failed".into()),
             || Err("build failed".into()),
         );
-        assert_eq!(background, Err("install failed".into()));
+        assert_eq!(background, Err("broker build failed".into()));
         assert_eq!(worked, Err("build failed".into()));
     }
 }

@@ -7,8 +7,9 @@
 //! - `demo [--keep]`: the stack on free ports plus a scripted room session
 //!   through the gRPC API and a report of what every service did.
 //! - `test [ARGS...]`: the README's test command. Checks MariaDB and Redis,
-//!   installs Tansu and promtool if missing, starts a broker on a free loopback port, runs
-//!   the whole workspace's tests against it, and stops it again.
+//!   builds the broker (`tools/local-broker`), installs promtool if missing,
+//!   starts a broker on a free loopback port, runs the whole workspace's
+//!   tests against it, and stops it again.
 //! - `bench [--smoke] [--only NAME]`: the benchmark scenarios with same-run
 //!   baselines, results under `target/bench/`.
 //! - `chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N] [--min-acked-per-room N]

@@ -2,7 +2,7 @@
 //! (`deploy/check/tests/alert_scenarios.rs`) run to evaluate every alert of
 //! `deploy/prometheus/alerts.yml` against scrapes of the running services.
 //!
-//! Like Tansu (`infra::ensure_tansu`), installed when missing and found
+//! Like Chromium (`crate::chromium`), installed when missing and found
 //! again afterwards: Debian's `prometheus` package ships it as
 //! `/usr/bin/promtool`. Idempotent: with a working promtool nothing runs.
 

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the README's test command and what CI runs.
 //!
 //! From nothing to a full run: check MariaDB and Redis, compile the tests
-//! while Tansu installs beside them if missing, install promtool (the alert
+//! while the broker (`tools/local-broker`) builds beside them, install promtool (the alert
 //! tests' rule evaluator) and Chromium with its WebDriver (the console's
 //! browser test) if missing, start a broker on a free port, drop databases
 //! left over by earlier runs, run every workspace test (cargo-nextest when installed, else
@@ -24,10 +24,10 @@ pub fn run(extra: &[String]) -> Result<(), String> {
         .any(|arg| arg == "-p" || arg == "--package" || arg.starts_with("--package="));
     let nextest = has_nextest();
     let root = infra::workspace_root();
-    // The tests compile while Tansu installs (a fresh machine's first run),
+    // The tests compile while the broker builds (a fresh machine's first run),
     // then run against a broker.
-    let (tansu, ()) = infra::with_tansu_installed(
-        &root.join("target/tansu-install.log"),
+    let (tansu, ()) = infra::with_broker_built(
+        &root.join("target/broker-build.log"),
         infra::run_checked,
         || infra::run_checked(&mut test_command(nextest, extra, picked_packages, true)),
     )?;

@@ -28,8 +28,8 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     crate::step("checking MariaDB (127.0.0.1:3306) and Redis (127.0.0.1:6379)");
     let mut databases = localdb::ensure(&stack_dir)?;
     localdb::mysql_exec(&format!("CREATE DATABASE IF NOT EXISTS `{DATABASE}`"))?;
-    crate::step("checking Tansu");
-    let tansu = infra::ensure_tansu_with(|install| interrupt::run_interruptible(install, stop))?;
+    crate::step("building the broker (tools/local-broker)");
+    let tansu = infra::ensure_broker_with(|build| interrupt::run_interruptible(build, stop))?;
     let built = stack::build_binaries(stop)?;
     let plan = Plan {
         ports: ports.clone(),

@@ -49,6 +49,18 @@ pub fn kafka_bootstrap() -> String {
     })
 }
 
+/// The broker binary `cargo xtask test` built (`HYAPP_TEST_TANSU`: the
+/// workspace's `local-broker`, Tansu's broker behind the commands the
+/// tests use).
+///
+/// # Panics
+/// When the tests were not started through `cargo xtask test`, with a message saying so.
+pub fn tansu_binary() -> String {
+    std::env::var("HYAPP_TEST_TANSU").unwrap_or_else(|_| {
+        panic!("HYAPP_TEST_TANSU is unset: run the tests with `cargo xtask test`, which builds the broker")
+    })
+}
+
 /// A short unique suffix for databases, topics, groups and ids.
 pub fn unique(prefix: &str) -> String {
     format!(
@@ -120,7 +132,7 @@ pub async fn create_topic(name: &str, partitions: i32) {
 }
 
 /// A private broker for tests that stop and restart it (broker outages),
-/// started from the Tansu binary `cargo xtask test` found (`HYAPP_TEST_TANSU`).
+/// started from the broker binary `cargo xtask test` built ([`tansu_binary`]).
 #[derive(Debug)]
 pub struct PrivateBroker {
     /// `127.0.0.1:PORT`.
@@ -160,7 +172,7 @@ impl PrivateBroker {
     /// Starts it again on the same port (memory storage: topics start empty).
     pub async fn restart(&mut self) {
         self.stop();
-        let tansu = std::env::var("HYAPP_TEST_TANSU").unwrap_or_else(|_| "tansu".into());
+        let tansu = tansu_binary();
         let url = format!("tcp://127.0.0.1:{}", self.port);
         let child = std::process::Command::new(&tansu)
             .args([

@@ -75,10 +75,10 @@ impl SecureBroker {
     /// Starts the broker as `security` describes.
     ///
     /// # Panics
-    /// When Tansu (`HYAPP_TEST_TANSU`) is unavailable, a user cannot be
+    /// When the broker ([`crate::tansu_binary`]) is unavailable, a user cannot be
     /// created or a port does not listen: the test cannot run.
     pub async fn start(security: Security<'_>) -> Self {
-        let tansu = std::env::var("HYAPP_TEST_TANSU").unwrap_or_else(|_| "tansu".into());
+        let tansu = crate::tansu_binary();
         let dir = fresh_dir("hyapp-secure-broker-");
         let broker_port = free_port();
         let front_port = if security.tls.is_some() {
