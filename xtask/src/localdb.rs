@@ -109,6 +109,18 @@ pub fn start_mariadb(
     port: u16,
     install: bool,
 ) -> Result<Child, String> {
+    start_mariadb_with(mariadbd, dir, port, install, &[])
+}
+
+/// [`start_mariadb`] with server options of its own (`--innodb-…=…`), after
+/// the ones every private instance has.
+pub fn start_mariadb_with(
+    mariadbd: &Path,
+    dir: &Path,
+    port: u16,
+    install: bool,
+    options: &[&str],
+) -> Result<Child, String> {
     let data = dir.join("data");
     if install {
         install_mariadb(dir, &data)?;
@@ -125,6 +137,7 @@ pub fn start_mariadb(
         .args(["--bind-address=127.0.0.1", "--skip-name-resolve"])
         // Throwaway instance: anyone on loopback may connect as root without a password.
         .arg("--skip-grant-tables")
+        .args(options)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
