@@ -123,7 +123,12 @@ mod tests {
 
     #[test]
     fn a_server_named_on_the_command_line_replaces_the_benchmarks_own() {
-        assert!(names_a_server(&args(&["--only", "relay-drain", "--mysql", "mysql://db:3306"])));
+        assert!(names_a_server(&args(&[
+            "--only",
+            "relay-drain",
+            "--mysql",
+            "mysql://db:3306"
+        ])));
         assert!(names_a_server(&args(&["--mysql=mysql://db:3306"])));
         assert!(!names_a_server(&args(&["--only", "e2e-latency"])));
         // Another option that merely starts with the same letters is not it.
