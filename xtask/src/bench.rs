@@ -52,10 +52,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         infra::ensure_bench_broker()?
     };
     let (_mariadb, mysql_args) = if names_a_server(args) {
-        (LocalDatabases::default(), Vec::new())
+        (None, Vec::new())
     } else {
-        let (server, url) = bench_mariadb(&root.join("target/bench/mariadb"))?;
-        (server, vec!["--mysql".to_string(), url])
+        let (server, url) = BenchMariadb::start(&root.join("target/bench/mariadb"))?;
+        (Some(server), vec!["--mysql".to_string(), url])
     };
     let port = infra::free_port()?;
     let broker = infra::start_broker(
@@ -91,26 +91,47 @@ fn names_a_server(args: &[String]) -> bool {
         .any(|arg| arg == "--mysql" || arg.starts_with("--mysql="))
 }
 
-/// Starts the benchmarks' MariaDB ([`BENCH_MARIADB_OPTIONS`]) on a free port
-/// with a fresh data directory under `dir`; returns it (stopped when
-/// dropped) and the URL the bench binary connects to.
-fn bench_mariadb(dir: &std::path::Path) -> Result<(LocalDatabases, String), String> {
-    let mariadbd = localdb::find_binary("mariadbd")
-        .or_else(|| localdb::find_binary("mysqld"))
-        .ok_or(
-            "the benchmarks start their own MariaDB and `mariadbd` is not installed \
-             (apt-get install mariadb-server), or pass --mysql URL of a server to measure",
-        )?;
-    let port = infra::free_port()?;
-    crate::step(&format!(
-        "starting the benchmarks' MariaDB on 127.0.0.1:{port} ({}; data under {})",
-        BENCH_MARIADB_OPTIONS.join(" "),
-        dir.display()
-    ));
-    let child = localdb::start_mariadb_with(&mariadbd, dir, port, true, &BENCH_MARIADB_OPTIONS)?;
-    let mut server = LocalDatabases::default();
-    server.servers.push(("mariadb", child));
-    Ok((server, format!("mysql://root@127.0.0.1:{port}")))
+/// The benchmarks' MariaDB ([`BENCH_MARIADB_OPTIONS`]): stopped when
+/// dropped, and its data directory (a 2 GiB redo log among it) deleted then;
+/// its log stays beside it.
+struct BenchMariadb {
+    server: LocalDatabases,
+    dir: std::path::PathBuf,
+}
+
+impl BenchMariadb {
+    /// Starts it on a free port with a fresh data directory under `dir`;
+    /// returns it and the URL the bench binary connects to.
+    fn start(dir: &std::path::Path) -> Result<(Self, String), String> {
+        let mariadbd = localdb::find_binary("mariadbd")
+            .or_else(|| localdb::find_binary("mysqld"))
+            .ok_or(
+                "the benchmarks start their own MariaDB and `mariadbd` is not installed \
+                 (apt-get install mariadb-server), or pass --mysql URL of a server to measure",
+            )?;
+        let port = infra::free_port()?;
+        crate::step(&format!(
+            "starting the benchmarks' MariaDB on 127.0.0.1:{port} ({}; data under {})",
+            BENCH_MARIADB_OPTIONS.join(" "),
+            dir.display()
+        ));
+        let child =
+            localdb::start_mariadb_with(&mariadbd, dir, port, true, &BENCH_MARIADB_OPTIONS)?;
+        let mut server = LocalDatabases::default();
+        server.servers.push(("mariadb", child));
+        let started = Self {
+            server,
+            dir: dir.to_path_buf(),
+        };
+        Ok((started, format!("mysql://root@127.0.0.1:{port}")))
+    }
+}
+
+impl Drop for BenchMariadb {
+    fn drop(&mut self) {
+        self.server.stop();
+        let _ = std::fs::remove_dir_all(self.dir.join("data"));
+    }
 }
 
 #[cfg(test)]
