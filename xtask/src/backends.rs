@@ -35,9 +35,7 @@ impl Backends {
                 "`{name}` is needed for private instances (apt-get install mariadb-server redis-server)"
             )
         };
-        let mariadbd = localdb::find_binary("mariadbd")
-            .or_else(|| localdb::find_binary("mysqld"))
-            .ok_or_else(|| missing("mariadbd"))?;
+        let mariadbd = localdb::find_mariadbd().ok_or_else(|| missing("mariadbd"))?;
         let redis_server =
             localdb::find_binary("redis-server").ok_or_else(|| missing("redis-server"))?;
         let mysql_port = infra::free_port()?;

@@ -103,12 +103,10 @@ impl BenchMariadb {
     /// Starts it on a free port with a fresh data directory under `dir`;
     /// returns it and the URL the bench binary connects to.
     fn start(dir: &std::path::Path) -> Result<(Self, String), String> {
-        let mariadbd = localdb::find_binary("mariadbd")
-            .or_else(|| localdb::find_binary("mysqld"))
-            .ok_or(
-                "the benchmarks start their own MariaDB and `mariadbd` is not installed \
+        let mariadbd = localdb::find_mariadbd().ok_or(
+            "the benchmarks start their own MariaDB and `mariadbd` is not installed \
                  (apt-get install mariadb-server), or pass --mysql URL of a server to measure",
-            )?;
+        )?;
         let port = infra::free_port()?;
         crate::step(&format!(
             "starting the benchmarks' MariaDB on 127.0.0.1:{port} ({}; data under {})",

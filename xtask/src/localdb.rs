@@ -52,12 +52,18 @@ pub fn find_binary(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// The MariaDB server binary (`mariadbd`, or `mysqld` where only the older
+/// name is installed), for the private instances.
+pub fn find_mariadbd() -> Option<PathBuf> {
+    find_binary("mariadbd").or_else(|| find_binary("mysqld"))
+}
+
 /// Makes MariaDB and Redis reachable on their default ports, starting private
 /// instances under `dir` when needed.
 pub fn ensure(dir: &Path) -> Result<LocalDatabases, String> {
     let mut local = LocalDatabases::default();
     if !mysql_reachable() {
-        let Some(mariadbd) = find_binary("mariadbd").or_else(|| find_binary("mysqld")) else {
+        let Some(mariadbd) = find_mariadbd() else {
             return Err(
                 "MariaDB is not reachable on 127.0.0.1:3306 and `mariadbd` is not installed: \
                  `apt-get install mariadb-server` (or start your MariaDB/MySQL 8 with user root, \
