@@ -13,7 +13,8 @@ use crate::{
     message::Decode,
     metrics::ConsumerMetrics,
     offset_gap::{OffsetTracker, STALL_AFTER, Verdict},
-    worker::{PartitionWorker, Shared},
+    runner::Shared,
+    worker::PartitionWorker,
 };
 use rdkafka::{
     ClientConfig, Message, Offset, TopicPartitionList,

@@ -13,6 +13,12 @@ pub enum Outcome {
     Duplicate,
     /// The message needs nothing from this consumer; acknowledged.
     Ignored,
+    /// Not handled now (a batch handler whose budget is short): the runtime
+    /// hands it back, before the messages queued after it, with the next
+    /// batch. Its offset stays uncommitted until it is handled. A handler
+    /// that defers must make progress with each batch it is given, or its
+    /// lane spins on the same messages.
+    Deferred,
 }
 
 /// Why handling failed, which decides what the runtime does next.
@@ -114,6 +120,14 @@ impl From<crate::Error> for BatchError {
 /// A consumer's business logic. Every method must be idempotent by event id:
 /// the runtime delivers at least once.
 pub trait Handler<M: Decode>: Send + Sync + 'static {
+    /// False (the default): a partition's messages are handled strictly in
+    /// offset order, one at a time or in batches. True: each message key
+    /// (the room id) gets a lane of its own, handled in order within the
+    /// lane and concurrently with the partition's other lanes, so one room
+    /// that waits never holds up the others (docs/design.md#hot-rooms);
+    /// batches then hold one key's messages only.
+    const PER_KEY_LANES: bool = false;
+
     /// Handles one message. The runtime stores the offset only after this
     /// returns `Ok`.
     fn handle(

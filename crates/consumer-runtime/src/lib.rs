@@ -2,15 +2,18 @@
 //! notice-consumer and room-service's treasure-open consumer.
 //!
 //! What it guarantees, whatever the handler:
-//! - **Per-partition order, cross-partition parallelism.** One `StreamConsumer`
+//! - **Per-partition (or per-room) order, cross-partition parallelism.** One `StreamConsumer`
 //!   dispatches each message to a worker task of its partition; a worker
-//!   handles its messages strictly in offset order. While the queues hold
+//!   handles its messages strictly in offset order, or, for a handler with
+//!   [`Handler::PER_KEY_LANES`], in offset order per key (room) with the
+//!   partition's keys concurrent, committing the lowest offset still
+//!   outstanding so no waiting room holds the others. While the queues hold
 //!   `partition_queue_limit` messages per partition on average the
 //!   dispatcher stops polling (librdkafka then stops fetching); a partition
 //!   full for ten seconds meanwhile is paused so it cannot hold up the
 //!   others for long.
-//! - **Offsets only after the effect.** A worker stores `offset + 1` only after
-//!   the handler returned (or the message was dead-lettered); librdkafka
+//! - **Offsets only after the effect.** A worker stores an offset only once
+//!   every message before it is done: the handler returned (or the message was dead-lettered); librdkafka
 //!   commits stored offsets (`enable.auto.offset.store=false`), and shutdown
 //!   and partition revocation commit what is done.
 //! - **Bounded retries, then a dead letter.** A failing message is retried in
@@ -34,10 +37,12 @@ pub mod handler;
 pub mod host;
 mod kafka;
 pub mod lag;
+mod ledger;
 pub mod message;
 pub mod metrics;
 mod offset_gap;
 pub mod purge;
+mod runner;
 pub mod sweeper;
 pub mod testing;
 mod trace;

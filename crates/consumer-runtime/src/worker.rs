@@ -1,44 +1,38 @@
-//! One partition's worker: takes the partition's messages in offset order,
-//! decodes them, runs the handler (a batch when several are queued, one by
-//! one with retries when something fails), dead-letters what cannot be
-//! handled, and stores `offset + 1` only once a message is done.
+//! One partition's worker: takes the partition's messages from its inbox in
+//! offset order and has a [`Runner`] handle them, in one of two shapes:
+//!
+//! - **partition order** (the default): one runner over the whole
+//!   partition, strictly in offset order;
+//! - **key lanes** ([`Handler::PER_KEY_LANES`]): one lane per Kafka message
+//!   key (the room id), each a task with its own runner and queue, so a room
+//!   that waits (for its IM budget, say) holds only its own lane and never
+//!   the other rooms of its partition. Within a lane, order is the
+//!   partition's. The committed offset is the lowest one still outstanding
+//!   in any lane ([`OffsetLedger`]). At most `partition_queue_limit`
+//!   messages are in the lanes at once; past that the worker stops taking
+//!   from the inbox and the dispatcher's usual hold-back applies.
 
 use crate::{
-    ConsumerSettings,
-    dead_letter::{self, DeadLetterProducer},
-    handler::{BatchError, Handler, HandlerError, Outcome},
-    kafka::KafkaConsumer,
-    message::{Decode, Delivery},
-    metrics::GroupMetrics,
+    handler::Handler,
+    ledger::OffsetLedger,
+    message::Decode,
+    runner::{Runner, Shared, Step},
 };
-use rdkafka::{
-    Message, Offset, TopicPartitionList, consumer::Consumer as _, message::OwnedMessage,
-};
+use rdkafka::{Message, message::OwnedMessage};
 use std::{
-    collections::VecDeque,
-    marker::PhantomData,
+    collections::{HashMap, VecDeque},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::Instant,
+    time::Duration,
 };
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-/// What every worker of one consumer shares.
-pub(crate) struct Shared<M, H> {
-    pub settings: ConsumerSettings,
-    pub handler: Arc<H>,
-    pub consumer: Arc<KafkaConsumer>,
-    pub dead_letters: DeadLetterProducer,
-    pub metrics: GroupMetrics,
-    /// Signalled when a full partition's queue drains to half, so the
-    /// dispatcher resumes polling at once.
-    pub drained: tokio::sync::Notify,
-    pub message: PhantomData<fn() -> M>,
-}
+/// Pause of a lane whose whole batch was deferred before it asks again, so
+/// a handler that defers without making progress cannot spin a core.
+const DEFERRED_PAUSE: Duration = Duration::from_millis(5);
 
 /// One partition's worker and its inbox.
 pub(crate) struct PartitionWorker<M, H> {
@@ -57,20 +51,17 @@ pub(crate) struct PartitionWorker<M, H> {
     pub done: CancellationToken,
 }
 
-/// How a batch run ended.
-enum BatchRun {
-    /// Every message handled; the offset of the last one.
-    Done(i64),
-    /// The first `done` messages handled; the next failed with `error`.
-    FailedAt { done: usize, error: HandlerError },
-    /// Failed as a whole: handle one by one.
-    Whole,
+/// The worker's view of one lane.
+struct LaneSlot {
+    inbox: mpsc::UnboundedSender<OwnedMessage>,
+    /// Messages handed to the lane and not yet reported handled.
+    pending: usize,
 }
 
-/// Whether the worker may go on after a step.
-enum Step {
-    Continue,
-    Stop,
+/// A lane's report: `handled` of its messages are finished.
+struct LaneProgress {
+    key: Vec<u8>,
+    handled: usize,
 }
 
 impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
@@ -91,9 +82,33 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 _ = self.shutdown.cancelled() => return,
             }
         }
-        // First offset not yet done; earlier ones arriving again (a partition
-        // handed back after a rebalance) are skipped.
-        let mut next_offset = i64::MIN;
+        let runner = Arc::new(Runner {
+            shared: self.shared.clone(),
+            partition: self.partition,
+            revoked: self.revoked.clone(),
+            shutdown: self.shutdown.clone(),
+            ledger: Arc::new(Mutex::new(OffsetLedger::default())),
+        });
+        if H::PER_KEY_LANES {
+            self.run_lanes(runner).await;
+        } else {
+            self.run_in_order(&runner).await;
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.shutdown.is_cancelled() || self.revoked.load(Ordering::Relaxed)
+    }
+
+    /// Takes `message` on in the ledger; false for an offset taken before
+    /// (a partition re-fetched after a seek), which is skipped.
+    fn take(&self, runner: &Runner<M, H>, message: &OwnedMessage) -> bool {
+        let mut ledger = runner.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        ledger.take(message.offset())
+    }
+
+    /// Partition order: one queue, handled front first.
+    async fn run_in_order(&mut self, runner: &Runner<M, H>) {
         let mut queue: VecDeque<OwnedMessage> = VecDeque::new();
         loop {
             if queue.is_empty() {
@@ -104,414 +119,136 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 };
                 let Some(message) = received else { return };
                 self.took_one();
-                queue.push_back(message);
+                if self.take(runner, &message) {
+                    queue.push_back(message);
+                }
             }
             while queue.len() < self.shared.settings.max_batch {
                 let Ok(message) = self.inbox.try_recv() else {
                     break;
                 };
                 self.took_one();
-                queue.push_back(message);
+                if self.take(runner, &message) {
+                    queue.push_back(message);
+                }
             }
             if self.stopped() {
                 return;
             }
-            while queue.front().is_some_and(|m| m.offset() < next_offset) {
-                queue.pop_front();
-            }
             if queue.is_empty() {
                 continue;
             }
-            if let Step::Stop = self.handle_front(&mut queue, &mut next_offset).await {
+            let before = queue.len();
+            if let Step::Stop = runner.handle_front(&mut queue).await {
                 return;
             }
+            if queue.len() == before {
+                tokio::time::sleep(DEFERRED_PAUSE).await;
+            }
         }
     }
 
-    fn stopped(&self) -> bool {
-        self.shutdown.is_cancelled() || self.revoked.load(Ordering::Relaxed)
-    }
-
-    /// Handles the undecodable message at the front, or the longest run of
-    /// decodable ones (up to `max_batch`).
-    async fn handle_front(
-        &self,
-        queue: &mut VecDeque<OwnedMessage>,
-        next_offset: &mut i64,
-    ) -> Step {
-        let mut batch: Vec<Delivery<M>> = Vec::new();
-        let mut raws: Vec<OwnedMessage> = Vec::new();
-        while batch.len() < self.shared.settings.max_batch {
-            let Some(raw) = queue.front() else { break };
-            match self.decode(raw) {
-                Ok(message) if message.is_unknown() => {
-                    if !batch.is_empty() {
-                        // Handle the run before it; the unknown one is next.
+    /// Key lanes: each key's messages go to its lane; lanes finish in any
+    /// order and report back, so the worker knows when a lane is idle (and
+    /// drops it) and how many messages are in the lanes.
+    async fn run_lanes(&mut self, runner: Arc<Runner<M, H>>) {
+        let limit = self.shared.settings.partition_queue_limit;
+        let (progress, mut reports) = mpsc::unbounded_channel::<LaneProgress>();
+        let mut lanes: HashMap<Vec<u8>, LaneSlot> = HashMap::new();
+        let mut in_lanes = 0usize;
+        let mut tasks = JoinSet::new();
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => break,
+                Some(report) = reports.recv() => {
+                    in_lanes -= report.handled;
+                    settle(&mut lanes, report);
+                }
+                received = self.inbox.recv(), if in_lanes < limit => {
+                    let Some(message) = received else { break };
+                    self.took_one();
+                    if self.stopped() {
                         break;
                     }
-                    let Some(raw) = queue.pop_front() else {
-                        return Step::Continue;
-                    };
-                    tracing::info!(
-                        consumer_group = %self.shared.settings.consumer_group,
-                        event_id = message.event_id(),
-                        room_id = message.room_id(),
-                        partition = self.partition,
-                        offset = raw.offset(),
-                        "{} of a type this build does not know, acknowledged as ignored",
-                        M::KIND
-                    );
-                    self.shared.metrics.unknown.inc();
-                    self.store(raw.offset(), next_offset);
-                    return Step::Continue;
-                }
-                Ok(message) => {
-                    batch.push(Delivery {
-                        message: Arc::new(message),
-                        partition: self.partition,
-                        offset: raw.offset(),
-                        attempt: 1,
-                        traceparent: crate::trace::header_traceparent(raw),
+                    if !self.take(&runner, &message) {
+                        continue;
+                    }
+                    in_lanes += 1;
+                    let key = message.key().unwrap_or_default().to_vec();
+                    let slot = lanes.entry(key.clone()).or_insert_with(|| {
+                        let (inbox, lane) = mpsc::unbounded_channel();
+                        tasks.spawn(run_lane(runner.clone(), key, lane, progress.clone()));
+                        LaneSlot { inbox, pending: 0 }
                     });
-                    raws.extend(queue.pop_front());
+                    slot.pending += 1;
+                    // A lane outlives its sender's use: it ends only once the
+                    // worker drops the slot, so this send cannot fail.
+                    let _ = slot.inbox.send(message);
                 }
-                Err(reason) if batch.is_empty() => {
-                    let Some(raw) = queue.pop_front() else {
-                        return Step::Continue;
-                    };
-                    return self
-                        .dead_letter_undecodable(&raw, &reason, next_offset)
-                        .await;
-                }
-                // Handle the run before it; the bad one is next.
-                Err(_) => break,
+            }
+            if self.stopped() {
+                break;
             }
         }
-        let now_ms = service_kit::time::now_ms();
-        for delivery in &batch {
-            self.shared
-                .metrics
-                .observe_lag(delivery.message.occurred_at_ms(), now_ms);
-        }
-        let mut prior_error = None;
-        if batch.len() > 1 {
-            let started = Instant::now();
-            match self.run_batch(&batch).await {
-                BatchRun::Done(last_offset) => {
-                    let elapsed = started.elapsed().as_secs_f64();
-                    for _ in &batch {
-                        self.shared.metrics.processing.observe(elapsed);
-                    }
-                    self.store(last_offset, next_offset);
-                    return Step::Continue;
-                }
-                BatchRun::FailedAt { done, error } => {
-                    if let Some(last_done) = done.checked_sub(1).and_then(|i| batch.get(i)) {
-                        self.store(last_done.offset, next_offset);
-                    }
-                    // The rest goes back to the queue, to be batched again
-                    // once the failing message is settled.
-                    let rest = raws.split_off((done + 1).min(raws.len()));
-                    for raw in rest.into_iter().rev() {
-                        queue.push_front(raw);
-                    }
-                    batch.truncate(done + 1);
-                    batch.drain(..done);
-                    raws.drain(..done.min(raws.len()));
-                    prior_error = Some(error);
-                }
-                BatchRun::Whole => {}
-            }
-        }
-        for (delivery, raw) in batch.into_iter().zip(&raws) {
-            let started = Instant::now();
-            let prior = prior_error.take();
-            if let Step::Stop = self.handle_one(delivery, raw, prior, next_offset).await {
-                return Step::Stop;
-            }
-            self.shared
-                .metrics
-                .processing
-                .observe(started.elapsed().as_secs_f64());
-        }
-        Step::Continue
+        // Dropping the lanes' senders lets each lane finish what it is
+        // doing and end; the partition is not handed on before they have.
+        drop(lanes);
+        while tasks.join_next().await.is_some() {}
     }
+}
 
-    /// Runs the handler once over the whole batch.
-    async fn run_batch(&self, batch: &[Delivery<M>]) -> BatchRun {
-        let size = batch.len();
-        let first_offset = batch.first().map_or(0, |d| d.offset);
-        let last_offset = batch.last().map_or(0, |d| d.offset);
-        let handler = self.shared.handler.clone();
-        let mut owned: Vec<Delivery<M>> = batch.to_vec();
-        let spans =
-            crate::trace::start_consume_spans(&self.shared.settings.consumer_group, &mut owned);
-        let span = tracing::info_span!(
-            "consume_batch",
-            consumer_group = %self.shared.settings.consumer_group,
-            partition = self.partition,
-            first_offset,
-            size
-        );
-        // A task of its own, so a panicking handler is an error, not a dead worker.
-        let task = tokio::spawn(async move { handler.handle_batch(&owned).await }.instrument(span));
-        let joined = task.await;
-        crate::trace::finish_consume_spans(spans, joined.as_ref().is_ok_and(Result::is_ok));
-        let reason = match joined {
-            Ok(Ok(outcomes)) if outcomes.len() == size => {
-                for outcome in outcomes {
-                    self.count(outcome);
-                }
-                return BatchRun::Done(last_offset);
-            }
-            Ok(Err(BatchError::At { done, error })) if done.len() < size => {
-                let failed = done.len();
-                for outcome in done {
-                    self.count(outcome);
-                }
-                return BatchRun::FailedAt {
-                    done: failed,
-                    error,
-                };
-            }
-            Ok(Ok(outcomes)) => format!("{} outcomes for {size} messages", outcomes.len()),
-            Ok(Err(BatchError::At { done, error })) => {
-                format!("{error} (reported after {} of {size} messages)", done.len())
-            }
-            Ok(Err(BatchError::Whole(error))) => error.to_string(),
-            Err(join_error) => format!("handler panicked: {join_error}"),
-        };
-        // The failed batch counts as one failed attempt.
-        self.shared.metrics.retried.inc();
-        tracing::info!(
-            consumer_group = %self.shared.settings.consumer_group,
-            partition = self.partition,
-            first_offset,
-            size,
-            error = %reason,
-            "batch failed, handling one by one"
-        );
-        BatchRun::Whole
+/// Applies a lane's report; a lane with nothing pending is dropped, which
+/// ends its task.
+fn settle(lanes: &mut HashMap<Vec<u8>, LaneSlot>, report: LaneProgress) {
+    let Some(slot) = lanes.get_mut(&report.key) else {
+        return;
+    };
+    slot.pending = slot.pending.saturating_sub(report.handled);
+    if slot.pending == 0 {
+        lanes.remove(&report.key);
     }
+}
 
-    /// One message: retry with backoff up to the budget, then dead-letter.
-    /// `prior_error` is the failure of a first attempt made within a batch.
-    async fn handle_one(
-        &self,
-        mut delivery: Delivery<M>,
-        raw: &OwnedMessage,
-        mut prior_error: Option<HandlerError>,
-        next_offset: &mut i64,
-    ) -> Step {
-        let settings = &self.shared.settings;
-        let group = settings.consumer_group.as_str();
-        let offset = delivery.offset;
-        loop {
-            let attempt = delivery.attempt;
-            let result = match prior_error.take() {
-                Some(error) => Err(error),
-                None => self.run_handler(delivery.clone()).await,
+/// One lane: its key's messages in order, batched as the partition's would be.
+async fn run_lane<M: Decode, H: Handler<M>>(
+    runner: Arc<Runner<M, H>>,
+    key: Vec<u8>,
+    mut inbox: mpsc::UnboundedReceiver<OwnedMessage>,
+    progress: mpsc::UnboundedSender<LaneProgress>,
+) {
+    let max_batch = runner.shared.settings.max_batch;
+    let mut queue: VecDeque<OwnedMessage> = VecDeque::new();
+    loop {
+        if queue.is_empty() {
+            match inbox.recv().await {
+                Some(message) => queue.push_back(message),
+                None => return,
+            }
+        }
+        while queue.len() < max_batch {
+            let Ok(message) = inbox.try_recv() else { break };
+            queue.push_back(message);
+        }
+        if runner.stopped() {
+            return;
+        }
+        let before = queue.len();
+        let step = runner.handle_front(&mut queue).await;
+        let handled = before - queue.len();
+        if handled > 0 {
+            let report = LaneProgress {
+                key: key.clone(),
+                handled,
             };
-            let error = match result {
-                Ok(outcome) => {
-                    self.count(outcome);
-                    self.store(offset, next_offset);
-                    return Step::Continue;
-                }
-                Err(error) => error,
-            };
-            let event_id = delivery.message.event_id();
-            let room_id = delivery.message.room_id();
-            if !error.is_permanent() && attempt < settings.retry.max_attempts() {
-                self.shared.metrics.retried.inc();
-                let delay = settings.retry.backoff.delay(attempt);
-                tracing::warn!(
-                    consumer_group = group,
-                    event_id,
-                    room_id,
-                    partition = self.partition,
-                    offset,
-                    attempt,
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                    %error,
-                    "handler failed, retrying"
-                );
-                tokio::select! {
-                    _ = self.shutdown.cancelled() => return Step::Stop,
-                    _ = tokio::time::sleep(delay) => {}
-                }
-                if self.stopped() {
-                    return Step::Stop;
-                }
-                delivery.attempt += 1;
-                continue;
+            if progress.send(report).is_err() {
+                return;
             }
-            tracing::error!(
-                consumer_group = group,
-                event_id,
-                room_id,
-                partition = self.partition,
-                offset,
-                attempt,
-                permanent = error.is_permanent(),
-                %error,
-                "handler gave up, dead-lettering"
-            );
-            let kind = if error.is_permanent() {
-                "permanent"
-            } else {
-                "retries exhausted"
-            };
-            let reason = format!("{kind}: {error}");
-            if let Step::Stop = self
-                .publish_dead_letter(raw, &reason, attempt, Some(event_id))
-                .await
-            {
-                return Step::Stop;
-            }
-            self.shared.metrics.dead_lettered_handler.inc();
-            self.store(offset, next_offset);
-            return Step::Continue;
+        } else {
+            tokio::time::sleep(DEFERRED_PAUSE).await;
         }
-    }
-
-    /// Calls the handler in its own task so a panic becomes a retryable error.
-    async fn run_handler(&self, mut delivery: Delivery<M>) -> Result<Outcome, HandlerError> {
-        let handler = self.shared.handler.clone();
-        let mut spans = crate::trace::start_consume_spans(
-            &self.shared.settings.consumer_group,
-            std::slice::from_mut(&mut delivery),
-        );
-        let context = spans
-            .first()
-            .map(|span| span.context().clone())
-            .unwrap_or_default();
-        let span = tracing::info_span!(
-            "consume",
-            consumer_group = %self.shared.settings.consumer_group,
-            event_id = %delivery.message.event_id(),
-            room_id = %delivery.message.room_id(),
-            partition = delivery.partition,
-            offset = delivery.offset,
-            attempt = delivery.attempt
-        );
-        let task = tokio::spawn(
-            opentelemetry::trace::FutureExt::with_context(
-                async move { handler.handle(&delivery).await },
-                context,
-            )
-            .instrument(span),
-        );
-        let result = task.await.unwrap_or_else(|join_error| {
-            Err(HandlerError::Retryable(format!(
-                "handler panicked: {join_error}"
-            )))
-        });
-        if let Some(span) = spans.pop() {
-            span.finish(
-                result
-                    .as_ref()
-                    .err()
-                    .map(|error| error.to_string())
-                    .as_deref(),
-            );
-        }
-        result
-    }
-
-    /// Decodes a payload, or says why it is dead-lettered at once. The size
-    /// check comes first so an oversized payload is never parsed (bounded
-    /// work and memory per message whatever a producer sends).
-    fn decode(&self, raw: &OwnedMessage) -> Result<M, String> {
-        let payload = raw.payload().unwrap_or_default();
-        let limit = self.shared.settings.max_message_bytes;
-        if payload.len() > limit {
-            return Err(format!(
-                "oversized: {} bytes exceeds consumer.max_message_bytes ({limit})",
-                payload.len()
-            ));
-        }
-        M::decode(payload).map_err(|error| format!("undecodable: {error}"))
-    }
-
-    /// Dead-letters a message that never reached the handler (undecodable or
-    /// oversized; both count as `undecodable` in the metric).
-    async fn dead_letter_undecodable(
-        &self,
-        raw: &OwnedMessage,
-        reason: &str,
-        next_offset: &mut i64,
-    ) -> Step {
-        let event_id = dead_letter::header_text(raw, outbox_schema::names::HEADER_EVENT_ID);
-        tracing::error!(
-            consumer_group = %self.shared.settings.consumer_group,
-            event_id = event_id.as_deref().unwrap_or(""),
-            partition = self.partition,
-            offset = raw.offset(),
-            dead_letter_topic = self.shared.dead_letters.topic(),
-            reason,
-            "{} message not decoded, dead-lettering",
-            M::KIND
-        );
-        if let Step::Stop = self
-            .publish_dead_letter(raw, reason, 1, event_id.as_deref())
-            .await
-        {
-            return Step::Stop;
-        }
-        self.shared.metrics.dead_lettered_undecodable.inc();
-        self.store(raw.offset(), next_offset);
-        Step::Continue
-    }
-
-    /// Publishes a dead letter, retrying until the broker takes it: the
-    /// partition waits rather than lose the message. A copy too large to
-    /// publish goes headers-only instead (`DeadLetterProducer::publish`).
-    async fn publish_dead_letter(
-        &self,
-        raw: &OwnedMessage,
-        reason: &str,
-        attempts: u32,
-        event_id: Option<&str>,
-    ) -> Step {
-        match self
-            .shared
-            .dead_letters
-            .publish(raw, reason, attempts, event_id, &self.shutdown)
-            .await
-        {
-            Ok(()) => Step::Continue,
-            Err(dead_letter::Stopped) => Step::Stop,
-        }
-    }
-
-    fn count(&self, outcome: Outcome) {
-        self.shared.metrics.consumed.inc();
-        if outcome == Outcome::Duplicate {
-            self.shared.metrics.duplicates.inc();
-        }
-    }
-
-    /// Marks `offset` done: librdkafka commits `offset + 1` with the next commit.
-    fn store(&self, offset: i64, next_offset: &mut i64) {
-        *next_offset = offset + 1;
-        let mut offsets = TopicPartitionList::with_capacity(1);
-        let added = offsets.add_partition_offset(
-            &self.shared.settings.topic,
-            self.partition,
-            Offset::Offset(offset + 1),
-        );
-        let stored = added.and_then(|()| self.shared.consumer.store_offsets(&offsets));
-        if let Err(error) = stored {
-            // After a revocation the partition is no longer ours; the new
-            // owner redelivers and dedup absorbs it.
-            tracing::debug!(
-                consumer_group = %self.shared.settings.consumer_group,
-                partition = self.partition,
-                offset,
-                %error,
-                "offset not stored"
-            );
+        if let Step::Stop = step {
+            return;
         }
     }
 }

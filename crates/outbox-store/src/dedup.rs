@@ -20,7 +20,7 @@ use std::{collections::HashSet, time::Duration};
 /// Width of `consumer_dedup.event_id`.
 pub const MAX_EVENT_ID_BYTES: usize = 36;
 
-fn check_event_id(event_id: &str) -> Result<(), Error> {
+pub(crate) fn check_event_id(event_id: &str) -> Result<(), Error> {
     if event_id.is_empty() || event_id.len() > MAX_EVENT_ID_BYTES {
         return Err(Error::InvalidEventId(event_id.to_string()));
     }
@@ -138,7 +138,7 @@ async fn select_existing(
         .collect()
 }
 
-async fn insert_ignore(
+pub(crate) async fn insert_ignore(
     connection: &mut MySqlConnection,
     group: &str,
     event_ids: &[&str],
@@ -192,6 +192,7 @@ pub async fn purge_older_than(
         let deleted = purge_batch(pool, group, cutoff_ms, batch).await?;
         total += deleted;
         if deleted < u64::from(batch.max(1)) {
+            crate::im_batches::purge_before(pool, group, cutoff_ms).await?;
             return Ok(total);
         }
         // Let other work at the table between batches.

@@ -3,11 +3,14 @@
 //!   inside each command's transaction (rows built by
 //!   [`outbox_schema::NewOutboxRow`]'s constructors);
 //! - [`dedup`]: `consumer_dedup`, the idempotency records every consumer
-//!   group — and the relay's direct IM sink — keeps by `event_id`.
+//!   group — and the relay's direct IM sink — keeps by `event_id`;
+//! - [`im_batches`]: merged IM messages planned and not yet known sent
+//!   (`im_pending_batches`), so a resend after a crash is the same message.
 //!
 //! outbox-schema stays free of sqlx; this crate is its storage half.
 
 pub mod dedup;
+pub mod im_batches;
 pub mod outbox;
 
 pub use outbox::insert_outbox_rows;

@@ -6,6 +6,9 @@ use outbox_schema::names::IM_SILENT_EVENT_TYPES;
 use serde::{Deserialize, Serialize};
 use service_kit::duration::ConfigDuration;
 
+/// Tencent's limit on one message, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 12_288;
+
 /// The `im_bridge` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -18,6 +21,9 @@ pub struct BridgeConfig {
     pub kick_mute_default: ConfigDuration,
     /// Event types acknowledged without a group message.
     pub silent_event_types: Vec<String>,
+    /// Largest merged gift message, in bytes of its `MsgBody` JSON: Tencent
+    /// refuses messages over 12 KB (Use Limits page of Tencent Cloud Chat).
+    pub max_message_bytes: usize,
 }
 
 impl Default for BridgeConfig {
@@ -30,6 +36,7 @@ impl Default for BridgeConfig {
                 .iter()
                 .map(|event_type| (*event_type).to_owned())
                 .collect(),
+            max_message_bytes: MAX_MESSAGE_BYTES,
         }
     }
 }

@@ -6,18 +6,35 @@
 //! - any other event → one group custom message, unless its type is
 //!   configured silent (acknowledged without a message).
 //!
+//! **Hot rooms** (docs/design.md#hot-rooms). Every group message waits for a
+//! permit of its group (`tencent_im::pacer`, 40 a second). When a room has
+//! more messages in hand than its group has permits free, its control
+//! messages (membership, mic, kick, admin, treasure) go first, singly, in
+//! their order and with `MsgPriority: High`; its gifts are then merged into
+//! gift batches ([`crate::message::gift_batch_message`]), as many as the
+//! budget allows, and the remaining gifts are deferred to the next batch the
+//! runtime hands over. A room's lifecycle events (create, close) are never
+//! passed: whatever follows a deferred gift is deferred too.
+//!
 //! Messages are external effects: ids already in `consumer_dedup` are
-//! skipped, sent ones are recorded afterwards, and each message's `Random`
-//! derives from its `event_id` so a resend after a crash in between is dropped
-//! by Tencent.
+//! skipped, sent ones are recorded afterwards, and a single event's `Random`
+//! derives from its `event_id` so a resend after a crash in between is
+//! dropped by Tencent. A gift batch is written down before it is sent
+//! (`outbox_store::im_batches`) and resent verbatim after a crash.
 
-use crate::{config::BridgeConfig, group_id, message::room_event_message};
+use crate::{
+    config::BridgeConfig,
+    group_id,
+    message::{body_bytes, gift_batch_message, room_event_message, split_gift_batches},
+    stats::ImStats,
+};
 use outbox_schema::pb::{self, room_outbox_event::Payload};
-use outbox_store::dedup;
+use outbox_store::{dedup, im_batches, im_batches::PendingBatch};
 use sqlx::MySqlPool;
-use std::collections::HashSet;
+use std::{collections::HashSet, sync::Arc};
 use tencent_im::{
-    CreateGroupRequest, DeleteGroupMemberRequest, ForbidSendMsgRequest, SendGroupMsgRequest,
+    CreateGroupRequest, DeleteGroupMemberRequest, ForbidSendMsgRequest, MsgPriority,
+    SendGroupMsgRequest,
 };
 
 /// Tencent's limit on a group name, in bytes.
@@ -32,6 +49,8 @@ pub enum ImOutcome {
     Duplicate,
     /// The event needs nothing in IM (a silent type).
     Ignored,
+    /// Its room's budget was spent: hand it over again with the next batch.
+    Deferred,
 }
 
 /// Why a batch stopped.
@@ -40,8 +59,9 @@ pub enum ApplyError {
     /// Reading or writing the dedup records failed (worth a retry).
     #[error(transparent)]
     Dedup(#[from] outbox_store::Error),
-    /// An IM call failed at the event after `done`; the events before it are
-    /// done (and their messages recorded).
+    /// An IM call failed; the events of `done` (the batch's first ones) are
+    /// settled, and the one after them is blamed for the failure. Later
+    /// events may have been sent too: their records make them duplicates.
     #[error("{}", error.summary())]
     Im {
         /// Outcomes of the events before the failing one.
@@ -59,6 +79,7 @@ pub struct RoomIm {
     dedup_group: String,
     group_id_template: String,
     bridge: BridgeConfig,
+    stats: Arc<ImStats>,
 }
 
 /// What one event asks of IM.
@@ -84,7 +105,27 @@ impl RoomIm {
             dedup_group,
             group_id_template,
             bridge,
+            stats: Arc::default(),
         }
+    }
+
+    /// The counters of what was sent (for metrics).
+    pub fn stats(&self) -> &ImStats {
+        &self.stats
+    }
+
+    pub(crate) fn stats_handle(&self) -> Arc<ImStats> {
+        self.stats.clone()
+    }
+
+    /// The dedup group its records go to.
+    pub fn dedup_group(&self) -> &str {
+        &self.dedup_group
+    }
+
+    /// The IM client (its pacer's counters are part of the metrics).
+    pub fn client(&self) -> &tencent_im::Client {
+        &self.im
     }
 
     fn action<'a>(&self, event: &'a pb::RoomOutboxEvent) -> Action<'a> {
@@ -100,99 +141,124 @@ impl RoomIm {
         }
     }
 
-    /// Applies consecutive events of one room chain (or partition) in order,
-    /// each inside its own trace context so the IM call's span joins it.
+    /// Applies consecutive events (of one room, or one at a time) in order,
+    /// each inside its own trace context so the IM call's span joins it;
+    /// returns one outcome per event.
     pub async fn apply(
         &self,
         events: &[(&pb::RoomOutboxEvent, opentelemetry::Context)],
     ) -> Result<Vec<ImOutcome>, ApplyError> {
-        let message_ids: Vec<&str> = events
-            .iter()
-            .filter(|(event, _)| matches!(self.action(event), Action::Message))
-            .map(|(event, _)| event.event_id.as_str())
-            .collect();
-        let already_sent = if message_ids.is_empty() {
-            HashSet::new()
-        } else {
-            dedup::processed(&self.pool, &self.dedup_group, &message_ids).await?
-        };
-        let mut sent: Vec<&str> = Vec::new();
-        let mut outcomes = Vec::with_capacity(events.len());
-        for (event, trace) in events {
-            let applied = opentelemetry::trace::FutureExt::with_context(
-                self.apply_one(event, &already_sent, &sent),
-                trace.clone(),
-            );
-            match applied.await {
-                Ok(outcome) => {
-                    if outcome == ImOutcome::Applied
-                        && matches!(self.action(event), Action::Message)
-                    {
-                        sent.push(&event.event_id);
-                    }
-                    tracing::debug!(
-                        dedup_group = %self.dedup_group,
-                        event_id = %event.event_id,
-                        room_id = %event.room_id,
-                        event_type = %event.event_type,
-                        ?outcome,
-                        "room event bridged"
-                    );
-                    outcomes.push(outcome);
-                }
-                Err(error) => {
-                    // Keep what did go out, so the retry skips it.
-                    if let Err(record_error) = self.record(&sent).await {
-                        tracing::warn!(dedup_group = %self.dedup_group, error = %record_error, "dedup record failed");
-                    }
-                    return Err(ApplyError::Im {
-                        done: outcomes,
-                        error,
-                    });
-                }
+        let mut pass = Pass::start(self, events).await?;
+        let result = pass.run().await;
+        // Keep what did go out, so a retry skips it.
+        let recorded = pass.record_sent().await;
+        match (result, recorded) {
+            (Err(error), Err(record_error)) => {
+                tracing::warn!(dedup_group = %self.dedup_group, error = %record_error, "dedup record failed");
+                Err(error)
             }
+            (Err(error), Ok(())) => Err(error),
+            (Ok(()), Err(record_error)) => Err(record_error.into()),
+            (Ok(()), Ok(())) => Ok(pass.outcomes()),
         }
-        self.record(&sent).await?;
-        Ok(outcomes)
     }
 
-    async fn apply_one(
-        &self,
-        event: &pb::RoomOutboxEvent,
-        already_sent: &HashSet<String>,
-        sent_now: &[&str],
-    ) -> Result<ImOutcome, tencent_im::Error> {
-        let group_id = group_id(&self.group_id_template, &event.room_id);
+    fn group_of(&self, event: &pb::RoomOutboxEvent) -> String {
+        group_id(&self.group_id_template, &event.room_id)
+    }
+
+    async fn lifecycle(&self, event: &pb::RoomOutboxEvent) -> Result<(), tencent_im::Error> {
+        let group_id = self.group_of(event);
         match self.action(event) {
             Action::EnsureGroup { name } => {
                 let name = group_name(name, &event.room_id);
                 self.im
                     .ensure_group(&CreateGroupRequest::av_chat_room(&group_id, name))
                     .await?;
-                Ok(ImOutcome::Applied)
             }
             Action::DestroyGroup => {
                 self.im.destroy_group(&group_id).await?;
-                Ok(ImOutcome::Applied)
             }
-            Action::Silent => Ok(ImOutcome::Ignored),
-            Action::Message
-                if already_sent.contains(&event.event_id)
-                    || sent_now.contains(&event.event_id.as_str()) =>
-            {
-                Ok(ImOutcome::Duplicate)
+            Action::Message | Action::Silent => {}
+        }
+        Ok(())
+    }
+
+    /// One event's own message (and a kick's member control).
+    async fn send_single(&self, event: &pb::RoomOutboxEvent) -> Result<(), tencent_im::Error> {
+        let group_id = self.group_of(event);
+        let priority = if is_gift(event) {
+            MsgPriority::Normal
+        } else {
+            MsgPriority::High
+        };
+        let request =
+            SendGroupMsgRequest::for_event(&group_id, &event.event_id, room_event_message(event))
+                .with_priority(priority);
+        self.send(&request, 1).await?;
+        if let Some(Payload::RoomUserKicked(kicked)) = &event.payload {
+            self.control_kicked_member(&group_id, kicked).await?;
+        }
+        Ok(())
+    }
+
+    /// The gift batch message of `gifts` (one room's, in order), as it is
+    /// written down before it is sent; `None` for no gifts.
+    pub fn gift_batch(&self, gifts: &[&pb::RoomOutboxEvent]) -> Option<PendingBatch> {
+        let first = gifts.first()?;
+        let body = gift_batch_message(&first.room_id, gifts);
+        let event_ids: Vec<String> = gifts.iter().map(|gift| gift.event_id.clone()).collect();
+        Some(PendingBatch {
+            batch_id: first.event_id.clone(),
+            group_id: self.group_of(first),
+            msg_random: batch_random(&event_ids),
+            msg_body: serde_json::to_string(&body).unwrap_or_default(),
+            event_ids,
+        })
+    }
+
+    /// Sends a gift batch: written down, sent, then recorded with its events.
+    async fn send_batch(&self, gifts: &[&pb::RoomOutboxEvent]) -> Result<(), ApplyError> {
+        let Some(batch) = self.gift_batch(gifts) else {
+            return Ok(());
+        };
+        let now_ms = service_kit::time::now_ms();
+        im_batches::plan(&self.pool, &self.dedup_group, &batch, now_ms).await?;
+        self.send_pending(&batch).await
+    }
+
+    /// Sends a written-down batch and records its events.
+    async fn send_pending(&self, batch: &PendingBatch) -> Result<(), ApplyError> {
+        let msg_body = serde_json::from_str(&batch.msg_body).unwrap_or_default();
+        let request = SendGroupMsgRequest {
+            random: batch.msg_random,
+            ..SendGroupMsgRequest::for_event(&batch.group_id, &batch.batch_id, msg_body)
+        }
+        .with_priority(MsgPriority::Normal);
+        self.send(&request, batch.event_ids.len())
+            .await
+            .map_err(|error| ApplyError::Im {
+                done: Vec::new(),
+                error,
+            })?;
+        let now_ms = service_kit::time::now_ms();
+        im_batches::settle(&self.pool, &self.dedup_group, batch, now_ms).await?;
+        Ok(())
+    }
+
+    async fn send(
+        &self,
+        request: &SendGroupMsgRequest,
+        events: usize,
+    ) -> Result<(), tencent_im::Error> {
+        match self.im.send_group_msg(request).await {
+            Ok(_) => {
+                self.stats.sent(events);
+                Ok(())
             }
-            Action::Message => {
-                let request = SendGroupMsgRequest::for_event(
-                    &group_id,
-                    &event.event_id,
-                    room_event_message(event),
-                );
-                self.im.send_group_msg(&request).await?;
-                if let Some(Payload::RoomUserKicked(kicked)) = &event.payload {
-                    self.control_kicked_member(&group_id, kicked).await?;
-                }
-                Ok(ImOutcome::Applied)
+            Err(error) => {
+                self.stats.failed(&error);
+                Err(error)
             }
         }
     }
@@ -232,16 +298,247 @@ impl RoomIm {
         }
         Ok(())
     }
+}
 
-    async fn record(&self, sent: &[&str]) -> Result<(), outbox_store::Error> {
+/// One call of [`RoomIm::apply`]: its events, what became of each, and the
+/// single messages sent (recorded at the end).
+struct Pass<'a> {
+    room_im: &'a RoomIm,
+    events: &'a [(&'a pb::RoomOutboxEvent, opentelemetry::Context)],
+    outcomes: Vec<Option<ImOutcome>>,
+    /// Messages sent before (dedup records, or a batch resent just now) or
+    /// taken on by this pass.
+    planned: HashSet<&'a str>,
+    sent: Vec<&'a str>,
+    /// Set once a gift had to be deferred: everything after waits too.
+    deferring: bool,
+}
+
+impl<'a> Pass<'a> {
+    /// Reads what was sent before, and resends any batch a crash left
+    /// unrecorded that carries one of these events.
+    async fn start(
+        room_im: &'a RoomIm,
+        events: &'a [(&'a pb::RoomOutboxEvent, opentelemetry::Context)],
+    ) -> Result<Pass<'a>, ApplyError> {
+        let message_ids: Vec<&str> = events
+            .iter()
+            .filter(|(event, _)| matches!(room_im.action(event), Action::Message))
+            .map(|(event, _)| event.event_id.as_str())
+            .collect();
+        let group = &room_im.dedup_group;
+        // Pending batches before dedup records: a batch settles (records its
+        // events, deletes itself) in one transaction, so read in this order
+        // an event is always seen in one of the two.
+        let pending = im_batches::pending_for(&room_im.pool, group, &message_ids).await?;
+        let mut already_sent = if message_ids.is_empty() {
+            HashSet::new()
+        } else {
+            dedup::processed(&room_im.pool, group, &message_ids).await?
+        };
+        for batch in pending {
+            tracing::info!(dedup_group = %group, batch_id = %batch.batch_id, events = batch.event_ids.len(), "resending a gift batch a crash left unrecorded");
+            room_im.send_pending(&batch).await?;
+            already_sent.extend(batch.event_ids);
+        }
+        let planned = events
+            .iter()
+            .map(|(event, _)| event.event_id.as_str())
+            .filter(|id| already_sent.contains(*id))
+            .collect();
+        Ok(Pass {
+            room_im,
+            events,
+            outcomes: vec![None; events.len()],
+            planned,
+            sent: Vec::new(),
+            deferring: false,
+        })
+    }
+
+    async fn run(&mut self) -> Result<(), ApplyError> {
+        let events = self.events;
+        let mut segment: Vec<usize> = Vec::new();
+        for index in 0..events.len() {
+            let (event, trace) = &events[index];
+            let room_changed = segment
+                .first()
+                .is_some_and(|first| events[*first].0.room_id != event.room_id);
+            if room_changed {
+                self.flush(&mut segment).await?;
+            }
+            match self.room_im.action(event) {
+                Action::Silent => self.outcomes[index] = Some(ImOutcome::Ignored),
+                // Sent before, or a second copy of an event this pass sends.
+                Action::Message if !self.planned.insert(event.event_id.as_str()) => {
+                    self.outcomes[index] = Some(ImOutcome::Duplicate);
+                }
+                Action::Message => segment.push(index),
+                Action::EnsureGroup { .. } | Action::DestroyGroup => {
+                    self.flush(&mut segment).await?;
+                    if self.deferring {
+                        self.outcomes[index] = Some(ImOutcome::Deferred);
+                        continue;
+                    }
+                    let applied = opentelemetry::trace::FutureExt::with_context(
+                        self.room_im.lifecycle(event),
+                        trace.clone(),
+                    );
+                    applied.await.map_err(|error| self.failed(error))?;
+                    self.outcomes[index] = Some(ImOutcome::Applied);
+                }
+            }
+        }
+        self.flush(&mut segment).await
+    }
+
+    /// Sends the messages of `segment` (one room, no lifecycle event
+    /// between them): singly when the room's budget covers them all, else
+    /// control messages first and gifts merged, deferring what the budget
+    /// cannot carry now.
+    async fn flush(&mut self, segment: &mut Vec<usize>) -> Result<(), ApplyError> {
+        let indexes = std::mem::take(segment);
+        let Some(first) = indexes.first() else {
+            return Ok(());
+        };
+        if self.deferring {
+            return self.defer(&indexes);
+        }
+        let group = self.room_im.group_of(self.events[*first].0);
+        let budget = self.room_im.im.group_budget(&group);
+        if indexes.len() <= budget {
+            return self.send_singly(&indexes).await;
+        }
+        let (gifts, control): (Vec<usize>, Vec<usize>) = indexes
+            .into_iter()
+            .partition(|index| is_gift(self.events[*index].0));
+        self.send_singly(&control).await?;
+        let allowed = budget.saturating_sub(control.len()).max(1);
+        self.send_gifts(&gifts, allowed).await
+    }
+
+    async fn send_singly(&mut self, indexes: &[usize]) -> Result<(), ApplyError> {
+        let events = self.events;
+        for index in indexes {
+            let (event, trace) = &events[*index];
+            let event: &'a pb::RoomOutboxEvent = event;
+            let sent = opentelemetry::trace::FutureExt::with_context(
+                self.room_im.send_single(event),
+                trace.clone(),
+            );
+            sent.await.map_err(|error| self.failed(error))?;
+            self.sent.push(event.event_id.as_str());
+            self.outcomes[*index] = Some(ImOutcome::Applied);
+            self.log(event);
+        }
+        Ok(())
+    }
+
+    /// Merges `gifts` into batches, sends up to `allowed` of them (a batch of
+    /// one as a single message) and defers the rest.
+    async fn send_gifts(&mut self, gifts: &[usize], allowed: usize) -> Result<(), ApplyError> {
+        let Some(first) = gifts.first() else {
+            return Ok(());
+        };
+        let room_id = &self.events[*first].0.room_id;
+        let events: Vec<&pb::RoomOutboxEvent> =
+            gifts.iter().map(|index| self.events[*index].0).collect();
+        let limit = self.room_im.bridge.max_message_bytes;
+        let mut offset = 0;
+        for (number, batch) in split_gift_batches(room_id, &events, limit)
+            .into_iter()
+            .enumerate()
+        {
+            let indexes = &gifts[offset..offset + batch.len()];
+            offset += batch.len();
+            if number >= allowed {
+                self.deferring = true;
+                self.defer(indexes)?;
+            } else if let [single] = indexes {
+                self.send_singly(&[*single]).await?;
+            } else {
+                self.send_merged(indexes, &batch).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn send_merged(
+        &mut self,
+        indexes: &[usize],
+        batch: &[&pb::RoomOutboxEvent],
+    ) -> Result<(), ApplyError> {
+        let trace = self.events[indexes[0]].1.clone();
+        let sent =
+            opentelemetry::trace::FutureExt::with_context(self.room_im.send_batch(batch), trace);
+        match sent.await {
+            Ok(()) => {}
+            Err(ApplyError::Im { error, .. }) => return Err(self.failed(error)),
+            Err(other) => return Err(other),
+        }
+        tracing::debug!(
+            dedup_group = %self.room_im.dedup_group,
+            room_id = %batch[0].room_id,
+            events = batch.len(),
+            bytes = body_bytes(&gift_batch_message(&batch[0].room_id, batch)),
+            "gift batch sent"
+        );
+        for index in indexes {
+            self.outcomes[*index] = Some(ImOutcome::Applied);
+        }
+        Ok(())
+    }
+
+    fn defer(&mut self, indexes: &[usize]) -> Result<(), ApplyError> {
+        self.room_im.stats.deferred(indexes.len());
+        for index in indexes {
+            self.outcomes[*index] = Some(ImOutcome::Deferred);
+        }
+        Ok(())
+    }
+
+    /// The error for an IM failure now: the settled first events are done.
+    fn failed(&self, error: tencent_im::Error) -> ApplyError {
+        let done = self.outcomes.iter().map_while(|outcome| *outcome).collect();
+        ApplyError::Im { done, error }
+    }
+
+    fn log(&self, event: &pb::RoomOutboxEvent) {
+        tracing::debug!(
+            dedup_group = %self.room_im.dedup_group,
+            event_id = %event.event_id,
+            room_id = %event.room_id,
+            event_type = %event.event_type,
+            "room event bridged"
+        );
+    }
+
+    async fn record_sent(&self) -> Result<(), outbox_store::Error> {
         dedup::record(
-            &self.pool,
-            &self.dedup_group,
-            sent,
+            &self.room_im.pool,
+            &self.room_im.dedup_group,
+            &self.sent,
             service_kit::time::now_ms(),
         )
         .await
     }
+
+    fn outcomes(&self) -> Vec<ImOutcome> {
+        self.outcomes
+            .iter()
+            .map(|outcome| outcome.unwrap_or(ImOutcome::Deferred))
+            .collect()
+    }
+}
+
+fn is_gift(event: &pb::RoomOutboxEvent) -> bool {
+    matches!(event.payload, Some(Payload::RoomGiftSent(_)))
+}
+
+/// A batch's `Random`: derived from every event it carries, in order, so
+/// the same batch always gets the same value.
+fn batch_random(event_ids: &[String]) -> u32 {
+    tencent_im::random_from_event_id(&event_ids.join(","))
 }
 
 /// The room title cut to Tencent's limit on a char boundary; the room id when empty.
@@ -265,5 +562,14 @@ mod tests {
         let long = "语音房".repeat(10);
         let name = group_name(&long, "r");
         assert!(name.len() <= MAX_GROUP_NAME_BYTES && long.starts_with(name));
+    }
+
+    #[test]
+    fn a_batch_random_depends_on_every_event_and_their_order() {
+        let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+        let ab = batch_random(&ids(&["a", "b"]));
+        assert_eq!(ab, batch_random(&ids(&["a", "b"])));
+        assert_ne!(ab, batch_random(&ids(&["b", "a"])));
+        assert_ne!(ab, batch_random(&ids(&["a", "b", "c"])));
     }
 }

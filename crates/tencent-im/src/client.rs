@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, codes, truncate};
+use crate::pacer::{GroupPacer, PacerStats};
 use crate::ratelimit::RateLimiter;
 use crate::types::{
     Api, CreateGroupRequest, CreateGroupResponse, DeleteGroupMemberRequest, DestroyGroupRequest,
@@ -46,6 +47,7 @@ struct Inner {
     api_base: String,
     http: reqwest::Client,
     limiter: RateLimiter,
+    pacer: Arc<GroupPacer>,
     sig: Mutex<Option<CachedSig>>,
     sig_generations: AtomicU64,
     expired_sig_retries: AtomicU64,
@@ -87,6 +89,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 limiter: RateLimiter::new(config.rate_limit_per_api),
+                pacer: GroupPacer::new(config.group_msg_per_second),
                 config,
                 api_base,
                 http,
@@ -109,6 +112,22 @@ impl Client {
             usersig_generations: self.inner.sig_generations.load(Ordering::Relaxed),
             expired_sig_retries: self.inner.expired_sig_retries.load(Ordering::Relaxed),
         }
+    }
+
+    /// Group messages `group` could take right now without waiting: a
+    /// sender with more to say merges it into fewer messages.
+    pub fn group_budget(&self, group: &str) -> usize {
+        self.inner.pacer.available(group)
+    }
+
+    /// The configured group messages per group per second.
+    pub fn group_msg_per_second(&self) -> usize {
+        self.inner.pacer.per_second()
+    }
+
+    /// Counters of the per-group pacing.
+    pub fn pacer_stats(&self) -> PacerStats {
+        self.inner.pacer.stats()
     }
 
     /// `create_group`, reporting "group id already used" as an error.
@@ -149,11 +168,14 @@ impl Client {
 
     /// Sends a group message. Build the request with [`SendGroupMsgRequest::for_event`] so a
     /// redelivery carries the same `Random`. A `MsgDropReason` in the answer becomes
-    /// [`Error::Dropped`], because the message was not delivered.
+    /// [`Error::Dropped`], because the message was not delivered. Every send
+    /// waits for a permit of its group ([`GroupPacer`]), held until a second
+    /// after the answer, so no group gets more than its limit per second.
     pub async fn send_group_msg(
         &self,
         req: &SendGroupMsgRequest,
     ) -> Result<SendGroupMsgResponse, Error> {
+        let _permit = self.inner.pacer.acquire(&req.group_id).await;
         let resp: SendGroupMsgResponse = self.call(Api::SendGroupMsg, req).await?;
         check_dropped(Api::SendGroupMsg, resp.msg_drop_reason.as_deref())?;
         Ok(resp)

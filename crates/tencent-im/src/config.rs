@@ -17,6 +17,9 @@ pub const DEFAULT_USERSIG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 /// Default per-API call rate, Tencent's documented 200 calls/s per REST API.
 pub const DEFAULT_RATE_LIMIT_PER_API: u32 = 200;
+/// Default group messages per group per second: Tencent's documented limit
+/// of 40 per group, whatever the group type (Use Limits page).
+pub const DEFAULT_GROUP_MSG_PER_SECOND: u32 = 40;
 
 /// A secret string whose Debug and Display print `***`, so it cannot leak through logs.
 ///
@@ -87,6 +90,10 @@ pub struct ClientConfig {
     /// Client-side calls per second per API path; callers wait for a token rather than fail.
     #[serde(default = "default_rate_limit")]
     pub rate_limit_per_api: u32,
+    /// Group messages per group per second: Tencent's per-group limit,
+    /// enforced client-side by [`crate::pacer::GroupPacer`].
+    #[serde(default = "default_group_msg_per_second")]
+    pub group_msg_per_second: u32,
 }
 
 impl ClientConfig {
@@ -105,6 +112,7 @@ impl ClientConfig {
             usersig_ttl: DEFAULT_USERSIG_TTL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             rate_limit_per_api: DEFAULT_RATE_LIMIT_PER_API,
+            group_msg_per_second: DEFAULT_GROUP_MSG_PER_SECOND,
         }
     }
 
@@ -130,6 +138,11 @@ impl ClientConfig {
         if self.rate_limit_per_api == 0 {
             return Err(Error::Config("rate_limit_per_api must be positive".into()));
         }
+        if self.group_msg_per_second == 0 {
+            return Err(Error::Config(
+                "group_msg_per_second must be positive".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -144,6 +157,10 @@ fn default_request_timeout() -> Duration {
 
 fn default_rate_limit() -> u32 {
     DEFAULT_RATE_LIMIT_PER_API
+}
+
+fn default_group_msg_per_second() -> u32 {
+    DEFAULT_GROUP_MSG_PER_SECOND
 }
 
 /// Parses `"500ms"`, `"3s"`, `"10m"`, `"2h"`, `"7d"`, or a bare integer of milliseconds.

@@ -63,6 +63,10 @@ pub mod codes {
     pub const INTERNAL_TIMEOUT: i64 = 70169;
     /// Internal error.
     pub const INTERNAL_ERROR: i64 = 70500;
+    /// Message content too long: the `MsgBody` is over Tencent's 12 KB limit for group
+    /// and one-to-one messages alike (content-security error domain). Resending the
+    /// same body cannot succeed, so it classifies as permanent.
+    pub const MSG_TOO_LONG: i64 = 80002;
     /// openim: JSON body failed to parse.
     pub const OPENIM_JSON: i64 = 90001;
     /// openim: MsgBody malformed.
@@ -300,6 +304,18 @@ mod tests {
         }
         assert_eq!(class_of_code(70001), ErrorClass::ExpiredSig);
         assert_eq!(class_of_code(10004), ErrorClass::Permanent);
+    }
+
+    #[test]
+    fn a_message_too_long_is_permanent() {
+        assert_eq!(class_of_code(codes::MSG_TOO_LONG), ErrorClass::Permanent);
+        let err = Error::api_error(
+            "group_open_http_svc/send_group_msg",
+            codes::MSG_TOO_LONG,
+            "message content too long",
+        );
+        assert_eq!(err.class(), ErrorClass::Permanent);
+        assert!(!err.is_retryable());
     }
 
     #[test]

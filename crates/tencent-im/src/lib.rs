@@ -10,6 +10,7 @@
 mod client;
 mod config;
 mod error;
+pub mod pacer;
 pub mod ratelimit;
 pub mod section;
 mod types;
@@ -17,13 +18,14 @@ pub mod usersig;
 
 pub use client::{Client, ClientStats, MAX_RESPONSE_BYTES};
 pub use config::{
-    ClientConfig, DEFAULT_RATE_LIMIT_PER_API, DEFAULT_REQUEST_TIMEOUT, DEFAULT_USERSIG_TTL, Secret,
-    deserialize_duration, parse_duration,
+    ClientConfig, DEFAULT_GROUP_MSG_PER_SECOND, DEFAULT_RATE_LIMIT_PER_API,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_USERSIG_TTL, Secret, deserialize_duration, parse_duration,
 };
 pub use error::{Error, ErrorClass, MSG_FREQ_CTRL, class_of_code, codes};
 pub use section::ImSection;
 pub use types::{
     Api, CreateGroupRequest, CreateGroupResponse, CustomElem, DeleteGroupMemberRequest,
-    DestroyGroupRequest, Empty, ForbidSendMsgRequest, Idempotent, MsgElement, SendC2cMsgRequest,
-    SendC2cMsgResponse, SendGroupMsgRequest, SendGroupMsgResponse, TextElem, random_from_event_id,
+    DestroyGroupRequest, Empty, ForbidSendMsgRequest, Idempotent, MsgElement, MsgPriority,
+    SendC2cMsgRequest, SendC2cMsgResponse, SendGroupMsgRequest, SendGroupMsgResponse, TextElem,
+    random_from_event_id,
 };

@@ -39,6 +39,9 @@ pub struct ImSection {
     pub usersig_ttl: ConfigDuration,
     /// Client-side calls per second per API.
     pub rate_limit_per_api: u32,
+    /// Group messages per group per second (Tencent's limit is 40): every
+    /// group message of the process is paced to it.
+    pub group_msg_per_second: u32,
     /// Room group id; `{room_id}` is replaced.
     pub group_id_template: String,
 }
@@ -54,6 +57,7 @@ impl Default for ImSection {
             request_timeout: ConfigDuration::from_secs(3),
             usersig_ttl: ConfigDuration::from_secs(7 * 86_400),
             rate_limit_per_api: 200,
+            group_msg_per_second: crate::config::DEFAULT_GROUP_MSG_PER_SECOND,
             group_id_template: DEFAULT_GROUP_ID_TEMPLATE.into(),
         }
     }
@@ -105,6 +109,7 @@ impl ImSection {
             .positive_or(ConfigDuration::from_secs(7 * 86_400))
             .as_std();
         config.rate_limit_per_api = self.rate_limit_per_api.max(1);
+        config.group_msg_per_second = self.group_msg_per_second.max(1);
         Client::new(config)
     }
 

@@ -172,6 +172,26 @@ pub struct SendGroupMsgRequest {
     /// Sender shown to clients; omitted means the admin.
     #[serde(rename = "From_Account", skip_serializing_if = "Option::is_none")]
     pub from_account: Option<String>,
+    /// Which messages Tencent discards first when the group is over its frequency
+    /// limit; omitted means Tencent's default (`Normal`).
+    #[serde(rename = "MsgPriority", skip_serializing_if = "Option::is_none")]
+    pub msg_priority: Option<MsgPriority>,
+}
+
+/// `MsgPriority` of a group message, spelled exactly (and case-sensitively) as Tencent
+/// expects. Over a group's frequency limit (40 messages per second per group), Tencent
+/// discards lower-priority messages first; `High` makes a message less likely to be
+/// discarded, never certain to be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MsgPriority {
+    /// Kept in preference to every other priority.
+    High,
+    /// Tencent's default.
+    Normal,
+    /// Discarded before `Normal`.
+    Low,
+    /// Discarded first.
+    Lowest,
 }
 
 impl SendGroupMsgRequest {
@@ -186,6 +206,15 @@ impl SendGroupMsgRequest {
             random: random_from_event_id(event_id),
             msg_body,
             from_account: None,
+            msg_priority: None,
+        }
+    }
+
+    /// The same request sent with `MsgPriority: priority`.
+    pub fn with_priority(self, priority: MsgPriority) -> Self {
+        SendGroupMsgRequest {
+            msg_priority: Some(priority),
+            ..self
         }
     }
 }
@@ -326,6 +355,28 @@ mod tests {
                              "MsgContent": {"Data": "d", "Desc": "", "Ext": ""}}],
                 "From_Account": "u1",
             })
+        );
+    }
+
+    #[test]
+    fn msg_priority_is_sent_as_tencent_spells_it() {
+        let spelled = [
+            (MsgPriority::High, "High"),
+            (MsgPriority::Normal, "Normal"),
+            (MsgPriority::Low, "Low"),
+            (MsgPriority::Lowest, "Lowest"),
+        ];
+        for (priority, name) in spelled {
+            let req =
+                SendGroupMsgRequest::for_event("room-1", "abc", vec![]).with_priority(priority);
+            let json = serde_json::to_value(&req).expect("serialize");
+            assert_eq!(json["MsgPriority"], name);
+        }
+        let plain = SendGroupMsgRequest::for_event("room-1", "abc", vec![]);
+        let json = serde_json::to_value(&plain).expect("serialize");
+        assert!(
+            json.get("MsgPriority").is_none(),
+            "omitted when unset: {json}"
         );
     }
 }

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::App;
-use crate::state::{FaultRule, GroupRecord, MessageFilter, RecordedMessage, Stats};
+use crate::faults::FaultRule;
+use crate::records::{GroupRecord, MessageFilter, RecordedMessage};
+use crate::stats::Stats;
 
 pub(crate) async fn messages(
     State(app): State<App>,
@@ -57,7 +59,8 @@ pub(crate) async fn clear_faults(State(app): State<App>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-/// Body of `POST /admin/rate_limit`; `null` or 0 removes the limit.
+/// Body of `POST /admin/rate_limit` and `POST /admin/group_rate_limit`, and their answer
+/// (the limit now in force); `null` or 0 removes the limit.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct RateLimitBody {
     #[serde(default)]
@@ -76,8 +79,17 @@ pub(crate) async fn set_rate_limit(
     })
 }
 
+pub(crate) async fn set_group_rate_limit(
+    State(app): State<App>,
+    Json(body): Json<RateLimitBody>,
+) -> Json<RateLimitBody> {
+    let per_second = app.lock().set_group_rate_limit(body.per_second);
+    tracing::info!(?per_second, "fake im group message limit set");
+    Json(RateLimitBody { per_second })
+}
+
 pub(crate) async fn reset(State(app): State<App>) -> StatusCode {
-    app.lock().reset();
+    app.reset();
     tracing::info!("fake im state reset");
     StatusCode::NO_CONTENT
 }

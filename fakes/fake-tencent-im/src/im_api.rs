@@ -5,6 +5,10 @@
 //! body validated and executed. Bodies are read as untyped JSON with Tencent's field names
 //! spelled out here, independently of the client's structs, so a misspelled field in either
 //! one shows up as a test failure instead of cancelling out.
+//!
+//! A message send then meets Tencent's message limits ([`crate::limits`]): a `MsgBody` over
+//! the size limit is refused with ErrorCode 80002, and a new group message over its group's
+//! frequency limit is answered OK with `MsgDropReason: "MsgFreqCtrl"` and not delivered.
 
 use std::collections::HashMap;
 
@@ -14,12 +18,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use tencent_im::codes;
 use tencent_im::usersig::verify_usersig;
+use tencent_im::{MSG_FREQ_CTRL, codes};
 use tokio::time::Instant;
 
 use crate::App;
-use crate::state::{GroupRecord, SentMessage, Target, unix_millis};
+use crate::limits::msg_body_bytes;
+use crate::records::GroupRecord;
+use crate::state::{GroupDelivery, SentMessage, unix_millis};
 
 /// Group types Tencent accepts in `create_group`.
 const GROUP_TYPES: &[&str] = &[
@@ -34,6 +40,9 @@ const GROUP_TYPES: &[&str] = &[
 
 /// Tencent caps group names at 30 bytes.
 const MAX_GROUP_NAME_BYTES: usize = 30;
+
+/// The `MsgPriority` values `send_group_msg` accepts, spelled case-sensitively as Tencent does.
+const MSG_PRIORITIES: &[&str] = &["High", "Normal", "Low", "Lowest"];
 
 /// An ErrorCode answer, carried through `?` inside the handlers.
 struct Fail(i64, String);
@@ -264,6 +273,30 @@ fn msg_body(body: &Map<String, Value>, code: i64) -> Result<Value, Fail> {
     Ok(Value::Array(elems.clone()))
 }
 
+/// Refuses a `MsgBody` over the configured size limit the way Tencent does, with 80002.
+fn check_body_size(app: &App, msg_body: &Value) -> Result<(), Fail> {
+    let bytes = msg_body_bytes(msg_body);
+    match app.config.max_msg_body_bytes {
+        Some(max) if bytes > max => Err(fail(
+            codes::MSG_TOO_LONG,
+            format!("message content too long: MsgBody is {bytes} bytes, the limit {max}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `MsgPriority`, when given, must be one of Tencent's four values.
+fn msg_priority(body: &Map<String, Value>) -> Result<Option<String>, Fail> {
+    let priority = optional_string(body, "MsgPriority", codes::GROUP_BAD_PARAM)?;
+    match priority {
+        Some(p) if !MSG_PRIORITIES.contains(&p.as_str()) => Err(fail(
+            codes::GROUP_BAD_PARAM,
+            format!("MsgPriority {p:?} is invalid: use High, Normal, Low or Lowest"),
+        )),
+        _ => Ok(priority),
+    }
+}
+
 fn create_group(app: &App, body: &Map<String, Value>) -> Outcome {
     let bad = codes::GROUP_BAD_PARAM;
     let group_type = string_field(body, "Type", bad)?;
@@ -322,38 +355,45 @@ fn send_group_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<Stri
     let random = u32_field(body, "Random", bad)?;
     let msg_body = msg_body(body, bad)?;
     let from_account = optional_string(body, "From_Account", bad)?;
-    let now = Instant::now();
+    let msg_priority = msg_priority(body)?;
     let mut state = app.lock();
+    // Read under the lock, so the group windows see sends in the order they are judged.
+    let now = Instant::now();
     if !state.groups.contains_key(&group_id) {
         return Err(group_not_found());
     }
+    if let Err(too_long) = check_body_size(app, &msg_body) {
+        state.stats.count_oversized(Some(&group_id));
+        return Err(too_long);
+    }
     if let Some(reason) = drop_reason {
         state.stats.dropped += 1;
-        return Ok(Map::from_iter([
-            ("MsgTime".to_owned(), json!(unix_millis() / 1000)),
-            ("MsgSeq".to_owned(), json!(0)),
-            ("MsgDropReason".to_owned(), json!(reason)),
-        ]));
+        return Ok(group_msg_dropped(&reason));
     }
     let sent = SentMessage {
         from_account,
         random,
         msg_body,
+        msg_priority,
     };
-    let target = Target::Group(group_id.clone());
-    let limit = app.config.max_recorded_messages;
-    let seen = state.accept(target, sent, now, limit, |state| {
-        let group = state
-            .groups
-            .get_mut(&group_id)
-            .ok_or_else(group_not_found)?;
-        group.last_msg_seq += 1;
-        Ok(group.last_msg_seq)
-    })?;
-    Ok(Map::from_iter([
-        ("MsgTime".to_owned(), json!(seen.msg_time)),
-        ("MsgSeq".to_owned(), json!(seen.msg_seq)),
-    ]))
+    let record_limit = app.config.max_recorded_messages;
+    match state.accept_group_message(&group_id, sent, now, record_limit) {
+        None => Err(group_not_found()),
+        Some(GroupDelivery::FreqDropped) => Ok(group_msg_dropped(MSG_FREQ_CTRL)),
+        Some(GroupDelivery::Accepted(seen)) => Ok(Map::from_iter([
+            ("MsgTime".to_owned(), json!(seen.msg_time)),
+            ("MsgSeq".to_owned(), json!(seen.msg_seq)),
+        ])),
+    }
+}
+
+/// The answer to a group message accepted but not delivered: OK, no `MsgSeq`, a reason.
+fn group_msg_dropped(reason: &str) -> Map<String, Value> {
+    Map::from_iter([
+        ("MsgTime".to_owned(), json!(unix_millis() / 1000)),
+        ("MsgSeq".to_owned(), json!(0)),
+        ("MsgDropReason".to_owned(), json!(reason)),
+    ])
 }
 
 fn delete_group_member(app: &App, body: &Map<String, Value>) -> Outcome {
@@ -403,8 +443,12 @@ fn send_c2c_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<String
     let random = u32_field(body, "MsgRandom", codes::OPENIM_MSG_RANDOM)?;
     let msg_body = msg_body(body, codes::OPENIM_MSG_BODY)?;
     let from_account = optional_string(body, "From_Account", codes::OPENIM_JSON)?;
-    let now = Instant::now();
     let mut state = app.lock();
+    let now = Instant::now();
+    if let Err(too_long) = check_body_size(app, &msg_body) {
+        state.stats.count_oversized(None);
+        return Err(too_long);
+    }
     if let Some(reason) = drop_reason {
         state.stats.dropped += 1;
         return Ok(Map::from_iter([
@@ -417,13 +461,10 @@ fn send_c2c_msg(app: &App, body: &Map<String, Value>, drop_reason: Option<String
         from_account,
         random,
         msg_body,
+        msg_priority: None,
     };
-    let target = Target::Account(to_account);
-    let limit = app.config.max_recorded_messages;
-    let seen = state.accept(target, sent, now, limit, |state| {
-        state.next_c2c_seq += 1;
-        Ok::<_, Fail>(state.next_c2c_seq)
-    })?;
+    let record_limit = app.config.max_recorded_messages;
+    let seen = state.accept_c2c_message(&to_account, sent, now, record_limit);
     // Tencent's MsgKey is `{seq}_{random}_{time}`.
     let msg_key = format!("{}_{}_{}", seen.msg_seq, random, seen.msg_time);
     Ok(Map::from_iter([

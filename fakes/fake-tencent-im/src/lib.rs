@@ -6,13 +6,26 @@
 //! be steered through the `/admin/*` JSON routes or the same operations on [`FakeImHandle`].
 //! Tests call [`spawn`] with port 0; the binary wraps it for the local stack.
 //!
+//! Like Tencent, it holds every group to [`GROUP_MSG_PER_SECOND`] delivered messages in any
+//! one-second window (a message over it is answered OK with `MsgDropReason: "MsgFreqCtrl"`
+//! and not delivered, whatever its `MsgPriority`) and refuses a `MsgBody` over
+//! [`MAX_MSG_BODY_BYTES`] with ErrorCode 80002; both limits are configurable (`limits.rs`
+//! says what Tencent documents and how strictly the fake reads it).
+//!
 //! Admin routes: `GET /admin/messages?group_id=&to_account=`, `GET /admin/groups`,
-//! `GET /admin/stats`, `POST|GET|DELETE /admin/faults` (body: one [`FaultRule`] or a list),
-//! `POST /admin/rate_limit {"per_second": n|null}`, `POST /admin/reset`, `GET /healthz`.
+//! `GET /admin/stats` (with per-group counters under `groups`), `POST|GET|DELETE
+//! /admin/faults` (body: one [`FaultRule`] or a list), `POST /admin/rate_limit
+//! {"per_second": n|null}` (REST calls per API per second), `POST /admin/group_rate_limit
+//! {"per_second": n|null}` (messages per group per second; both answer the limit now in
+//! force, `null` or 0 meaning none), `POST /admin/reset`, `GET /healthz`.
 
 mod admin;
+mod faults;
 mod im_api;
+mod limits;
+mod records;
 mod state;
+mod stats;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -25,10 +38,11 @@ use axum::routing::{get, post};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use state::{
-    DEDUP_WINDOW, FaultRule, GroupRecord, MAX_RECORDED_MESSAGES, MessageFilter, MessageKind,
-    RecordedMessage, Stats,
-};
+pub use faults::FaultRule;
+pub use limits::{GROUP_MSG_PER_SECOND, MAX_MSG_BODY_BYTES};
+pub use records::{GroupRecord, MessageFilter, MessageKind, RecordedMessage};
+pub use state::{DEDUP_WINDOW, MAX_RECORDED_MESSAGES};
+pub use stats::{GroupStats, Stats};
 
 use state::State;
 
@@ -49,6 +63,12 @@ pub struct FakeImConfig {
     /// Recorded messages kept for `/admin/messages`; the oldest are forgotten
     /// (and counted in the stats as `forgotten`) past this many.
     pub max_recorded_messages: usize,
+    /// Messages a group receives in any one second before the rest are dropped with
+    /// `MsgFreqCtrl`; `None` (or 0): no limit. Tencent's is [`GROUP_MSG_PER_SECOND`].
+    pub group_msg_per_second: Option<u32>,
+    /// Longest `MsgBody` accepted, in bytes of compact JSON; longer ones get ErrorCode
+    /// 80002. `None` (or 0): no limit. Tencent's is [`MAX_MSG_BODY_BYTES`].
+    pub max_msg_body_bytes: Option<usize>,
 }
 
 impl FakeImConfig {
@@ -64,6 +84,8 @@ impl FakeImConfig {
             secret_key: secret_key.into(),
             admin_identifier: admin_identifier.into(),
             max_recorded_messages: MAX_RECORDED_MESSAGES,
+            group_msg_per_second: Some(GROUP_MSG_PER_SECOND),
+            max_msg_body_bytes: Some(MAX_MSG_BODY_BYTES),
         }
     }
 }
@@ -77,6 +99,8 @@ impl fmt::Debug for FakeImConfig {
             .field("secret_key", &"***")
             .field("admin_identifier", &self.admin_identifier)
             .field("max_recorded_messages", &self.max_recorded_messages)
+            .field("group_msg_per_second", &self.group_msg_per_second)
+            .field("max_msg_body_bytes", &self.max_msg_body_bytes)
             .finish()
     }
 }
@@ -95,6 +119,11 @@ impl App {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
+
+    /// Forgets everything recorded and set at runtime; the configured limits apply again.
+    fn reset(&self) {
+        self.lock().reset(self.config.group_msg_per_second);
+    }
 }
 
 /// The fake's routes: the IM API under `/v4`, and the admin API.
@@ -111,6 +140,7 @@ fn router(app: App) -> Router {
                 .delete(admin::clear_faults),
         )
         .route("/admin/rate_limit", post(admin::set_rate_limit))
+        .route("/admin/group_rate_limit", post(admin::set_group_rate_limit))
         .route("/admin/reset", post(admin::reset))
         .route("/healthz", get(admin::healthz))
         .with_state(app)
@@ -131,9 +161,15 @@ pub async fn spawn(config: FakeImConfig) -> anyhow::Result<FakeImHandle> {
         .await
         .with_context(|| format!("binding fake im to {}", config.listen))?;
     let addr = listener.local_addr().context("reading fake im address")?;
+    // A 0 in the config means "no limit", as on the command line and the admin API.
+    let config = FakeImConfig {
+        group_msg_per_second: config.group_msg_per_second.filter(|n| *n > 0),
+        max_msg_body_bytes: config.max_msg_body_bytes.filter(|n| *n > 0),
+        ..config
+    };
     let app = App {
+        state: Arc::new(Mutex::new(State::new(config.group_msg_per_second))),
         config: Arc::new(config),
-        state: Arc::new(Mutex::new(State::default())),
     };
     let cancel = CancellationToken::new();
     // Replies go out at once, as from the real service, not after a delayed ACK.
@@ -214,9 +250,17 @@ impl FakeImHandle {
         self.app.lock().set_rate_limit(per_second);
     }
 
-    /// Forgets groups, messages, stats, faults and the rate limit.
+    /// Holds every group to `per_second` delivered messages in any one second (`None` or 0:
+    /// no limit), from now on; returns the limit in force. Messages already delivered in the
+    /// last second keep counting.
+    pub fn set_group_rate_limit(&self, per_second: Option<u32>) -> Option<u32> {
+        self.app.lock().set_group_rate_limit(per_second)
+    }
+
+    /// Forgets groups, messages, stats, faults and the API rate limit; the group message
+    /// limit goes back to the configured one.
     pub fn reset(&self) {
-        self.app.lock().reset();
+        self.app.reset();
     }
 
     /// Stops accepting, lets in-flight requests finish, and waits for the server task.

@@ -1,8 +1,10 @@
 //! `fake-tencent-im` binary: serves the fake on a fixed address for the local stack.
 //!
 //! Every flag can also come from the environment (`FAKE_IM_LISTEN`, `FAKE_IM_SDK_APP_ID`,
-//! `FAKE_IM_SECRET_KEY`, `FAKE_IM_ADMIN_IDENTIFIER`, `FAKE_IM_MAX_RECORDED_MESSAGES`) so compose
-//! files need no command line.
+//! `FAKE_IM_SECRET_KEY`, `FAKE_IM_ADMIN_IDENTIFIER`, `FAKE_IM_MAX_RECORDED_MESSAGES`,
+//! `FAKE_IM_GROUP_MSG_PER_SECOND`, `FAKE_IM_MAX_MSG_BODY_BYTES`) so compose files need no
+//! command line. Tencent's message limits are on by default (40 messages per group per
+//! second, 12,288-byte bodies); 0 turns either off.
 
 use std::net::SocketAddr;
 
@@ -38,6 +40,22 @@ struct Args {
         default_value_t = fake_tencent_im::MAX_RECORDED_MESSAGES
     )]
     max_recorded_messages: usize,
+    /// Messages a group receives in any one second before the rest are dropped with
+    /// `MsgFreqCtrl` (Tencent's limit); 0 turns the limit off.
+    #[arg(
+        long,
+        env = "FAKE_IM_GROUP_MSG_PER_SECOND",
+        default_value_t = fake_tencent_im::GROUP_MSG_PER_SECOND
+    )]
+    group_msg_per_second: u32,
+    /// Longest message body accepted, in bytes of compact JSON; longer ones get ErrorCode
+    /// 80002 (Tencent's 12 KB limit). 0 turns the limit off.
+    #[arg(
+        long,
+        env = "FAKE_IM_MAX_MSG_BODY_BYTES",
+        default_value_t = fake_tencent_im::MAX_MSG_BODY_BYTES
+    )]
+    max_msg_body_bytes: usize,
 }
 
 #[tokio::main]
@@ -55,6 +73,8 @@ async fn main() -> anyhow::Result<()> {
         secret_key: args.secret_key,
         admin_identifier: args.admin_identifier,
         max_recorded_messages: args.max_recorded_messages,
+        group_msg_per_second: Some(args.group_msg_per_second).filter(|n| *n > 0),
+        max_msg_body_bytes: Some(args.max_msg_body_bytes).filter(|n| *n > 0),
     };
     let handle = spawn(config).await?;
     wait_for_stop_signal().await?;

@@ -1,13 +1,21 @@
-//! The fake's recorded state: groups, messages, de-duplication, faults, rate limits, stats.
+//! The fake's recorded state: groups, messages, de-duplication, pending faults, rate limits,
+//! stats.
 //!
 //! All of it sits behind one `std::sync::Mutex` that is never held across an `.await`, so the
 //! HTTP handlers and the in-process [`crate::FakeImHandle`] see one consistent history.
+//! A group message is judged in Tencent's order: a resend of a `Random` still in the dedup
+//! window gets what the first send got and counts against nothing; only then does the
+//! group's frequency limit ([`crate::limits`]) decide between delivering and dropping it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
+
+use crate::faults::FaultRule;
+use crate::limits::GroupFrequency;
+use crate::records::{GroupRecord, MessageFilter, MessageKind, RecordedMessage};
+use crate::stats::Stats;
 
 /// Tencent drops a message whose `Random` repeats for the same target within this window.
 pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
@@ -16,186 +24,12 @@ pub const DEDUP_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// a long-running local stack stays bounded (`FakeImConfig::max_recorded_messages`).
 pub const MAX_RECORDED_MESSAGES: usize = 100_000;
 
-/// Whether a recorded message went to a group or to one account.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MessageKind {
-    /// `group_open_http_svc/send_group_msg`
-    Group,
-    /// `openim/sendmsg`
-    C2c,
-}
-
-/// One accepted, non-duplicate message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordedMessage {
-    /// Group or one-to-one.
-    pub kind: MessageKind,
-    /// `GroupId` for group messages.
-    pub group_id: Option<String>,
-    /// `To_Account` for one-to-one messages.
-    pub to_account: Option<String>,
-    /// `From_Account`, when given.
-    pub from_account: Option<String>,
-    /// `Random` (group) or `MsgRandom` (one-to-one).
-    pub random: u32,
-    /// `MsgBody` exactly as received.
-    pub msg_body: serde_json::Value,
-    /// `MsgSeq` assigned (per group; a global counter for one-to-one).
-    pub msg_seq: u64,
-    /// When the fake accepted it, unix milliseconds.
-    pub received_at_ms: u64,
-}
-
-/// A live group.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GroupRecord {
-    /// `GroupId`.
-    pub group_id: String,
-    /// `Type`, e.g. `AVChatRoom`.
-    pub group_type: String,
-    /// `Name`.
-    pub name: String,
-    /// `Owner_Account`, when given.
-    pub owner_account: Option<String>,
-    /// Creation time, unix milliseconds.
-    pub created_at_ms: u64,
-    /// Accounts removed via `delete_group_member`, in call order, without repeats.
-    pub removed_members: Vec<String>,
-    /// Muted accounts and the unix second their mute ends.
-    pub muted_until: BTreeMap<String, u64>,
-    /// Last `MsgSeq` handed out in this group.
-    pub last_msg_seq: u64,
-}
-
-/// Counters over everything the fake answered since start or the last reset.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stats {
-    /// Every `/v4/...` request.
-    pub requests: u64,
-    /// Requests answered with ErrorCode 0 (duplicates and drop-reason answers included).
-    pub accepted: u64,
-    /// Messages recorded.
-    pub messages: u64,
-    /// Recorded messages forgotten since because the record limit was reached.
-    pub forgotten: u64,
-    /// Messages answered OK but not recorded because their `Random` repeated.
-    pub deduplicated: u64,
-    /// Messages answered OK with an injected `MsgDropReason` and not recorded.
-    pub dropped: u64,
-    /// Requests answered with a non-zero ErrorCode, by code.
-    pub rejected: BTreeMap<i64, u64>,
-    /// Requests answered with an injected non-2xx HTTP status, by status.
-    pub http_faults: BTreeMap<u16, u64>,
-    /// Requests per API path (`service/command`).
-    pub calls_by_api: BTreeMap<String, u64>,
-}
-
-/// An injected fault. It applies to the next `times` calls matching `api`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FaultRule {
-    /// `service/command`, e.g. `group_open_http_svc/send_group_msg`, or `*` for every API.
-    #[serde(default = "any_api")]
-    pub api: String,
-    /// Answer HTTP 200 with this ErrorCode.
-    #[serde(default)]
-    pub error_code: Option<i64>,
-    /// ErrorInfo to go with `error_code`.
-    #[serde(default)]
-    pub error_info: Option<String>,
-    /// Answer with this HTTP status (takes precedence over `error_code`).
-    #[serde(default)]
-    pub http_status: Option<u16>,
-    /// Answer a send with ErrorCode 0 and this `MsgDropReason`, recording nothing.
-    #[serde(default)]
-    pub msg_drop_reason: Option<String>,
-    /// Delay before answering; alone it only slows the call down.
-    #[serde(default)]
-    pub latency_ms: u64,
-    /// How many matching calls the rule applies to.
-    #[serde(default = "one")]
-    pub times: u32,
-}
-
-fn any_api() -> String {
-    "*".to_owned()
-}
-
-fn one() -> u32 {
-    1
-}
-
-impl FaultRule {
-    fn base(api: &str) -> Self {
-        FaultRule {
-            api: api.to_owned(),
-            error_code: None,
-            error_info: None,
-            http_status: None,
-            msg_drop_reason: None,
-            latency_ms: 0,
-            times: 1,
-        }
-    }
-
-    /// Answer the next call to `api` (or `*`) with ErrorCode `code`.
-    pub fn error_code(api: &str, code: i64) -> Self {
-        FaultRule {
-            error_code: Some(code),
-            ..FaultRule::base(api)
-        }
-    }
-
-    /// Answer the next call to `api` (or `*`) with HTTP `status`.
-    pub fn http_status(api: &str, status: u16) -> Self {
-        FaultRule {
-            http_status: Some(status),
-            ..FaultRule::base(api)
-        }
-    }
-
-    /// Answer the next send to `api` with `MsgDropReason: reason`.
-    pub fn drop_reason(api: &str, reason: &str) -> Self {
-        FaultRule {
-            msg_drop_reason: Some(reason.to_owned()),
-            ..FaultRule::base(api)
-        }
-    }
-
-    /// Delay the next call to `api` (or `*`) by `latency_ms`.
-    pub fn latency(api: &str, latency_ms: u64) -> Self {
-        FaultRule {
-            latency_ms,
-            ..FaultRule::base(api)
-        }
-    }
-
-    /// Applies the rule to `times` calls instead of one.
-    pub fn times(self, times: u32) -> Self {
-        FaultRule { times, ..self }
-    }
-
-    fn matches(&self, api: &str) -> bool {
-        self.api == "*" || self.api == api
-    }
-}
-
-/// Filters for [`State::messages`] and `GET /admin/messages`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MessageFilter {
-    /// Only messages to this group.
-    #[serde(default)]
-    pub group_id: Option<String>,
-    /// Only one-to-one messages to this account.
-    #[serde(default)]
-    pub to_account: Option<String>,
-}
-
 /// What a send request carried, group or one-to-one alike.
 pub(crate) struct SentMessage {
     pub from_account: Option<String>,
     pub random: u32,
     pub msg_body: serde_json::Value,
+    pub msg_priority: Option<String>,
 }
 
 /// Where a message went, for de-duplication.
@@ -205,6 +39,7 @@ pub(crate) enum Target {
     Account(String),
 }
 
+/// What a message took when it was accepted; a resend within the dedup window gets it again.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SeenMessage {
     pub at: Instant,
@@ -221,6 +56,7 @@ pub(crate) struct State {
     pub faults: Vec<FaultRule>,
     pub rate_limit: Option<u32>,
     windows: HashMap<String, (Instant, u32)>,
+    group_frequency: GroupFrequency,
     seen: HashMap<(Target, u32), SeenMessage>,
     pub next_c2c_seq: u64,
     pub next_auto_group: u64,
@@ -232,7 +68,24 @@ pub(crate) fn unix_millis() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// What became of a message to an existing group.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GroupDelivery {
+    /// Recorded now, or earlier when this is a resend within the dedup window.
+    Accepted(SeenMessage),
+    /// Over the group's frequency limit: to be answered `MsgFreqCtrl`, nothing recorded.
+    FreqDropped,
+}
+
 impl State {
+    /// Nothing recorded yet; every group held to `group_msg_per_second` (`None`: no limit).
+    pub fn new(group_msg_per_second: Option<u32>) -> Self {
+        State {
+            group_frequency: GroupFrequency::new(group_msg_per_second),
+            ..State::default()
+        }
+    }
+
     /// Takes one use of the first pending fault matching `api`.
     pub fn take_fault(&mut self, api: &str) -> Option<FaultRule> {
         let index = self
@@ -267,6 +120,13 @@ impl State {
         self.windows.clear();
     }
 
+    /// Holds every group to `per_second` messages a second from now on (`None` or 0: no
+    /// limit); returns the limit in force.
+    pub fn set_group_rate_limit(&mut self, per_second: Option<u32>) -> Option<u32> {
+        self.group_frequency.set_per_second(per_second);
+        self.group_frequency.per_second()
+    }
+
     /// The earlier acceptance of the same `Random` to the same target, if still in the window.
     pub fn duplicate_of(
         &mut self,
@@ -279,23 +139,65 @@ impl State {
         self.seen.get(&(target.clone(), random)).copied()
     }
 
-    /// Accepts a message to `target`. A resend of the same `random` within
-    /// the dedup window gets what the first send got and records nothing;
-    /// otherwise the message takes the sequence number `next_seq` hands out,
-    /// is recorded and is remembered for the window.
-    pub fn accept<E>(
+    /// Accepts a message to the existing group `group_id` (`None` when there is no such
+    /// group). A resend of the same `random` within the dedup window gets what the first
+    /// send got and counts against nothing; a new message is dropped when the group is over
+    /// its frequency limit, and otherwise takes the group's next `MsgSeq` and is recorded.
+    pub fn accept_group_message(
+        &mut self,
+        group_id: &str,
+        sent: SentMessage,
+        now: Instant,
+        record_limit: usize,
+    ) -> Option<GroupDelivery> {
+        let target = Target::Group(group_id.to_owned());
+        if let Some(seen) = self.duplicate_of(&target, sent.random, now) {
+            self.stats.deduplicated += 1;
+            return Some(GroupDelivery::Accepted(seen));
+        }
+        if !self.group_frequency.admits(group_id, now) {
+            self.stats.count_freq_drop(group_id);
+            return Some(GroupDelivery::FreqDropped);
+        }
+        let group = self.groups.get_mut(group_id)?;
+        group.last_msg_seq += 1;
+        let msg_seq = group.last_msg_seq;
+        let seen = self.record_new(target, sent, msg_seq, now, record_limit);
+        let in_window = self.group_frequency.record_delivery(group_id, now);
+        self.stats.count_group_delivery(group_id, in_window);
+        Some(GroupDelivery::Accepted(seen))
+    }
+
+    /// Accepts a one-to-one message to `to_account`. A resend of the same `random` within
+    /// the dedup window gets what the first send got; a new message takes the next global
+    /// sequence number and is recorded.
+    pub fn accept_c2c_message(
+        &mut self,
+        to_account: &str,
+        sent: SentMessage,
+        now: Instant,
+        record_limit: usize,
+    ) -> SeenMessage {
+        let target = Target::Account(to_account.to_owned());
+        if let Some(seen) = self.duplicate_of(&target, sent.random, now) {
+            self.stats.deduplicated += 1;
+            return seen;
+        }
+        self.next_c2c_seq += 1;
+        let msg_seq = self.next_c2c_seq;
+        self.record_new(target, sent, msg_seq, now, record_limit)
+    }
+
+    /// Records a new message to `target` under `msg_seq` and remembers it for the dedup
+    /// window.
+    fn record_new(
         &mut self,
         target: Target,
         sent: SentMessage,
+        msg_seq: u64,
         now: Instant,
-        limit: usize,
-        next_seq: impl FnOnce(&mut Self) -> Result<u64, E>,
-    ) -> Result<SeenMessage, E> {
-        if let Some(seen) = self.duplicate_of(&target, sent.random, now) {
-            self.stats.deduplicated += 1;
-            return Ok(seen);
-        }
-        let msg_seq = next_seq(self)?;
+        record_limit: usize,
+    ) -> SeenMessage {
         let received_at_ms = unix_millis();
         let seen = SeenMessage {
             at: now,
@@ -315,13 +217,14 @@ impl State {
                 from_account: sent.from_account,
                 random,
                 msg_body: sent.msg_body,
+                msg_priority: sent.msg_priority,
                 msg_seq,
                 received_at_ms,
             },
-            limit,
+            record_limit,
         );
         self.remember(target, random, seen);
-        Ok(seen)
+        seen
     }
 
     pub fn remember(&mut self, target: Target, random: u32, seen: SeenMessage) {
@@ -358,14 +261,129 @@ impl State {
             .collect()
     }
 
-    pub fn reset(&mut self) {
-        *self = State::default();
+    /// Forgets everything; the group frequency limit goes back to `group_msg_per_second`.
+    pub fn reset(&mut self, group_msg_per_second: Option<u32>) {
+        *self = State::new(group_msg_per_second);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state with the group `g`, every group held to `per_second`.
+    fn with_group(per_second: Option<u32>) -> State {
+        let mut state = State::new(per_second);
+        let group = GroupRecord {
+            group_id: "g".into(),
+            group_type: "AVChatRoom".into(),
+            name: "room".into(),
+            owner_account: None,
+            created_at_ms: 0,
+            removed_members: Vec::new(),
+            muted_until: BTreeMap::new(),
+            last_msg_seq: 0,
+        };
+        state.groups.insert("g".into(), group);
+        state
+    }
+
+    /// The `MsgSeq` a `High` message to `g` got, or `None` when the limit dropped it.
+    fn send(state: &mut State, random: u32, now: Instant) -> Option<u64> {
+        let sent = SentMessage {
+            from_account: None,
+            random,
+            msg_body: serde_json::Value::Null,
+            msg_priority: Some("High".into()),
+        };
+        match state.accept_group_message("g", sent, now, 100) {
+            Some(GroupDelivery::Accepted(seen)) => Some(seen.msg_seq),
+            Some(GroupDelivery::FreqDropped) => None,
+            None => panic!("group g exists"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn over_the_group_limit_even_a_high_message_is_dropped_and_takes_no_seq() {
+        let mut state = with_group(Some(2));
+        let start = Instant::now();
+        assert_eq!(send(&mut state, 1, start), Some(1));
+        assert_eq!(send(&mut state, 2, start), Some(2));
+        assert_eq!(send(&mut state, 3, start), None);
+        assert_eq!(
+            send(&mut state, 4, start + Duration::from_millis(999)),
+            None
+        );
+        assert_eq!(
+            send(&mut state, 5, start + Duration::from_secs(1)),
+            Some(3),
+            "the next MsgSeq: dropped messages took none"
+        );
+        let randoms: Vec<u32> = state.messages.iter().map(|m| m.random).collect();
+        assert_eq!(randoms, [1, 2, 5]);
+        assert_eq!(state.messages[0].msg_priority.as_deref(), Some("High"));
+        assert_eq!(state.stats.freq_dropped, 2);
+        let group = &state.stats.groups["g"];
+        assert_eq!((group.delivered, group.freq_dropped), (3, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resend_is_answered_as_before_without_counting_against_the_limit() {
+        let mut state = with_group(Some(2));
+        let now = Instant::now();
+        assert_eq!(send(&mut state, 1, now), Some(1));
+        assert_eq!(send(&mut state, 1, now), Some(1), "duplicate");
+        assert_eq!(
+            send(&mut state, 2, now),
+            Some(2),
+            "the duplicate took no slot"
+        );
+        assert_eq!(
+            send(&mut state, 1, now),
+            Some(1),
+            "a full window still answers a duplicate as the first send"
+        );
+        assert_eq!(send(&mut state, 3, now), None);
+        assert_eq!(state.stats.deduplicated, 2);
+        assert_eq!(state.stats.groups["g"].delivered, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_peak_is_the_busiest_sliding_second() {
+        let mut state = with_group(None);
+        let start = Instant::now();
+        // Two per calendar second, four within the sliding second 900..1900 ms.
+        for (random, ms) in [(1, 900), (2, 950), (3, 1000), (4, 1050)] {
+            assert!(send(&mut state, random, start + Duration::from_millis(ms)).is_some());
+        }
+        for (random, ms) in [(5, 3000), (6, 3100), (7, 3200)] {
+            assert!(send(&mut state, random, start + Duration::from_millis(ms)).is_some());
+        }
+        let group = &state.stats.groups["g"];
+        assert_eq!((group.delivered, group.peak_per_second), (7, 4));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reset_restores_the_configured_group_limit() {
+        let mut state = with_group(Some(40));
+        assert_eq!(state.set_group_rate_limit(Some(1)), Some(1));
+        assert_eq!(state.set_group_rate_limit(Some(0)), None, "0 is no limit");
+        state.reset(Some(40));
+        assert_eq!(state.group_frequency.per_second(), Some(40));
+        let sent = SentMessage {
+            from_account: None,
+            random: 1,
+            msg_body: serde_json::Value::Null,
+            msg_priority: None,
+        };
+        assert!(
+            state
+                .accept_group_message("g", sent, Instant::now(), 100)
+                .is_none(),
+            "groups are forgotten too"
+        );
+        assert!(state.stats.groups.is_empty());
+    }
 
     #[test]
     fn past_the_limit_the_oldest_messages_are_forgotten_and_counted() {
@@ -379,6 +397,7 @@ mod tests {
                     from_account: None,
                     random: seq as u32,
                     msg_body: serde_json::Value::Null,
+                    msg_priority: None,
                     msg_seq: seq,
                     received_at_ms: 0,
                 },

@@ -1,13 +1,17 @@
 //! The fake's IM and admin HTTP APIs, driven with raw requests the way Tencent is called.
 
-use fake_tencent_im::{FakeImConfig, FakeImHandle, Stats, spawn};
+use fake_tencent_im::{
+    FakeImConfig, FakeImHandle, GROUP_MSG_PER_SECOND, GroupStats, MAX_MSG_BODY_BYTES, Stats, spawn,
+};
 use serde_json::{Value, json};
 use tencent_im::usersig::gen_usersig;
+use tencent_im::{MSG_FREQ_CTRL, codes};
 
 const APP: u64 = 1_400_000_002;
 const KEY: &str = "fake-im-test-key";
 const ADMIN: &str = "administrator";
 const SEND: &str = "group_open_http_svc/send_group_msg";
+const SENDMSG: &str = "openim/sendmsg";
 
 fn now() -> u64 {
     std::time::SystemTime::now()
@@ -23,9 +27,11 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Self {
-        let fake = spawn(FakeImConfig::new(APP, KEY, ADMIN))
-            .await
-            .expect("fake starts");
+        Harness::start_with(FakeImConfig::new(APP, KEY, ADMIN)).await
+    }
+
+    async fn start_with(config: FakeImConfig) -> Self {
+        let fake = spawn(config).await.expect("fake starts");
         Harness {
             fake,
             http: reqwest::Client::new(),
@@ -97,6 +103,29 @@ fn group_msg(group_id: &str, random: u32) -> String {
     json!({"GroupId": group_id, "Random": random,
            "MsgBody": [{"MsgType": "TIMCustomElem", "MsgContent": {"Data": "x"}}]})
     .to_string()
+}
+
+/// A one-element `MsgBody` whose compact JSON is exactly `bytes` long.
+fn msg_body_of(bytes: usize) -> Value {
+    let body_with =
+        |data: String| json!([{"MsgType": "TIMCustomElem", "MsgContent": {"Data": data}}]);
+    let overhead = serde_json::to_vec(&body_with(String::new()))
+        .expect("json")
+        .len();
+    let body = body_with("x".repeat(bytes - overhead));
+    assert_eq!(serde_json::to_vec(&body).expect("json").len(), bytes);
+    body
+}
+
+/// Whether the answer is an OK that Tencent's frequency control kept from delivery.
+fn freq_dropped(answer: &Value) -> bool {
+    code(answer) == 0 && answer["ActionStatus"] == "OK" && answer["MsgDropReason"] == MSG_FREQ_CTRL
+}
+
+/// The per-group counters `/admin/stats` shows for `group_id`.
+async fn group_stats(h: &Harness, group_id: &str) -> GroupStats {
+    let stats: Stats = serde_json::from_value(h.admin_get("stats").await).expect("stats");
+    stats.groups.get(group_id).cloned().unwrap_or_default()
 }
 
 #[tokio::test]
@@ -370,4 +399,242 @@ async fn shutdown_stops_the_listener() {
     h.fake.shutdown().await.expect("clean shutdown");
     let err = reqwest::get(format!("http://{addr}/healthz")).await;
     assert!(err.is_err(), "nothing listens after shutdown");
+}
+
+/// The limit of the burst test.
+const LIMIT: u32 = 6;
+
+#[tokio::test]
+async fn a_group_gets_its_limit_a_second_and_the_rest_are_dropped_with_msg_freq_ctrl() {
+    let h = Harness::start().await;
+    assert_eq!(GROUP_MSG_PER_SECOND, 40);
+    assert_eq!(
+        h.fake.config().group_msg_per_second,
+        Some(40),
+        "on by default"
+    );
+    // A small limit keeps the burst far inside one second of the fake's
+    // clock however loaded the machine is (the 40 itself is exercised on a
+    // paused clock in the unit tests of `limits` and `state`).
+    assert_eq!(h.fake.set_group_rate_limit(Some(LIMIT)), Some(LIMIT));
+    h.create_room("g1").await;
+    h.create_room("g2").await;
+    // Sent back to back, all well inside one second of the fake's clock.
+    for random in 1..=LIMIT {
+        let answer = h.call(SEND, &group_msg("g1", random)).await;
+        assert_eq!(code(&answer), 0, "{answer}");
+        assert_eq!(answer["MsgSeq"], random, "{answer}");
+        assert!(answer.get("MsgDropReason").is_none(), "{answer}");
+    }
+    let other = h.call(SEND, &group_msg("g2", 1)).await;
+    assert_eq!((code(&other), &other["MsgSeq"]), (0, &json!(1)), "{other}");
+    assert!(
+        other.get("MsgDropReason").is_none(),
+        "another group is unaffected"
+    );
+    for random in LIMIT + 1..=LIMIT + 5 {
+        let answer = h.call(SEND, &group_msg("g1", random)).await;
+        assert!(freq_dropped(&answer), "{answer}");
+    }
+    let resend = h.call(SEND, &group_msg("g1", 1)).await;
+    assert_eq!(
+        (code(&resend), &resend["MsgSeq"]),
+        (0, &json!(1)),
+        "a resend is answered as the first send, not dropped: {resend}"
+    );
+    assert!(resend.get("MsgDropReason").is_none(), "{resend}");
+
+    let randoms: Vec<u32> = h
+        .fake
+        .group_messages("g1")
+        .iter()
+        .map(|m| m.random)
+        .collect();
+    assert_eq!(
+        randoms,
+        (1..=LIMIT).collect::<Vec<_>>(),
+        "exactly the first LIMIT"
+    );
+    let stats: Stats = serde_json::from_value(h.admin_get("stats").await).expect("stats");
+    assert_eq!(
+        (stats.freq_dropped, stats.dropped, stats.deduplicated),
+        (5, 0, 1)
+    );
+    let g1 = GroupStats {
+        delivered: u64::from(LIMIT),
+        freq_dropped: 5,
+        oversized: 0,
+        peak_per_second: u64::from(LIMIT),
+    };
+    assert_eq!(stats.groups.get("g1"), Some(&g1));
+    assert_eq!(
+        stats
+            .groups
+            .get("g2")
+            .map(|g| (g.delivered, g.peak_per_second)),
+        Some((1, 1))
+    );
+    let raw = h.admin_get("stats").await;
+    assert_eq!(
+        raw["groups"]["g1"],
+        json!({"delivered": LIMIT, "freq_dropped": 5, "oversized": 0, "peak_per_second": LIMIT})
+    );
+}
+
+#[tokio::test]
+async fn the_group_limit_is_set_at_runtime_and_duplicates_do_not_count() {
+    let h = Harness::start().await;
+    h.create_room("g1").await;
+    let limit = h
+        .admin_post("group_rate_limit", json!({"per_second": 2}))
+        .await;
+    assert_eq!(
+        limit.json::<Value>().await.expect("json"),
+        json!({"per_second": 2})
+    );
+    assert_eq!(h.call(SEND, &group_msg("g1", 1)).await["MsgSeq"], 1);
+    assert_eq!(
+        h.call(SEND, &group_msg("g1", 1)).await["MsgSeq"],
+        1,
+        "duplicate"
+    );
+    let second = h.call(SEND, &group_msg("g1", 2)).await;
+    assert_eq!(second["MsgSeq"], 2, "the duplicate took no slot: {second}");
+    assert!(freq_dropped(&h.call(SEND, &group_msg("g1", 3)).await));
+    assert_eq!(
+        group_stats(&h, "g1").await,
+        GroupStats {
+            delivered: 2,
+            freq_dropped: 1,
+            oversized: 0,
+            peak_per_second: 2,
+        }
+    );
+
+    for off in [json!({"per_second": 0}), json!({"per_second": null})] {
+        let answer = h.admin_post("group_rate_limit", off).await;
+        assert_eq!(
+            answer.json::<Value>().await.expect("json"),
+            json!({"per_second": null})
+        );
+    }
+    for random in 10..20 {
+        let answer = h.call(SEND, &group_msg("g1", random)).await;
+        assert!(answer.get("MsgDropReason").is_none(), "no limit: {answer}");
+    }
+
+    assert_eq!(h.fake.set_group_rate_limit(Some(1)), Some(1));
+    h.fake.reset();
+    h.create_room("g1").await;
+    for random in 1..=2 {
+        let answer = h.call(SEND, &group_msg("g1", random)).await;
+        assert!(
+            answer.get("MsgDropReason").is_none(),
+            "reset restores 40: {answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn message_bodies_over_12_kib_are_refused_with_80002() {
+    let h = Harness::start().await;
+    assert_eq!(MAX_MSG_BODY_BYTES, 12_288);
+    h.create_room("g1").await;
+    let group_send = |random: u32, bytes: usize| {
+        json!({"GroupId": "g1", "Random": random, "MsgBody": msg_body_of(bytes)}).to_string()
+    };
+    let c2c_send = |random: u32, bytes: usize| {
+        json!({"To_Account": "u", "MsgRandom": random, "MsgBody": msg_body_of(bytes)}).to_string()
+    };
+    assert_eq!(code(&h.call(SEND, &group_send(1, 12_288)).await), 0);
+    let too_long = h.call(SEND, &group_send(2, 12_289)).await;
+    assert_eq!(
+        (code(&too_long), &too_long["ActionStatus"]),
+        (codes::MSG_TOO_LONG, &json!("FAIL")),
+        "{too_long}"
+    );
+    assert_eq!(code(&h.call(SENDMSG, &c2c_send(1, 12_288)).await), 0);
+    assert_eq!(
+        code(&h.call(SENDMSG, &c2c_send(2, 12_289)).await),
+        codes::MSG_TOO_LONG
+    );
+
+    assert_eq!(
+        h.fake.group_messages("g1").len(),
+        1,
+        "the refused one is not recorded"
+    );
+    assert_eq!(h.fake.c2c_messages("u").len(), 1);
+    let stats = h.fake.stats();
+    assert_eq!(stats.oversized, 2);
+    assert_eq!(stats.rejected.get(&codes::MSG_TOO_LONG), Some(&2));
+    assert_eq!(
+        group_stats(&h, "g1").await,
+        GroupStats {
+            delivered: 1,
+            freq_dropped: 0,
+            oversized: 1,
+            peak_per_second: 1,
+        }
+    );
+}
+
+#[tokio::test]
+async fn msg_priority_is_validated_and_recorded() {
+    let h = Harness::start().await;
+    h.create_room("g1").await;
+    let with_priority = |random: u32, priority: Value| {
+        json!({"GroupId": "g1", "Random": random, "MsgPriority": priority,
+               "MsgBody": [{"MsgType": "TIMTextElem", "MsgContent": {"Text": "a"}}]})
+        .to_string()
+    };
+    for (random, priority) in (1..).zip(["High", "Normal", "Low", "Lowest"]) {
+        assert_eq!(
+            code(&h.call(SEND, &with_priority(random, json!(priority))).await),
+            0
+        );
+    }
+    for (random, priority) in (10..).zip([json!("high"), json!("Urgent"), json!(1)]) {
+        let answer = h.call(SEND, &with_priority(random, priority.clone())).await;
+        assert_eq!(
+            code(&answer),
+            codes::GROUP_BAD_PARAM,
+            "{priority}: {answer}"
+        );
+        let info = answer["ErrorInfo"].as_str().unwrap_or_default();
+        assert!(info.contains("MsgPriority"), "{info}");
+    }
+    assert_eq!(code(&h.call(SEND, &group_msg("g1", 20)).await), 0);
+    let recorded: Vec<Option<String>> = h
+        .fake
+        .group_messages("g1")
+        .into_iter()
+        .map(|m| m.msg_priority)
+        .collect();
+    let expected = ["High", "Normal", "Low", "Lowest"].map(|p| Some(p.to_owned()));
+    assert_eq!(recorded[..4], expected);
+    assert_eq!(recorded[4..], [None]);
+}
+
+#[tokio::test]
+async fn the_message_limits_can_be_turned_off_in_the_config() {
+    let config = FakeImConfig {
+        group_msg_per_second: Some(0),
+        max_msg_body_bytes: None,
+        ..FakeImConfig::new(APP, KEY, ADMIN)
+    };
+    let h = Harness::start_with(config).await;
+    assert_eq!(
+        h.fake.config().group_msg_per_second,
+        None,
+        "0 reads as no limit"
+    );
+    h.create_room("g1").await;
+    for random in 1..=45 {
+        let answer = h.call(SEND, &group_msg("g1", random)).await;
+        assert!(answer.get("MsgDropReason").is_none(), "{answer}");
+    }
+    let big = json!({"GroupId": "g1", "Random": 99, "MsgBody": msg_body_of(20_000)});
+    assert_eq!(code(&h.call(SEND, &big.to_string()).await), 0);
+    assert_eq!(h.fake.group_messages("g1").len(), 46);
 }

@@ -4,6 +4,12 @@
 //! outcomes: IM throttling, server errors and an expired signature are
 //! retried; any other IM failure is permanent and its Tencent error code ends
 //! up in the dead-letter reason.
+//!
+//! The handler runs with one lane per room ([`Handler::PER_KEY_LANES`]): a
+//! hot room waiting for its IM budget (40 messages a second per group) holds
+//! only its own lane, never the quiet rooms of its partition, and the gifts
+//! it cannot send yet come back as deferred with its next batch
+//! (docs/design.md#hot-rooms).
 
 use consumer_runtime::{BatchError, Delivery, Handler, HandlerError, Outcome};
 use outbox_schema::pb;
@@ -19,6 +25,11 @@ impl ImBridgeHandler {
     /// A handler running `room_im` (dedup'ed in the consumer group).
     pub fn new(room_im: RoomIm) -> Self {
         Self { room_im }
+    }
+
+    /// The metrics of its IM sends (`im_*_total`), read at each scrape.
+    pub fn collector(&self) -> room_im::ImCollector {
+        room_im::ImCollector::new(&self.room_im)
     }
 
     async fn apply(
@@ -45,6 +56,7 @@ fn outcome(outcome: ImOutcome) -> Outcome {
         ImOutcome::Applied => Outcome::Applied,
         ImOutcome::Duplicate => Outcome::Duplicate,
         ImOutcome::Ignored => Outcome::Ignored,
+        ImOutcome::Deferred => Outcome::Deferred,
     }
 }
 
@@ -58,6 +70,8 @@ pub fn handler_error(error: &tencent_im::Error) -> HandlerError {
 }
 
 impl Handler<pb::RoomOutboxEvent> for ImBridgeHandler {
+    const PER_KEY_LANES: bool = true;
+
     async fn handle(
         &self,
         delivery: &Delivery<pb::RoomOutboxEvent>,

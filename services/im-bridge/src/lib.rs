@@ -53,6 +53,7 @@ impl ConsumerService for Service {
             host.pool().clone(),
             host.consumer_group(),
         )?;
+        host.collector(Box::new(handler.collector()));
         Ok(Arc::new(handler))
     }
 }
@@ -82,7 +83,10 @@ fn bridge_handler(
 
 /// The bridge's consumer plus its dedup purge, embeddable anywhere.
 #[derive(Debug)]
-pub struct ImBridge(EmbeddedConsumer<pb::RoomOutboxEvent, ImBridgeHandler>);
+pub struct ImBridge {
+    consumer: EmbeddedConsumer<pb::RoomOutboxEvent, ImBridgeHandler>,
+    collector: room_im::ImCollector,
+}
 
 impl ImBridge {
     /// Creates the consumer (subscribed, not yet consuming).
@@ -101,16 +105,20 @@ impl ImBridge {
             pool.clone(),
             &settings.consumer_group,
         )?;
-        Ok(Self(EmbeddedConsumer::new(
-            settings,
-            Arc::new(handler),
-            pool,
-            metrics,
-        )?))
+        let collector = handler.collector();
+        Ok(Self {
+            consumer: EmbeddedConsumer::new(settings, Arc::new(handler), pool, metrics)?,
+            collector,
+        })
+    }
+
+    /// The metrics of its IM sends, for the host's registry.
+    pub fn collector(&self) -> room_im::ImCollector {
+        self.collector.clone()
     }
 
     /// Consumes until `shutdown`, then drains and commits.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        self.0.run(shutdown).await
+        self.consumer.run(shutdown).await
     }
 }

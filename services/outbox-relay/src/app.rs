@@ -39,7 +39,8 @@ pub fn build_relay(
     direct: &DirectConfig,
     registry: &mut Registry,
 ) -> Result<Relay, Error> {
-    build_relay_with(pool, worker, mq, direct, RelayMetrics::register(registry))
+    let metrics = RelayMetrics::register(registry);
+    build_relay_with(pool, worker, mq, direct, metrics, registry)
 }
 
 /// [`build_relay`] with metrics the caller registered (and keeps a handle
@@ -50,19 +51,26 @@ fn build_relay_with(
     mq: &MqConfig,
     direct: &DirectConfig,
     metrics: RelayMetrics,
+    registry: &mut Registry,
 ) -> Result<Relay, Error> {
     let settings = RelaySettings::from_config(worker, mq)?;
+    let direct = if settings.uses_direct() {
+        let sinks = DirectSinks::new(direct, &pool)?;
+        if let Some(im) = &sinks.im {
+            // The direct IM sink's sends, paced and counted like im-bridge's.
+            registry.register_collector(Box::new(room_im::ImCollector::new(im)));
+        }
+        Some(sinks)
+    } else {
+        None
+    };
     let publishers = Publishers {
         mq: if settings.uses_mq() {
             Some(MqPublisher::new(mq, settings.publish_timeout)?)
         } else {
             None
         },
-        direct: if settings.uses_direct() {
-            Some(DirectSinks::new(direct, &pool)?)
-        } else {
-            None
-        },
+        direct,
     };
     Ok(Relay::new(pool, settings, publishers, metrics))
 }
@@ -101,6 +109,7 @@ impl App {
             &config.rocketmq,
             &config.direct,
             metrics.clone(),
+            &mut registry,
         )?;
         let history = History::default();
         let lag_sources = lag_sources(&config.rocketmq)?;

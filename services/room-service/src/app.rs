@@ -156,6 +156,7 @@ impl App {
             &rooms,
             deps.store.pool(),
             &consumer_metrics,
+            &mut registry,
         )?);
         tracing::info!(node_id = %config.node_id, advertised = %advertised, "room leases name this instance");
         Ok(Self {

@@ -102,6 +102,7 @@ pub fn build(
     rooms: &Rooms,
     pool: &sqlx::MySqlPool,
     metrics: &ConsumerMetrics,
+    registry: &mut prometheus_client::registry::Registry,
 ) -> Result<ConsumerTasks, Error> {
     let config_error = |error: consumer_runtime::Error| Error::Config(error.to_string());
     let mut tasks: Vec<(&'static str, ConsumerTask)> = Vec::new();
@@ -148,6 +149,7 @@ pub fn build(
             metrics,
         )
         .map_err(|error| Error::Config(error.to_string()))?;
+        registry.register_collector(Box::new(bridge.collector()));
         tasks.push((
             "im_bridge_consumer",
             Box::new(move |token| {

@@ -44,6 +44,8 @@ pub struct Builder {
     metrics: ConsumerMetrics,
     background: Vec<(&'static str, BackgroundTask)>,
     servers: Vec<ExtraServer>,
+    /// Metrics the service reads from its own counters at each scrape.
+    collectors: Vec<Box<dyn prometheus_client::collector::Collector>>,
     /// False when only the handler is wanted (an operator command replaying
     /// dead letters beside the running service): extra servers are not
     /// bound, so their ports stay the service's.
@@ -78,6 +80,7 @@ impl Builder {
             metrics: ConsumerMetrics::unregistered(),
             background: Vec::new(),
             servers: Vec::new(),
+            collectors: Vec::new(),
             serving: false,
         }
     }
@@ -95,6 +98,12 @@ impl Builder {
     /// The process's consumer metrics (a sweeper exports its failed rows there).
     pub fn metrics(&self) -> &ConsumerMetrics {
         &self.metrics
+    }
+
+    /// Registers metrics the service reads from its own counters at each
+    /// scrape of `/metrics` (im-bridge's IM counters, say).
+    pub fn collector(&mut self, collector: Box<dyn prometheus_client::collector::Collector>) {
+        self.collectors.push(collector);
     }
 
     /// Registers a background task (a delivery sweeper, say), started by
@@ -182,9 +191,13 @@ impl<S: ConsumerService> Host<S> {
             metrics: metrics.clone(),
             background: Vec::new(),
             servers: Vec::new(),
+            collectors: Vec::new(),
             serving: true,
         };
         let handler = S::build(&config, &mut builder).await?;
+        for collector in builder.collectors.drain(..) {
+            registry.register_collector(collector);
+        }
         let consumer_group = settings.consumer_group.clone();
         let dedup_purge = settings.dedup_purge;
         let lag_monitor = LagMonitor::new(&settings, &metrics);

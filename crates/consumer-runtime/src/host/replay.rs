@@ -219,6 +219,9 @@ async fn run_handler<M: Decode, H: Handler<M>>(
             Some(Outcome::Applied) => Replayed::Applied,
             Some(Outcome::Duplicate) => Replayed::Duplicate,
             Some(Outcome::Ignored) => Replayed::Ignored,
+            Some(Outcome::Deferred) => Replayed::Failed(
+                "the handler deferred it (its budget is short); replay again".into(),
+            ),
             None => Replayed::Failed("handler returned no outcome".into()),
         },
         Err(crate::BatchError::Whole(error) | crate::BatchError::At { error, .. }) => {

@@ -213,6 +213,28 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             CancellationToken::new()
         }
+        Fault::ImGroupLimitRefusals => {
+            // Tencent's answer to a group over its 40 messages a second,
+            // as a second sender into the room's group would cause.
+            stack.im.inject_fault(
+                FaultRule::drop_reason("group_open_http_svc/send_group_msg", "MsgFreqCtrl")
+                    .times(2),
+            );
+            let joined = envelope(
+                &uuid::Uuid::now_v7().to_string(),
+                ROOM,
+                998,
+                Payload::RoomUserJoined(pb::RoomUserJoined {
+                    user_id: "frank".into(),
+                }),
+            );
+            producer.send_event(&topic, &joined).await.unwrap();
+            until("im-bridge counted the refusals", || async {
+                total(stack, "im-bridge", "im_freq_limit_refusals_total").await >= 2.0
+            })
+            .await;
+            CancellationToken::new()
+        }
         Fault::MalformedMessages => {
             let send = move || {
                 let (producer, topic) = (producer.clone(), topic.clone());

@@ -14,6 +14,7 @@ pub enum Fault {
     FailOutboxRow,
     RefuseNotice,
     BridgeImDown,
+    ImGroupLimitRefusals,
     MalformedMessages,
     RelayCutOff,
     OldBacklog,
@@ -99,6 +100,11 @@ pub const SCENARIOS: &[Scenario] = &[
             "ConsumerRetryStorm",
             "ConsumerStalled",
         ],
+    },
+    Scenario {
+        name: "IM drops group messages for the per-group limit",
+        fault: Fault::ImGroupLimitRefusals,
+        fires: &["ImGroupMessagesRefused"],
     },
     Scenario {
         name: "malformed messages",
