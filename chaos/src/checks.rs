@@ -6,12 +6,14 @@
 //! This file holds the rules about the command log and the outbox, and
 //! that the run committed anything at all; [`ownership`] that each room had
 //! one writer at a time across the room-service instances; [`effects`] the
-//! consumers' effects, [`money`] the wallet and the dead letters, and
+//! consumers' effects, [`im_rate`] Tencent's per-group message limit,
+//! [`money`] the wallet and the dead letters, and
 //! [`settle`] when a verdict counts (it must hold again after a quiet period). Every rule's
 //! name is a constant here, so the tests can name the one rule a broken
 //! ledger must trip.
 
 mod effects;
+mod im_rate;
 mod money;
 mod ownership;
 pub mod settle;
@@ -39,8 +41,13 @@ pub const ACTIVITY_PER_EVENT: &str =
 /// Rule: per-room totals and big-gift broadcasts.
 pub const ACTIVITY_TOTALS: &str =
     "activity: room totals = committed gifts; each big gift announced once";
-/// Rule: one IM message per room event, in its own room's group.
-pub const IM_BRIDGE: &str = "im-bridge: each room event in its own room's IM group exactly once";
+/// Rule: each room event represented once in its own room's group, whether
+/// alone or as a row of a gift batch.
+pub const IM_BRIDGE: &str = "im-bridge: each room event represented exactly once across single \
+     messages and gift batches, in its own room's IM group";
+/// Rule: Tencent's per-group message limit held, and nothing was refused by it.
+pub const IM_GROUP_RATE: &str = "no IM group received more than its limit of messages in any \
+     one-second window, none refused by the limit";
 /// Rule: notices.
 pub const NOTICES: &str = "notices: one per kick and per treasure reward";
 /// Rule: per-room order.
@@ -71,6 +78,9 @@ pub struct Expectations {
     /// Fewest acknowledged commands each room the workload touched must have
     /// (at least 1: a run that committed nothing proves nothing).
     pub min_acked_per_room: usize,
+    /// Most messages one IM group may receive in any one-second window
+    /// (Tencent's limit, 40).
+    pub im_group_limit: usize,
 }
 
 /// One verdict.
@@ -114,6 +124,7 @@ pub fn run(commands: &[CommandRecord], seen: &Observation, expect: &Expectations
         effects::activity_per_event(seen, expect),
         effects::activity_totals(seen, expect),
         effects::im_bridge_exactly_once(seen, expect),
+        im_rate::group_rate_within_limit(seen, expect),
         effects::notices_exactly_once(seen),
         effects::per_room_order(seen, expect),
         money::money_conserved(seen),

@@ -12,6 +12,7 @@
 //!   of effects still in flight.
 
 mod checks;
+mod im_messages;
 mod ledger;
 mod observe;
 mod report;
@@ -113,6 +114,10 @@ enum Mode {
         /// Global broadcast IM group.
         #[arg(long, default_value = "hyapp_global_broadcast")]
         broadcast_group: String,
+        /// Most messages one IM group may receive in any one-second window:
+        /// Tencent's per-group limit, the fake's `--group-msg-per-second`.
+        #[arg(long, default_value_t = 40)]
+        im_group_limit: usize,
         /// Dead-letter topics (comma separated).
         #[arg(long)]
         dead_letter_topics: String,
@@ -192,6 +197,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             im_silent,
             big_gift_threshold,
             broadcast_group,
+            im_group_limit,
             dead_letter_topics,
             dedup_groups,
             metrics,
@@ -200,6 +206,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 min_acked_per_room >= 1,
                 "--min-acked-per-room must be at least 1"
             );
+            anyhow::ensure!(im_group_limit >= 1, "--im-group-limit must be at least 1");
             let commands = ledger::read_commands(&commands)?;
             let faults = ledger::read_faults(&faults)?;
             let expect = checks::Expectations {
@@ -218,6 +225,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dedup_groups: list(&dedup_groups),
                 activity_group,
                 min_acked_per_room,
+                im_group_limit,
             };
             let metrics = metrics
                 .iter()

@@ -1,14 +1,16 @@
 //! Everything the checker looks at, read from the outside after the run:
 //! the database (command log, rooms, outbox, consumer tables, gift sagas),
-//! the fake Tencent IM's recorded messages, the fake wallet's totals, the
-//! dead-letter topics' sizes and the consumers' duplicate counters.
+//! the fake Tencent IM's recorded messages and counters, the fake wallet's
+//! totals, the dead-letter topics' sizes and the consumers' duplicate counters.
+//! The fake IM's messages and counters are read as [`crate::im_messages`] says.
 
+use crate::im_messages::{ImRecord, freq_drops, im_record};
 use outbox_schema::pb::room_outbox_event::Payload;
 use prost::Message;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::Value;
 use sqlx::MySqlPool;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// A `room_command_log` row.
@@ -47,17 +49,6 @@ pub struct OutboxEvent {
     pub payload: Option<Payload>,
 }
 
-/// One message the fake IM accepted (duplicates by `Random` are not recorded).
-#[derive(Debug, Clone)]
-pub struct ImRecord {
-    /// Group messages.
-    pub group_id: Option<String>,
-    /// One-to-one messages.
-    pub to_account: Option<String>,
-    /// `event_id` in the custom element's data, when present.
-    pub event_id: Option<String>,
-}
-
 /// Wallet totals.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WalletTotals {
@@ -94,6 +85,11 @@ pub struct Observation {
     pub im_deduplicated: u64,
     /// Recorded messages the fake IM forgot (its record limit was reached).
     pub im_forgotten: u64,
+    /// Group messages the fake IM refused by its per-group frequency limit
+    /// (answered `MsgFreqCtrl`, not recorded).
+    pub im_freq_dropped: u64,
+    /// The same refusals by group, for the groups that had any.
+    pub im_freq_dropped_by_group: BTreeMap<String, u64>,
     /// Wallet totals.
     pub wallet: WalletTotals,
     /// `(topic, messages)` of each dead-letter topic.
@@ -277,7 +273,7 @@ impl Sources {
             .into_iter()
             .flatten()
             .map(im_record)
-            .collect();
+            .collect::<anyhow::Result<_>>()?;
         let stats: Value = self
             .http
             .get(format!("{}/admin/stats", self.fake_im))
@@ -288,6 +284,7 @@ impl Sources {
             .await?;
         seen.im_deduplicated = stats["deduplicated"].as_u64().unwrap_or(0);
         seen.im_forgotten = stats["forgotten"].as_u64().unwrap_or(0);
+        (seen.im_freq_dropped, seen.im_freq_dropped_by_group) = freq_drops(&stats)?;
         let wallet: Value = self
             .http
             .get(format!("{}/admin/stats", self.wallet_admin))
@@ -345,23 +342,6 @@ fn duplicate_count(page: &str) -> u64 {
         .sum()
 }
 
-fn im_record(message: &Value) -> ImRecord {
-    let event_id = message["msg_body"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|element| {
-            let data = element["MsgContent"]["Data"].as_str()?;
-            let parsed: Value = serde_json::from_str(data).ok()?;
-            parsed["event_id"].as_str().map(str::to_string)
-        });
-    ImRecord {
-        group_id: message["group_id"].as_str().map(str::to_string),
-        to_account: message["to_account"].as_str().map(str::to_string),
-        event_id,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,17 +353,5 @@ mod tests {
                     consumer_messages_duplicate_total{group=\"b\"} 4\n\
                     consumer_messages_consumed_total{group=\"a\"} 90\n";
         assert_eq!(duplicate_count(page), 7);
-    }
-
-    #[test]
-    fn event_ids_are_read_from_custom_elements() {
-        let message = serde_json::json!({
-            "group_id": "room_r1",
-            "msg_body": [{"MsgType": "TIMCustomElem", "MsgContent": {"Data": "{\"event_id\":\"e1\"}"}}]
-        });
-        let record = im_record(&message);
-        assert_eq!(record.event_id.as_deref(), Some("e1"));
-        assert_eq!(record.group_id.as_deref(), Some("room_r1"));
-        assert!(record.to_account.is_none());
     }
 }

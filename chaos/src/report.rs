@@ -40,6 +40,17 @@ fn per_instance<'a>(names: impl Iterator<Item = &'a String>) -> String {
         .join(", ")
 }
 
+/// `batches (gifts)` over the recorded gift batches.
+fn gift_batches(seen: &Observation) -> String {
+    let batches: Vec<usize> = seen
+        .im_messages
+        .iter()
+        .filter(|message| message.gift_batch)
+        .map(|message| message.event_ids.len())
+        .collect();
+    format!("{} ({})", batches.len(), batches.iter().sum::<usize>())
+}
+
 /// The whole report.
 pub fn render(
     commands: &[CommandRecord],
@@ -124,6 +135,11 @@ pub fn render(
         (
             "IM resends absorbed by Random",
             seen.im_deduplicated.to_string(),
+        ),
+        ("IM gift batches (gifts they carried)", gift_batches(seen)),
+        (
+            "IM messages refused by the group limit",
+            seen.im_freq_dropped.to_string(),
         ),
         (
             "wallet debits answered from idempotency",

@@ -2,14 +2,19 @@
 //! observed. The demo polls until all hold or a deadline passes; the report
 //! prints each with the evidence (or what is missing and where to look).
 //!
-//! Effects are matched by event id: each room event has exactly one message
-//! in the room's IM group (silent ones none), each big gift one delivered
-//! broadcast row and one global-group message carrying its event id, the
-//! kick one notice row and one private message carrying the kick's event id;
-//! an expected refusal must carry exactly the expected gRPC code and reason.
+//! Effects are matched by event id: each room event is represented exactly
+//! once in the room's IM group, alone or in a gift batch ([`im`], with the
+//! storm's batches and the group's per-second limit), each big gift has one
+//! delivered broadcast row and one global-group message carrying its event
+//! id, the kick one notice row and one private message carrying the kick's
+//! event id; an expected refusal must carry exactly the expected gRPC code
+//! and reason.
 
-use crate::observe::{ImMessage, Observed};
-use crate::script::{GiftSent, Step};
+mod im;
+
+use crate::im_messages::ImMessage;
+use crate::observe::Observed;
+use crate::script::{GiftSent, Step, Storm};
 use outbox_schema::pb::LeaveReason;
 use outbox_schema::pb::room_outbox_event::Payload;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,6 +45,10 @@ pub struct Script<'a> {
     pub sender_board: &'a str,
     /// Event types im-bridge acknowledges without a group message.
     pub im_silent: &'a [String],
+    /// The gift storm.
+    pub storm: &'a Storm,
+    /// Most messages the room's IM group may get in one second (Tencent's 40).
+    pub im_group_limit: u64,
 }
 
 /// One expected effect.
@@ -66,23 +75,6 @@ fn check(name: &'static str, ok: bool, detail: impl Into<String>) -> Check {
     }
 }
 
-/// Room events (lane 0) im-bridge sends as group messages: all but the
-/// group control events (RoomCreated, RoomClosed) and the silent types.
-/// Returns `(messaged, silent)` event ids.
-fn im_events<'o>(observed: &'o Observed, silent: &[String]) -> (Vec<&'o str>, Vec<&'o str>) {
-    let (quiet, loud): (Vec<_>, Vec<_>) = observed
-        .outbox
-        .iter()
-        .filter(|row| {
-            row.lane == 0 && row.event_type != "RoomCreated" && row.event_type != "RoomClosed"
-        })
-        .partition(|row| silent.contains(&row.event_type));
-    let ids = |rows: Vec<&'o crate::observe::OutboxRow>| -> Vec<&'o str> {
-        rows.into_iter().map(|row| row.event_id.as_str()).collect()
-    };
-    (ids(loud), ids(quiet))
-}
-
 /// Expected per-sender totals of the sender board.
 pub fn expected_sender_totals(gifts: &[GiftSent]) -> BTreeMap<String, u64> {
     let mut totals = BTreeMap::new();
@@ -97,7 +89,9 @@ pub fn evaluate(script: &Script<'_>, observed: &Observed) -> Vec<Check> {
     vec![
         commands(script),
         published(observed),
-        room_messages(script, observed),
+        im::room_messages(script, observed),
+        im::gift_batches(script, observed),
+        im::group_rate(script, observed),
         removed_from_group(script, observed),
         leaderboard(script, observed),
         broadcasts(script, observed),
@@ -112,7 +106,13 @@ pub const COMMANDS: &str = "room-service answered every command as expected";
 /// See [`evaluate`].
 pub const PUBLISHED: &str = "outbox-relay published every room event";
 /// See [`evaluate`].
-pub const ROOM_MESSAGES: &str = "im-bridge: one room group message per event";
+pub const ROOM_MESSAGES: &str =
+    "im-bridge: each room event represented once in the room group (alone or in a gift batch)";
+/// See [`evaluate`].
+pub const GIFT_BATCHES: &str = "im-bridge: the gift storm's gifts were merged into gift batches";
+/// See [`evaluate`].
+pub const GROUP_RATE: &str =
+    "fake IM: the room group stayed within its messages-per-second limit, none refused";
 /// See [`evaluate`].
 pub const REMOVED: &str = "im-bridge: kicked user removed from the IM group";
 /// See [`evaluate`].
@@ -135,12 +135,17 @@ fn commands(script: &Script<'_>) -> Check {
             Ok(_) => format!("{} → accepted", step.label),
             Err(refusal) => format!("{} → {refusal}", step.label),
         })
+        .chain(script.storm.refusals.iter().cloned())
         .collect();
     check(
         COMMANDS,
         !script.steps.is_empty() && unexpected.is_empty(),
         if unexpected.is_empty() {
-            format!("{} commands", script.steps.len())
+            format!(
+                "{} commands and {} storm gifts",
+                script.steps.len(),
+                script.storm.sent
+            )
         } else {
             format!("unexpected outcome: {}", unexpected.join("; "))
         },
@@ -165,51 +170,11 @@ fn published(observed: &Observed) -> Check {
 fn per_event<'m>(messages: impl Iterator<Item = &'m ImMessage>) -> BTreeMap<&'m str, usize> {
     let mut counts = BTreeMap::new();
     for message in messages {
-        if let Some(id) = message.event_id.as_deref() {
-            *counts.entry(id).or_insert(0) += 1;
+        for id in &message.event_ids {
+            *counts.entry(id.as_str()).or_insert(0) += 1;
         }
     }
     counts
-}
-
-fn room_messages(script: &Script<'_>, observed: &Observed) -> Check {
-    let (wanted, silent) = im_events(observed, script.im_silent);
-    let counts = per_event(observed.room_messages.iter());
-    let times = |id: &str| counts.get(id).copied().unwrap_or(0);
-    let mut wrong: Vec<String> = wanted
-        .iter()
-        .filter(|id| times(id) != 1)
-        .map(|id| format!("{id} ×{}", times(id)))
-        .collect();
-    let leaked = silent.iter().filter(|id| times(id) > 0).count();
-    let known: BTreeSet<&str> = observed
-        .outbox
-        .iter()
-        .map(|row| row.event_id.as_str())
-        .collect();
-    wrong.extend(
-        counts
-            .keys()
-            .filter(|id| !known.contains(*id))
-            .map(|id| format!("{id} is not an event of this room")),
-    );
-    let once = wanted.len() - wanted.iter().filter(|id| times(id) != 1).count();
-    check(
-        ROOM_MESSAGES,
-        !wanted.is_empty() && wrong.is_empty() && leaked == 0 && observed.room_group_exists,
-        format!(
-            "{once}/{} events exactly once in the IM group{}; {leaked}/{} silent events ({}) messaged; group exists: {}",
-            wanted.len(),
-            if wrong.is_empty() {
-                String::new()
-            } else {
-                format!(" (wrong: {})", wrong.join(", "))
-            },
-            silent.len(),
-            script.im_silent.join(", "),
-            observed.room_group_exists
-        ),
-    )
 }
 
 fn removed_from_group(script: &Script<'_>, observed: &Observed) -> Check {
@@ -262,9 +227,9 @@ fn broadcasts(script: &Script<'_>, observed: &Observed) -> Check {
         .collect();
     // The global group is shared; only this room's events are ours.
     let messages = per_event(observed.broadcast_messages.iter().filter(|m| {
-        m.event_id
-            .as_deref()
-            .is_some_and(|id| room_events.contains(id))
+        m.event_ids
+            .iter()
+            .any(|id| room_events.contains(id.as_str()))
     }));
     let mut wrong = Vec::new();
     if big_ids.len() != big.len() {
@@ -357,7 +322,7 @@ fn kick_notice(script: &Script<'_>, observed: &Observed) -> Check {
             .iter()
             .filter(|message| {
                 message.to_account.as_deref() == Some(script.kicked)
-                    && message.event_id.as_deref() == Some(kick)
+                    && message.event_ids.iter().any(|id| id == kick)
             })
             .count();
         if c2c != 1 {

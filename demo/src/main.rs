@@ -1,12 +1,15 @@
 //! `demo`: the scripted session of `cargo xtask demo` (which starts the stack
 //! and passes the endpoints). It drives one room through room-service's gRPC
 //! API — create, joins, mic seats, small gifts, a big gift, a kick with a
-//! ban, heat over the first treasure threshold, a silent user — then waits
-//! (polling with deadlines, never sleeping as synchronisation) for every
+//! ban, heat over the first treasure threshold, a silent user, then a gift
+//! storm (many small gifts at once, more than the room's IM group may
+//! receive in a second, so im-bridge merges them into gift batches) — then
+//! waits (polling with deadlines, never sleeping as synchronisation) for every
 //! asynchronous effect, prints a report and exits 0 only if every expected
 //! effect was observed (1 if some are missing, 2 if the demo itself failed).
 
 mod checks;
+mod im_messages;
 mod observe;
 mod report;
 mod script;
@@ -58,6 +61,15 @@ struct Args {
     /// The activity ranking senders over every gift.
     #[arg(long, default_value = "daily_gift_rank")]
     sender_board: String,
+    /// Gifts the gift storm sends into the room.
+    #[arg(long, default_value_t = 150)]
+    storm_gifts: usize,
+    /// Storm gifts in flight at once.
+    #[arg(long, default_value_t = 8)]
+    storm_concurrency: usize,
+    /// Most messages Tencent (the fake IM) accepts per group per second.
+    #[arg(long, default_value_t = 40)]
+    im_group_limit: u64,
     /// How long to wait for the consumers' effects after the script, in seconds.
     #[arg(long, default_value_t = 20)]
     effect_timeout_secs: u64,
@@ -116,6 +128,13 @@ const BANNED: Expect = Expect::Refused {
     code: tonic::Code::PermissionDenied,
     reason: "banned",
 };
+
+/// The storm's senders and receivers, taken in turn: everyone still present
+/// by then (carol expired, dave was kicked), no one giving to themselves.
+const STORM_PAIRS: [(&str, &str); 3] = [("alice", "bob"), ("bob", "alice"), (HOST, "alice")];
+/// Each storm gift's value: small, so the storm adds to the leaderboard and
+/// the wallet totals but announces no big gift.
+const STORM_UNIT_VALUE: u64 = 10;
 
 async fn run(args: Args) -> anyhow::Result<bool> {
     let room_id = args
@@ -189,6 +208,17 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 
     let treasure_cleared = wait_treasure(&mut driver, &args, &mut timed).await;
     wait_presence_expiry(&mut driver, &args, &mut timed).await;
+    // After the treasure box: the storm's heat (far below the next threshold)
+    // starts no second box.
+    let storm_unit = STORM_UNIT_VALUE.min(args.big_gift_threshold.saturating_sub(1).max(1));
+    let storm = driver
+        .gift_storm(
+            &STORM_PAIRS,
+            args.storm_gifts,
+            storm_unit,
+            args.storm_concurrency,
+        )
+        .await;
 
     let im_silent: Vec<String> = if args.im_silent.is_empty() {
         outbox_schema::names::IM_SILENT_EVENT_TYPES
@@ -210,6 +240,8 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             treasure_cleared,
             sender_board: &args.sender_board,
             im_silent: &im_silent,
+            storm: &storm,
+            im_group_limit: args.im_group_limit,
         };
         let checks = checks::evaluate(&script, &observed);
         if checks.iter().all(|check| check.ok) || Instant::now() > deadline {
@@ -232,11 +264,12 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     }
     checks.push(security::listeners_check(args.listeners.as_deref()));
 
-    report::commands(&mut out, &driver.steps);
+    report::commands(&mut out, &driver.steps, &storm);
     out.push_str(&timed);
     let _ = write_treasure_rows(&mut out, &observed);
     report::consumers(&mut out, &observed, &args.sender_board);
-    report::lags(&mut out, &observed);
+    report::gift_storm(&mut out, &observed, &storm);
+    report::lags(&mut out, &observed, &storm);
     // Last, so it sees every log line the session caused and the whole
     // report but the verdict (whose details are fixed text and check results).
     checks.push(security::secrets_check(

@@ -1,9 +1,12 @@
 //! Reading what the services did, from the outside: the demo database
 //! (`room_outbox`, `consumer_dedup`, activity and notice tables) and the
-//! fakes' admin HTTP (messages recorded by the fake Tencent IM, the fake
-//! wallet's ledger). A table or endpoint that cannot be read yields an empty
-//! result plus a note, never a crash: the report then shows the effect missing.
+//! fakes' admin HTTP (messages recorded by the fake Tencent IM and its
+//! counters for the room's group, read as [`crate::im_messages`] says; the
+//! fake wallet's ledger). A table or endpoint that cannot be read yields an
+//! empty result plus a note, never a crash: the report then shows the effect
+//! missing.
 
+use crate::im_messages::{GroupStats, ImMessage, group_stats, im_message};
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use serde_json::Value;
 use sqlx::MySqlPool;
@@ -39,21 +42,6 @@ impl OutboxRow {
     }
 }
 
-/// One message the fake IM recorded.
-#[derive(Debug, Clone)]
-pub struct ImMessage {
-    /// Recipient (C2C messages).
-    pub to_account: Option<String>,
-    /// When the fake accepted it.
-    pub received_at_ms: i64,
-    /// `event_id` found in a custom element's JSON `Data`, if any.
-    pub event_id: Option<String>,
-    /// `event_type` (or `Desc`) of the message, if any.
-    pub kind: String,
-    /// Short text for the report.
-    pub summary: String,
-}
-
 /// Everything observed at one moment.
 #[derive(Debug, Default)]
 pub struct Observed {
@@ -77,6 +65,8 @@ pub struct Observed {
     pub removed_members: Vec<String>,
     /// Whether the room's IM group exists.
     pub room_group_exists: bool,
+    /// What the fake IM counted for the room's group (`None`: unreadable, see `notes`).
+    pub room_group_stats: Option<GroupStats>,
     /// Things that could not be read.
     pub notes: Vec<String>,
 }
@@ -273,6 +263,12 @@ impl Sources {
                 .push(format!("fake IM groups: unexpected {other}")),
             Err(error) => observed.notes.push(format!("fake IM groups: {error}")),
         }
+        match self.get_json("/admin/stats", &[]).await.map(|stats| {
+            group_stats(&stats, &self.room_group).map_err(|error| format!("{error:#}"))
+        }) {
+            Ok(Ok(stats)) => observed.room_group_stats = Some(stats),
+            Ok(Err(error)) | Err(error) => observed.notes.push(format!("fake IM stats: {error}")),
+        }
     }
 
     async fn get_json(&self, path: &str, query: &[(&str, &str)]) -> Result<Value, String> {
@@ -292,42 +288,6 @@ impl Sources {
             .as_array()
             .map(|messages| messages.iter().map(im_message).collect())
             .unwrap_or_default())
-    }
-}
-
-/// Pulls the event id, type and a short text out of a recorded message.
-fn im_message(message: &Value) -> ImMessage {
-    let mut event_id = None;
-    let mut kind = String::new();
-    let mut summary = String::new();
-    for element in message["msg_body"].as_array().into_iter().flatten() {
-        let content = &element["MsgContent"];
-        if let Some(data) = content["Data"].as_str() {
-            let parsed: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-            if let Some(id) = parsed["event_id"].as_str() {
-                event_id = Some(id.to_string());
-            }
-            if let Some(event_type) = parsed["event_type"].as_str().or(parsed["type"].as_str()) {
-                kind = event_type.to_string();
-            }
-            summary = data.to_string();
-        }
-        if let Some(text) = content["Text"].as_str() {
-            summary = text.to_string();
-        }
-        if kind.is_empty() {
-            kind = content["Desc"].as_str().unwrap_or_default().to_string();
-        }
-    }
-    if summary.chars().count() > 110 {
-        summary = summary.chars().take(107).collect::<String>() + "...";
-    }
-    ImMessage {
-        to_account: message["to_account"].as_str().map(str::to_string),
-        received_at_ms: message["received_at_ms"].as_i64().unwrap_or(0),
-        event_id,
-        kind,
-        summary,
     }
 }
 

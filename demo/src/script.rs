@@ -2,7 +2,9 @@
 //! gateway gRPC API exactly as a gateway would send it, and each reply (or
 //! rejection) is recorded for the report. A background task heartbeats the
 //! users who should stay present, so only the user the script lets go
-//! (carol) expires.
+//! (carol) expires. The gift storm sends its gifts concurrently, a bounded
+//! number in flight, and is recorded as one summary rather than a step per
+//! gift.
 
 use hyapp_api::room::room_service_client::RoomServiceClient;
 use hyapp_api::room::{
@@ -98,6 +100,42 @@ pub struct GiftSent {
     pub total_value: u64,
     /// The `RoomGiftSent` event id from the reply.
     pub event_id: Option<String>,
+}
+
+/// The gift storm: many gifts sent at once into the room, so that its IM
+/// group's budget of 40 messages a second runs short and im-bridge merges
+/// gifts into batches (docs/design.md#hot-rooms).
+#[derive(Debug, Clone, Default)]
+pub struct Storm {
+    /// Gifts sent.
+    pub sent: usize,
+    /// Most gifts in flight at once.
+    pub concurrency: usize,
+    /// Every gift's value (`count` 1 × `unit_value`).
+    pub unit_value: u64,
+    /// The (sender, receiver) pairs, taken in turn.
+    pub pairs: Vec<(String, String)>,
+    /// `RoomGiftSent` event ids of the accepted gifts.
+    pub event_ids: Vec<String>,
+    /// Each refused gift: its label and the refusal.
+    pub refusals: Vec<String>,
+    /// From the first send to the last answer.
+    pub elapsed: Duration,
+}
+
+/// One storm gift to send, and its description for the report.
+#[derive(Debug)]
+struct StormGift {
+    request: SendGiftRequest,
+    label: String,
+}
+
+/// What came back for one storm gift.
+#[derive(Debug)]
+struct StormAnswer {
+    sender: String,
+    label: String,
+    outcome: Result<CommandReply, Refusal>,
 }
 
 /// Drives one room.
@@ -236,12 +274,71 @@ impl Driver {
             self.gifts.push(GiftSent {
                 sender: sender.into(),
                 total_value: u64::try_from(count * unit).unwrap_or(0),
-                event_id: reply
-                    .events
-                    .iter()
-                    .find(|event| event.event_type == "RoomGiftSent")
-                    .map(|event| event.event_id.clone()),
+                event_id: gift_event_id(&reply),
             });
+        }
+    }
+
+    /// Sends `gifts` gifts of `unit_value` (count 1, gift `star`) at once, at
+    /// most `concurrency` in flight, taking `pairs` (sender, receiver) in
+    /// turn; the accepted ones join [`Driver::gifts`].
+    pub async fn gift_storm(
+        &mut self,
+        pairs: &[(&str, &str)],
+        gifts: usize,
+        unit_value: u64,
+        concurrency: usize,
+    ) -> Storm {
+        let concurrency = concurrency.clamp(1, gifts.max(1));
+        let requests: Vec<StormGift> = pairs
+            .iter()
+            .cycle()
+            .take(gifts)
+            .map(|(sender, receiver)| self.storm_gift(sender, receiver, unit_value))
+            .collect();
+        let started = Instant::now();
+        let answers = send_concurrently(&self.client, requests, concurrency).await;
+        let mut storm = Storm {
+            sent: gifts,
+            concurrency,
+            unit_value,
+            pairs: pairs
+                .iter()
+                .map(|(sender, receiver)| (sender.to_string(), receiver.to_string()))
+                .collect(),
+            elapsed: started.elapsed(),
+            ..Storm::default()
+        };
+        for answer in answers {
+            match answer.outcome {
+                Ok(reply) => {
+                    let event_id = gift_event_id(&reply);
+                    storm.event_ids.extend(event_id.clone());
+                    self.gifts.push(GiftSent {
+                        sender: answer.sender,
+                        total_value: unit_value,
+                        event_id,
+                    });
+                }
+                Err(refusal) => storm.refusals.push(format!("{} → {refusal}", answer.label)),
+            }
+        }
+        storm
+    }
+
+    fn storm_gift(&mut self, sender: &str, receiver: &str, unit_value: u64) -> StormGift {
+        let request = SendGiftRequest {
+            meta: self.meta(),
+            room_id: self.room_id.clone(),
+            sender_id: sender.into(),
+            receiver_id: receiver.into(),
+            gift_id: "star".into(),
+            count: 1,
+            unit_value: i64::try_from(unit_value).unwrap_or(i64::MAX),
+        };
+        StormGift {
+            request,
+            label: format!("SendGift {sender} → {receiver} star 1×{unit_value}"),
         }
     }
 
@@ -317,4 +414,66 @@ impl Driver {
             }
         })
     }
+}
+
+/// The `RoomGiftSent` event id in a SendGift reply.
+fn gift_event_id(reply: &CommandReply) -> Option<String> {
+    reply
+        .events
+        .iter()
+        .find(|event| event.event_type == "RoomGiftSent")
+        .map(|event| event.event_id.clone())
+}
+
+/// Sends every request, `concurrency` at a time: each of `concurrency` tasks
+/// takes every `concurrency`-th request in turn on its own clone of the
+/// client (one HTTP/2 connection, many streams). Answers come back in no
+/// particular order.
+async fn send_concurrently(
+    client: &RoomServiceClient<Channel>,
+    requests: Vec<StormGift>,
+    concurrency: usize,
+) -> Vec<StormAnswer> {
+    let mut shares: Vec<Vec<StormGift>> = (0..concurrency).map(|_| Vec::new()).collect();
+    for (index, request) in requests.into_iter().enumerate() {
+        shares[index % concurrency].push(request);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for share in shares {
+        let mut client = client.clone();
+        tasks.spawn(async move {
+            let mut answers = Vec::with_capacity(share.len());
+            for StormGift { request, label } in share {
+                let sender = request.sender_id.clone();
+                let outcome = client
+                    .send_gift(request)
+                    .await
+                    .map(tonic::Response::into_inner)
+                    .map_err(Refusal::from);
+                answers.push(StormAnswer {
+                    sender,
+                    label,
+                    outcome,
+                });
+            }
+            answers
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(share) => answers.extend(share),
+            // A task that panicked lost its share's answers: say so rather than drop them.
+            Err(error) => answers.push(StormAnswer {
+                sender: String::new(),
+                label: "a storm sender task".to_string(),
+                outcome: Err(Refusal {
+                    code: tonic::Code::Internal,
+                    reason: String::new(),
+                    message: error.to_string(),
+                }),
+            }),
+        }
+    }
+    answers
 }

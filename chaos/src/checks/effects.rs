@@ -10,15 +10,24 @@
 //!   missing row even when a duplicate credit of the same value elsewhere in
 //!   the room keeps the totals right. (A duplicate credit that bypassed its
 //!   dedup claim is visible only in the totals.)
-//! - im-bridge: each event's message is matched by event id and by its own
-//!   room's group; big-gift broadcasts and notices by event id (and recipient).
-//! - per-room order, from `consumer_dedup.applied_seq` and the IM record.
+//! - im-bridge: each event is matched by event id and by its own room's
+//!   group, whether it went alone or as a row of a gift batch (a hot room's
+//!   gifts merged, docs/design.md#hot-rooms): represented once, never twice,
+//!   never elsewhere; big-gift broadcasts and notices by event id (and
+//!   recipient).
+//! - per-room order, from `consumer_dedup.applied_seq` and the IM record. In
+//!   IM a batch's gifts stand at the batch's place, in row order. A room's
+//!   control events (membership, mic, kick, treasure) go ahead of its gifts
+//!   when its budget is short, so a kick may legitimately arrive before a
+//!   gift of lower seq: the IM order is checked among gifts and among control
+//!   events, never across the two.
 
 use super::{
     ACTIVITY_PER_EVENT, ACTIVITY_TOTALS, Check, Expectations, IM_BRIDGE, IM_RECORD, NOTICES, ORDER,
     verdict,
 };
-use crate::observe::{ImRecord, Observation, OutboxEvent};
+use crate::im_messages::ImRecord;
+use crate::observe::{Observation, OutboxEvent};
 use outbox_schema::pb::room_outbox_event::Payload;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -157,11 +166,24 @@ pub(super) fn activity_totals(seen: &Observation, expect: &Expectations) -> Chec
 fn count_by<'a>(messages: impl Iterator<Item = &'a ImRecord>) -> HashMap<&'a str, usize> {
     let mut counts = HashMap::new();
     for message in messages {
-        if let Some(id) = message.event_id.as_deref() {
-            *counts.entry(id).or_insert(0) += 1;
+        for id in &message.event_ids {
+            *counts.entry(id.as_str()).or_insert(0) += 1;
         }
     }
     counts
+}
+
+/// Messages in room groups (the prefix), with their group.
+fn room_group_messages<'a>(
+    seen: &'a Observation,
+    expect: &'a Expectations,
+) -> impl Iterator<Item = (&'a str, &'a ImRecord)> {
+    seen.im_messages.iter().filter_map(|message| {
+        let group = message.group_id.as_deref()?;
+        group
+            .starts_with(&expect.room_group_prefix)
+            .then_some((group, message))
+    })
 }
 
 /// Whether im-bridge sends a group message for `event`: lane-0 events but
@@ -177,20 +199,26 @@ fn messaged(event: &OutboxEvent, expect: &Expectations) -> bool {
 }
 
 pub(super) fn im_bridge_exactly_once(seen: &Observation, expect: &Expectations) -> Check {
-    // Event id → the room groups its messages went to.
+    // Event id → the room groups of the messages representing it, once per
+    // message: a single message or a gift batch's row alike.
     let mut groups: HashMap<&str, Vec<&str>> = HashMap::new();
-    for message in &seen.im_messages {
-        if let (Some(group), Some(id)) = (message.group_id.as_deref(), message.event_id.as_deref())
-            && group.starts_with(&expect.room_group_prefix)
-        {
-            groups.entry(id).or_default().push(group);
+    let (mut singles, mut batches, mut batched) = (0usize, 0usize, 0usize);
+    for (group, message) in room_group_messages(seen, expect) {
+        for id in &message.event_ids {
+            groups.entry(id.as_str()).or_default().push(group);
+        }
+        if message.gift_batch {
+            batches += 1;
+            batched += message.event_ids.len();
+        } else if !message.event_ids.is_empty() {
+            singles += 1;
         }
     }
     let mut offenders = Vec::new();
     let mut expected = 0;
-    let mut committed: HashSet<&str> = HashSet::new();
+    let mut committed: HashMap<&str, &OutboxEvent> = HashMap::new();
     for event in &seen.outbox {
-        committed.insert(event.event_id.as_str());
+        committed.insert(event.event_id.as_str(), event);
         let sent = groups
             .get(event.event_id.as_str())
             .map(Vec::as_slice)
@@ -208,15 +236,16 @@ pub(super) fn im_bridge_exactly_once(seen: &Observation, expect: &Expectations) 
         let own = format!("{}{}", expect.room_group_prefix, event.room_id);
         if sent != [own.as_str()] {
             offenders.push(format!(
-                "{} ({}) sent to {sent:?}, expected once to {own}",
+                "{} ({}) represented in {sent:?}, expected once in {own}",
                 event.event_id, event.event_type
             ));
         }
     }
+    offenders.extend(non_gifts_in_batches(seen, expect, &committed));
     let mut uncommitted: Vec<&str> = groups
         .keys()
         .copied()
-        .filter(|id| !committed.contains(id))
+        .filter(|id| !committed.contains_key(id))
         .collect();
     uncommitted.sort_unstable();
     for event_id in uncommitted {
@@ -225,12 +254,35 @@ pub(super) fn im_bridge_exactly_once(seen: &Observation, expect: &Expectations) 
     verdict(
         IM_BRIDGE,
         format!(
-            "{expected} expected, {} accepted, {} resends absorbed by Random",
-            groups.values().map(Vec::len).sum::<usize>(),
+            "{expected} expected; {singles} single messages, {batches} gift batches carrying \
+             {batched} gifts; {} resends absorbed by Random",
             seen.im_deduplicated
         ),
         offenders,
     )
+}
+
+/// A gift batch carries only `RoomGiftSent` events (docs/im-messages.md):
+/// any other committed event in one is named.
+fn non_gifts_in_batches(
+    seen: &Observation,
+    expect: &Expectations,
+    committed: &HashMap<&str, &OutboxEvent>,
+) -> Vec<String> {
+    room_group_messages(seen, expect)
+        .filter(|(_, message)| message.gift_batch)
+        .flat_map(|(group, message)| {
+            message.event_ids.iter().filter_map(move |id| {
+                let event = committed.get(id.as_str())?;
+                (!matches!(event.payload, Some(Payload::RoomGiftSent(_)))).then(|| {
+                    format!(
+                        "{id} ({}) carried by a gift batch in {group}",
+                        event.event_type
+                    )
+                })
+            })
+        })
+        .collect()
 }
 
 pub(super) fn notices_exactly_once(seen: &Observation) -> Check {
@@ -251,8 +303,10 @@ pub(super) fn notices_exactly_once(seen: &Observation) -> Check {
     }
     let mut sent: HashMap<(&str, &str), usize> = HashMap::new();
     for message in &seen.im_messages {
-        if let (Some(to), Some(id)) = (message.to_account.as_deref(), message.event_id.as_deref()) {
-            *sent.entry((id, to)).or_insert(0) += 1;
+        if let Some(to) = message.to_account.as_deref() {
+            for id in &message.event_ids {
+                *sent.entry((id.as_str(), to)).or_insert(0) += 1;
+            }
         }
     }
     let mut offenders = Vec::new();
@@ -307,12 +361,18 @@ pub(super) fn per_room_order(seen: &Observation, expect: &Expectations) -> Check
                 .push(event_id);
         }
     }
-    for message in &seen.im_messages {
-        if let (Some(group), Some(id)) = (message.group_id.as_deref(), message.event_id.as_deref())
-            && group.starts_with(&expect.room_group_prefix)
-        {
+    // Control events may overtake gifts in IM (the module doc): one stream
+    // per class, a batch's rows at the batch's place.
+    let gift_ids: HashSet<&str> = gifts(seen).map(|(e, _)| e.event_id.as_str()).collect();
+    for (_, message) in room_group_messages(seen, expect) {
+        for id in &message.event_ids {
+            let class = if gift_ids.contains(id.as_str()) {
+                "gifts"
+            } else {
+                "control events"
+            };
             streams
-                .entry("im-bridge (fake IM groups)".into())
+                .entry(format!("im-bridge {class} (fake IM groups)"))
                 .or_default()
                 .push(id);
         }

@@ -6,7 +6,8 @@
 
 use super::settle::{Next, SETTLED, Settler, fingerprint};
 use super::*;
-use crate::observe::{ImRecord, LogEntry, OutboxEvent, WalletTotals};
+use crate::im_messages::ImRecord;
+use crate::observe::{LogEntry, OutboxEvent, WalletTotals};
 use outbox_schema::pb;
 use outbox_schema::pb::room_outbox_event::Payload;
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ fn expectations() -> Expectations {
         dedup_groups: vec!["im".into(), "activity".into()],
         activity_group: "activity".into(),
         min_acked_per_room: 1,
+        im_group_limit: 40,
     }
 }
 
@@ -55,8 +57,40 @@ fn group_message(id: &str, group: &str) -> ImRecord {
     ImRecord {
         group_id: Some(group.into()),
         to_account: None,
-        event_id: Some(id.into()),
+        event_ids: vec![id.into()],
+        gift_batch: false,
+        received_at_ms: 0,
     }
+}
+
+fn gift_batch(ids: &[&str], group: &str) -> ImRecord {
+    ImRecord {
+        event_ids: ids.iter().map(|id| id.to_string()).collect(),
+        gift_batch: true,
+        ..group_message("", group)
+    }
+}
+
+/// r2's two gifts (e4, e5), sent alone in the consistent ledger, sent
+/// instead as the messages `sent` (in its place, in its order).
+fn r2_gifts_sent_as(seen: &mut Observation, sent: Vec<ImRecord>) {
+    let first = seen
+        .im_messages
+        .iter()
+        .position(|m| m.event_ids == ["e4"])
+        .expect("e4's message");
+    seen.im_messages.splice(first..first + 2, sent);
+}
+
+/// Messages in `group` that name no event, received at `times_ms`.
+fn messages_at(group: &str, times_ms: impl Iterator<Item = i64>) -> Vec<ImRecord> {
+    times_ms
+        .map(|received_at_ms| ImRecord {
+            event_ids: Vec::new(),
+            received_at_ms,
+            ..group_message("", group)
+        })
+        .collect()
 }
 
 /// Two rooms, every event delivered and applied:
@@ -126,7 +160,7 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         ImRecord {
             group_id: None,
             to_account: Some("bob".into()),
-            event_id: Some("e3".into()),
+            ..group_message("e3", "")
         },
         group_message("e4", "room_r2"),
         group_message("e5", "room_r2"),
@@ -186,6 +220,60 @@ fn failed(commands: &[CommandRecord], seen: &Observation) -> Vec<&'static str> {
 #[test]
 fn a_consistent_run_passes_every_rule() {
     let (commands, seen) = consistent();
+    assert_eq!(failed(&commands, &seen), Vec::<&str>::new());
+}
+
+#[test]
+fn events_represented_once_across_singles_and_batches_pass() {
+    let (commands, mut seen) = consistent();
+    r2_gifts_sent_as(
+        &mut seen,
+        vec![
+            gift_batch(&["e4"], "room_r2"),
+            gift_batch(&["e5"], "room_r2"),
+        ],
+    );
+    assert_eq!(failed(&commands, &seen), Vec::<&str>::new(), "two batches");
+    r2_gifts_sent_as(&mut seen, vec![gift_batch(&["e4", "e5"], "room_r2")]);
+    // r1's big gift in a batch of its own beside r2's singles-turned-batch.
+    let big = seen
+        .im_messages
+        .iter()
+        .position(|m| m.event_ids == ["e2"] && m.group_id.as_deref() == Some("room_r1"));
+    seen.im_messages[big.expect("e2's message")] = gift_batch(&["e2"], "room_r1");
+    assert_eq!(
+        failed(&commands, &seen),
+        Vec::<&str>::new(),
+        "a batch per room"
+    );
+}
+
+#[test]
+fn a_control_event_may_overtake_an_earlier_gift_in_im() {
+    let (commands, mut seen) = consistent();
+    // r1: join e1, kick e3 sent with priority, then the gift e2 (seq 2) in a batch.
+    let in_r1 = |seen: &Observation, id: &str| {
+        seen.im_messages
+            .iter()
+            .position(|m| m.event_ids == [id] && m.group_id.as_deref() == Some("room_r1"))
+            .expect("r1's message")
+    };
+    let gift = in_r1(&seen, "e2");
+    seen.im_messages.remove(gift);
+    let kick = in_r1(&seen, "e3");
+    seen.im_messages
+        .insert(kick + 1, gift_batch(&["e2"], "room_r1"));
+    assert_eq!(failed(&commands, &seen), Vec::<&str>::new());
+}
+
+#[test]
+fn forty_messages_in_a_second_and_one_a_second_after_the_first_pass() {
+    let (commands, mut seen) = consistent();
+    let first = 10_000;
+    seen.im_messages
+        .extend(messages_at("room_r1", (0..40).map(|i| first + i * 10)));
+    seen.im_messages
+        .extend(messages_at("room_r1", [first + 1_000].into_iter()));
     assert_eq!(failed(&commands, &seen), Vec::<&str>::new());
 }
 
@@ -331,6 +419,77 @@ fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
             "an IM-silent event messaged",
             IM_BRIDGE,
             Box::new(|seen, _| seen.im_messages.push(group_message("e6", "room_r2"))),
+        ),
+        (
+            "a gift carried by two batches",
+            IM_BRIDGE,
+            Box::new(|seen, _| {
+                let twice = vec![
+                    gift_batch(&["e4", "e5"], "room_r2"),
+                    gift_batch(&["e5"], "room_r2"),
+                ];
+                r2_gifts_sent_as(seen, twice);
+            }),
+        ),
+        (
+            "a gift in no message, single or batch",
+            IM_BRIDGE,
+            Box::new(|seen, _| r2_gifts_sent_as(seen, vec![gift_batch(&["e4"], "room_r2")])),
+        ),
+        (
+            "a gift carried by a batch and by a single message",
+            IM_BRIDGE,
+            Box::new(|seen, _| {
+                let twice = vec![
+                    gift_batch(&["e4", "e5"], "room_r2"),
+                    group_message("e5", "room_r2"),
+                ];
+                r2_gifts_sent_as(seen, twice);
+            }),
+        ),
+        (
+            "a gift carried by a batch in another room's group",
+            IM_BRIDGE,
+            Box::new(|seen, _| {
+                let elsewhere = vec![
+                    group_message("e4", "room_r2"),
+                    gift_batch(&["e5"], "room_r1"),
+                ];
+                r2_gifts_sent_as(seen, elsewhere);
+            }),
+        ),
+        (
+            "a kick carried by a gift batch",
+            IM_BRIDGE,
+            Box::new(|seen, _| seen.im_messages[3] = gift_batch(&["e3"], "room_r1")),
+        ),
+        (
+            // Each once, but the later batch holds the earlier gift.
+            "a room's gifts out of order across batches",
+            ORDER,
+            Box::new(|seen, _| {
+                let reversed = vec![
+                    gift_batch(&["e5"], "room_r2"),
+                    gift_batch(&["e4"], "room_r2"),
+                ];
+                r2_gifts_sent_as(seen, reversed);
+            }),
+        ),
+        (
+            "41 messages of one group within one second",
+            IM_GROUP_RATE,
+            Box::new(|seen, _| {
+                let crowded = messages_at("room_r1", (0..41).map(|i| 10_000 + i * 20));
+                seen.im_messages.extend(crowded);
+            }),
+        ),
+        (
+            "messages refused by the fake's group limit",
+            IM_GROUP_RATE,
+            Box::new(|seen, _| {
+                seen.im_freq_dropped = 2;
+                seen.im_freq_dropped_by_group.insert("room_r2".into(), 2);
+            }),
         ),
         (
             "a notice left pending",

@@ -1,8 +1,9 @@
-//! The scheduled purge of a group's old `consumer_dedup` rows: the SQL is
+//! The scheduled purge of a group's old `consumer_dedup` rows, and of gift
+//! batches left pending as long (`im_pending_batches`): the SQL is
 //! outbox-store's; when and how much is the consumer's [`DedupPurge`].
 
 use crate::config::DedupPurge;
-use outbox_store::dedup::purge_older_than;
+use outbox_store::{dedup::purge_older_than, im_batches};
 use sqlx::MySqlPool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +31,15 @@ pub async fn run_purger(
             Ok(deleted) => tracing::info!(consumer_group = %group, deleted, "dedup rows purged"),
             Err(error) => {
                 tracing::warn!(consumer_group = %group, %error, "dedup purge failed");
+            }
+        }
+        match im_batches::purge_older_than(&pool, &group, retention).await {
+            Ok(0) => {}
+            Ok(deleted) => {
+                tracing::info!(consumer_group = %group, deleted, "pending gift batches purged")
+            }
+            Err(error) => {
+                tracing::warn!(consumer_group = %group, %error, "pending gift batch purge failed");
             }
         }
     }

@@ -192,7 +192,6 @@ pub async fn purge_older_than(
         let deleted = purge_batch(pool, group, cutoff_ms, batch).await?;
         total += deleted;
         if deleted < u64::from(batch.max(1)) {
-            crate::im_batches::purge_before(pool, group, cutoff_ms).await?;
             return Ok(total);
         }
         // Let other work at the table between batches.

@@ -143,9 +143,16 @@ pub async fn settle(
     Ok(())
 }
 
-/// Deletes the batches of `group` planned before `cutoff_ms` (a batch whose
-/// resend was dead-lettered; the purge runs with the dedup purge).
-pub async fn purge_before(pool: &MySqlPool, group: &str, cutoff_ms: i64) -> Result<u64, Error> {
+/// Deletes the batches of `group` planned more than `retention` ago (a
+/// batch whose resend was dead-lettered; the consumers' dedup purge runs it
+/// with the same retention).
+pub async fn purge_older_than(
+    pool: &MySqlPool,
+    group: &str,
+    retention: std::time::Duration,
+) -> Result<u64, Error> {
+    let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+    let cutoff_ms = service_kit::time::now_ms().saturating_sub(retention_ms);
     let mut tx = pool.begin().await?;
     sqlx::query(
         "DELETE m FROM im_pending_batch_events m JOIN im_pending_batches b \

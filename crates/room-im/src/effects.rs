@@ -31,7 +31,7 @@ use crate::{
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use outbox_store::{dedup, im_batches, im_batches::PendingBatch};
 use sqlx::MySqlPool;
-use std::{collections::HashSet, sync::Arc};
+use std::collections::HashSet;
 use tencent_im::{
     CreateGroupRequest, DeleteGroupMemberRequest, ForbidSendMsgRequest, MsgPriority,
     SendGroupMsgRequest,
@@ -79,7 +79,7 @@ pub struct RoomIm {
     dedup_group: String,
     group_id_template: String,
     bridge: BridgeConfig,
-    stats: Arc<ImStats>,
+    stats: ImStats,
 }
 
 /// What one event asks of IM.
@@ -100,12 +100,12 @@ impl RoomIm {
         bridge: BridgeConfig,
     ) -> Self {
         Self {
+            stats: ImStats::new(&im),
             im,
             pool,
             dedup_group,
             group_id_template,
             bridge,
-            stats: Arc::default(),
         }
     }
 
@@ -114,8 +114,9 @@ impl RoomIm {
         &self.stats
     }
 
-    pub(crate) fn stats_handle(&self) -> Arc<ImStats> {
-        self.stats.clone()
+    /// Registers its counters (`im_*_total{consumer_group}`) in `registry`.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.stats.register(registry, &self.dedup_group);
     }
 
     /// The dedup group its records go to.

@@ -22,7 +22,7 @@ pub use effects::{ApplyError, ImOutcome, RoomIm};
 /// Gift batches planned and not yet recorded (owned by outbox-store,
 /// re-exported for the callers that inspect or stage them).
 pub use outbox_store::im_batches;
-pub use stats::{ImCollector, ImStats, ImStatsSnapshot};
+pub use stats::{ImStats, ImStatsSnapshot};
 
 /// The IM group of `room_id` under `template` (`{room_id}` replaced).
 pub fn group_id(template: &str, room_id: &str) -> String {

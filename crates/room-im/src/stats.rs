@@ -1,28 +1,25 @@
-//! Counters of what [`crate::RoomIm`] sent, for the services' metrics:
+//! Counters of what `RoomIm` sent, for the services' metrics:
 //! group messages, gift batches and the events merged into them, events
-//! deferred for want of budget, and refusals by Tencent's frequency limits
-//! (which pacing keeps at 0; an alert fires when they are not). The
-//! [`ImCollector`] exports them, with the client's pacing waits, on each
-//! scrape, labelled by the dedup group.
+//! deferred for want of budget, sends that waited for their group's budget,
+//! and refusals by Tencent's per-group limit (which pacing keeps at 0; the
+//! alert ImGroupMessagesRefused fires when they are not). Registered per
+//! dedup group (label `consumer_group`) with [`ImStats::register`].
 
 use prometheus_client::{
-    collector::Collector,
-    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
-    metrics::counter::ConstCounter,
-};
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
+    encoding::{EncodeMetric, MetricEncoder, NoLabelSet},
+    metrics::{MetricType, TypedMetric, counter::Counter},
+    registry::Registry,
 };
 
-/// Monotonic counters; read them with [`ImStats::snapshot`].
-#[derive(Debug, Default)]
+/// The counters of one `RoomIm`.
+#[derive(Debug)]
 pub struct ImStats {
-    messages: AtomicU64,
-    batches: AtomicU64,
-    merged_events: AtomicU64,
-    deferred_events: AtomicU64,
-    freq_refusals: AtomicU64,
+    messages: Counter,
+    batches: Counter,
+    merged_events: Counter,
+    deferred_events: Counter,
+    freq_refusals: Counter,
+    pacing_waits: PacingWaitsCounter,
 }
 
 /// A reading of [`ImStats`].
@@ -36,25 +33,96 @@ pub struct ImStatsSnapshot {
     pub merged_events: u64,
     /// Events handed back because their room's budget was spent.
     pub deferred_events: u64,
-    /// Sends Tencent refused or dropped for a frequency limit.
+    /// Sends Tencent refused or dropped for its per-group limit.
     pub freq_refusals: u64,
+    /// Sends that waited for their group's budget.
+    pub pacing_waits: u64,
+}
+
+/// The client's count of sends that waited for a permit, read at each
+/// scrape (the pacer lives in the client, shared by its clones).
+#[derive(Debug, Clone)]
+struct PacingWaitsCounter(tencent_im::Client);
+
+impl TypedMetric for PacingWaitsCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for PacingWaitsCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let waits = self.0.pacer_stats().waits;
+        encoder.encode_counter::<NoLabelSet, _, u64>(&waits, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
 }
 
 impl ImStats {
+    /// Counters of the sends made through `client`.
+    pub(crate) fn new(client: &tencent_im::Client) -> Self {
+        Self {
+            messages: Counter::default(),
+            batches: Counter::default(),
+            merged_events: Counter::default(),
+            deferred_events: Counter::default(),
+            freq_refusals: Counter::default(),
+            pacing_waits: PacingWaitsCounter(client.clone()),
+        }
+    }
+
+    /// Registers the counters (`im_*_total`) labelled `consumer_group`.
+    pub fn register(&self, registry: &mut Registry, consumer_group: &str) {
+        let metrics = self;
+        let registry = registry
+            .sub_registry_with_label(("consumer_group".into(), consumer_group.to_owned().into()));
+        registry.register(
+            "im_group_messages_sent",
+            "Group messages Tencent IM accepted (single events and gift batches).",
+            metrics.messages.clone(),
+        );
+        registry.register(
+            "im_gift_batches_sent",
+            "Gift batches sent (one message carrying several gift events).",
+            metrics.batches.clone(),
+        );
+        registry.register(
+            "im_events_merged",
+            "Events carried by gift batches.",
+            metrics.merged_events.clone(),
+        );
+        registry.register(
+            "im_events_deferred",
+            "Events handed back because their room's IM budget was spent.",
+            metrics.deferred_events.clone(),
+        );
+        registry.register(
+            "im_pacing_waits",
+            "Group messages that waited for their group's per-second budget.",
+            metrics.pacing_waits.clone(),
+        );
+        registry.register(
+            "im_freq_limit_refusals",
+            "Sends Tencent IM refused or dropped for its per-group limit (MsgFreqCtrl, 10023); pacing keeps it at 0.",
+            metrics.freq_refusals.clone(),
+        );
+    }
+
     /// A message carrying `events` events was accepted.
     pub(crate) fn sent(&self, events: usize) {
-        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.messages.inc();
         if events > 1 {
-            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.batches.inc();
             self.merged_events
-                .fetch_add(u64::try_from(events).unwrap_or(u64::MAX), Ordering::Relaxed);
+                .inc_by(u64::try_from(events).unwrap_or(u64::MAX));
         }
     }
 
     /// `events` events were deferred.
     pub(crate) fn deferred(&self, events: usize) {
         self.deferred_events
-            .fetch_add(u64::try_from(events).unwrap_or(u64::MAX), Ordering::Relaxed);
+            .inc_by(u64::try_from(events).unwrap_or(u64::MAX));
     }
 
     /// A send failed; refusals by the per-group message limit are counted
@@ -66,92 +134,74 @@ impl ImStats {
             other => other.code() == Some(tencent_im::codes::GROUP_MSG_FREQ_LIMIT),
         };
         if per_group_limit {
-            self.freq_refusals.fetch_add(1, Ordering::Relaxed);
+            self.freq_refusals.inc();
         }
     }
 
     /// The counters now.
     pub fn snapshot(&self) -> ImStatsSnapshot {
         ImStatsSnapshot {
-            messages: self.messages.load(Ordering::Relaxed),
-            batches: self.batches.load(Ordering::Relaxed),
-            merged_events: self.merged_events.load(Ordering::Relaxed),
-            deferred_events: self.deferred_events.load(Ordering::Relaxed),
-            freq_refusals: self.freq_refusals.load(Ordering::Relaxed),
+            messages: self.messages.get(),
+            batches: self.batches.get(),
+            merged_events: self.merged_events.get(),
+            deferred_events: self.deferred_events.get(),
+            freq_refusals: self.freq_refusals.get(),
+            pacing_waits: self.pacing_waits.0.pacer_stats().waits,
         }
     }
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GroupLabels {
-    consumer_group: String,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Exports a [`crate::RoomIm`]'s counters and its client's pacing waits.
-#[derive(Debug, Clone)]
-pub struct ImCollector {
-    stats: Arc<ImStats>,
-    client: tencent_im::Client,
-    labels: GroupLabels,
-}
-
-impl ImCollector {
-    /// The collector of `room_im`'s counters.
-    pub fn new(room_im: &crate::RoomIm) -> Self {
-        Self {
-            stats: room_im.stats_handle(),
-            client: room_im.client().clone(),
-            labels: GroupLabels {
-                consumer_group: room_im.dedup_group().to_owned(),
-            },
-        }
+    fn client() -> tencent_im::Client {
+        tencent_im::Client::new(tencent_im::ClientConfig::new(
+            "http://127.0.0.1:9",
+            1,
+            "admin",
+            "key",
+        ))
+        .unwrap()
     }
-}
 
-/// Name, help and value of each exported counter.
-fn counters(stats: ImStatsSnapshot, pacing_waits: u64) -> [(&'static str, &'static str, u64); 6] {
-    [
-        (
-            "im_group_messages_sent",
-            "Group messages Tencent IM accepted (single events and gift batches).",
-            stats.messages,
-        ),
-        (
-            "im_gift_batches_sent",
-            "Gift batches sent (one message carrying several gift events).",
-            stats.batches,
-        ),
-        (
-            "im_events_merged",
-            "Events carried by gift batches.",
-            stats.merged_events,
-        ),
-        (
-            "im_events_deferred",
-            "Events handed back because their room's IM budget was spent.",
-            stats.deferred_events,
-        ),
-        (
-            "im_pacing_waits",
-            "Group messages that waited for their group's per-second budget.",
-            pacing_waits,
-        ),
-        (
-            "im_freq_limit_refusals",
-            "Sends Tencent IM refused or dropped for a frequency limit (MsgFreqCtrl, 10023, 60007...); pacing keeps it at 0.",
-            stats.freq_refusals,
-        ),
-    ]
-}
+    #[test]
+    fn batches_count_their_events_and_only_the_group_limit_counts_as_a_refusal() {
+        let stats = ImStats::new(&client());
+        stats.sent(1);
+        stats.sent(5);
+        stats.deferred(3);
+        stats.failed(&tencent_im::Error::Dropped {
+            api: "group_open_http_svc/send_group_msg",
+            reason: tencent_im::MSG_FREQ_CTRL.into(),
+        });
+        stats.failed(&tencent_im::Error::HttpStatus {
+            api: "group_open_http_svc/send_group_msg",
+            status: 429,
+        });
+        let snapshot = stats.snapshot();
+        assert_eq!(
+            (snapshot.messages, snapshot.batches, snapshot.merged_events),
+            (2, 1, 5)
+        );
+        assert_eq!((snapshot.deferred_events, snapshot.freq_refusals), (3, 1));
+    }
 
-impl Collector for ImCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let waits = self.client.pacer_stats().waits;
-        for (name, help, value) in counters(self.stats.snapshot(), waits) {
-            let counter = ConstCounter::new(value);
-            let mut metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
-            counter.encode(metric.encode_family(&self.labels)?)?;
+    #[test]
+    fn the_counters_are_exported_per_consumer_group() {
+        let stats = ImStats::new(&client());
+        stats.sent(4);
+        let mut registry = Registry::default();
+        stats.register(&mut registry, "hyapp-room-im-bridge");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "im_group_messages_sent_total{consumer_group=\"hyapp-room-im-bridge\"} 1",
+            "im_events_merged_total{consumer_group=\"hyapp-room-im-bridge\"} 4",
+            "im_pacing_waits_total{consumer_group=\"hyapp-room-im-bridge\"} 0",
+            "im_freq_limit_refusals_total{consumer_group=\"hyapp-room-im-bridge\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
         }
-        Ok(())
     }
 }

@@ -1,10 +1,12 @@
 //! Every expected effect holds on a session where everything happened once,
 //! and each broken observation fails exactly the check that guards it: a
 //! duplicate, a count that belongs to another event, or a refusal for the
-//! wrong reason must not pass.
+//! wrong reason must not pass. The gift storm's gifts count alike whether
+//! they went alone or in a gift batch, but never twice and never not at all.
 
 use super::*;
-use crate::observe::{ImMessage, OutboxRow};
+use crate::im_messages::{GIFT_BATCH_DESC, GiftBatch, GroupStats};
+use crate::observe::OutboxRow;
 use crate::script::{Expect, Refusal};
 use hyapp_api::room::CommandReply;
 use outbox_schema::pb;
@@ -48,17 +50,37 @@ fn message(id: &str, to: Option<&str>) -> ImMessage {
     ImMessage {
         to_account: to.map(str::to_string),
         received_at_ms: 3,
-        event_id: Some(id.into()),
+        msg_seq: 1,
+        event_ids: vec![id.into()],
+        gift_batch: None,
         kind: String::new(),
         summary: String::new(),
     }
 }
 
-/// What the session recorded: its steps and gifts.
+/// A gift batch carrying `ids` (only its `event_id` column matters here).
+fn batch(ids: &[&str]) -> ImMessage {
+    let rows = ids
+        .iter()
+        .map(|id| vec![serde_json::Value::from(*id)])
+        .collect();
+    ImMessage {
+        event_ids: ids.iter().map(|id| id.to_string()).collect(),
+        gift_batch: Some(GiftBatch {
+            fields: vec!["event_id".into()],
+            rows,
+        }),
+        kind: GIFT_BATCH_DESC.into(),
+        ..message("", None)
+    }
+}
+
+/// What the session recorded: its steps, gifts and storm.
 struct Session {
     steps: Vec<Step>,
     gifts: Vec<GiftSent>,
     silent: Vec<String>,
+    storm: Storm,
 }
 
 impl Session {
@@ -72,6 +94,8 @@ impl Session {
             treasure_cleared: true,
             sender_board: "daily_gift_rank",
             im_silent: &self.silent,
+            storm: &self.storm,
+            im_group_limit: 40,
         }
     }
 }
@@ -95,7 +119,8 @@ fn refusal(code: tonic::Code, reason: &str) -> Refusal {
 
 /// A room created, joined, given a small and a big gift (g1, g2), a heat
 /// change (silent), a kick of dave (whose rejoin is refused as banned), a
-/// treasure box opened and carol's presence expired — every effect once.
+/// treasure box opened, carol's presence expired and a storm of two small
+/// gifts from alice (s1, s2) merged into one gift batch — every effect once.
 fn consistent() -> (Session, Observed) {
     let session = Session {
         steps: vec![
@@ -117,8 +142,25 @@ fn consistent() -> (Session, Observed) {
                 total_value: 1_500,
                 event_id: Some("g2".into()),
             },
+            GiftSent {
+                sender: "alice".into(),
+                total_value: 10,
+                event_id: Some("s1".into()),
+            },
+            GiftSent {
+                sender: "alice".into(),
+                total_value: 10,
+                event_id: Some("s2".into()),
+            },
         ],
         silent: vec!["RoomHeatChanged".into()],
+        storm: Storm {
+            sent: 2,
+            concurrency: 2,
+            unit_value: 10,
+            event_ids: vec!["s1".into(), "s2".into()],
+            ..Storm::default()
+        },
     };
     let gift = |value| {
         Some(Payload::RoomGiftSent(pb::RoomGiftSent {
@@ -169,8 +211,13 @@ fn consistent() -> (Session, Observed) {
                     reason: LeaveReason::PresenceExpired as i32,
                 })),
             ),
+            row("s1", 0, gift(10)),
+            row("s2", 0, gift(10)),
         ],
-        leaderboard: vec![("daily_gift_rank".into(), "carol".into(), 1_600)],
+        leaderboard: vec![
+            ("daily_gift_rank".into(), "carol".into(), 1_600),
+            ("daily_gift_rank".into(), "alice".into(), 20),
+        ],
         broadcasts: vec![(
             "g2".into(),
             "carol".into(),
@@ -188,11 +235,17 @@ fn consistent() -> (Session, Observed) {
         room_messages: ["j", "g1", "g2", "k", "t", "l"]
             .iter()
             .map(|id| message(id, None))
+            .chain([batch(&["s1", "s2"])])
             .collect(),
         broadcast_messages: vec![message("g2", None)],
         c2c_messages: vec![message("k", Some("dave"))],
         removed_members: vec!["dave".into()],
         room_group_exists: true,
+        room_group_stats: Some(GroupStats {
+            delivered: 7,
+            freq_dropped: 0,
+            peak_per_second: 7,
+        }),
         ..Observed::default()
     };
     (session, observed)
@@ -259,6 +312,84 @@ fn each_broken_effect_fails_exactly_its_check() {
             Box::new(|_, observed| observed.room_messages.push(message("h", None))),
         ),
         (
+            "a storm gift refused",
+            COMMANDS,
+            Box::new(|session, _| {
+                session
+                    .storm
+                    .refusals
+                    .push("SendGift alice → bob star 1×10 → Unavailable".into());
+            }),
+        ),
+        (
+            "a storm gift carried by two batches",
+            ROOM_MESSAGES,
+            Box::new(|_, observed| observed.room_messages.push(batch(&["s2"]))),
+        ),
+        (
+            "a storm gift in a batch and sent alone",
+            ROOM_MESSAGES,
+            Box::new(|_, observed| observed.room_messages.push(message("s1", None))),
+        ),
+        (
+            "a storm gift in no message",
+            ROOM_MESSAGES,
+            Box::new(|_, observed| {
+                *observed.room_messages.last_mut().unwrap() = batch(&["s1"]);
+            }),
+        ),
+        (
+            "every storm gift sent alone, none merged",
+            GIFT_BATCHES,
+            Box::new(|_, observed| {
+                observed.room_messages.pop();
+                observed.room_messages.push(message("s1", None));
+                observed.room_messages.push(message("s2", None));
+            }),
+        ),
+        (
+            "the kick carried by a gift batch",
+            GIFT_BATCHES,
+            Box::new(|_, observed| {
+                observed.room_messages.retain(|m| m.event_ids != ["k"]);
+                *observed.room_messages.last_mut().unwrap() = batch(&["s1", "s2", "k"]);
+            }),
+        ),
+        (
+            "a gift batch that cannot be read",
+            GIFT_BATCHES,
+            Box::new(|_, observed| {
+                observed.room_messages.push(ImMessage {
+                    event_ids: Vec::new(),
+                    gift_batch: None,
+                    ..batch(&[])
+                });
+            }),
+        ),
+        (
+            "a second over the room group's limit",
+            GROUP_RATE,
+            Box::new(|_, observed| {
+                if let Some(stats) = observed.room_group_stats.as_mut() {
+                    stats.peak_per_second = 41;
+                }
+            }),
+        ),
+        (
+            "a message refused by the group limit",
+            GROUP_RATE,
+            Box::new(|_, observed| {
+                if let Some(stats) = observed.room_group_stats.as_mut() {
+                    stats.freq_dropped = 1;
+                }
+            }),
+        ),
+        (
+            "the fake IM's group counters unreadable",
+            GROUP_RATE,
+            Box::new(|_, observed| observed.room_group_stats = None),
+        ),
+        (
             "the kicked user still in the group",
             REMOVED,
             Box::new(|_, observed| observed.removed_members.clear()),
@@ -310,7 +441,7 @@ fn each_broken_effect_fails_exactly_its_check() {
                 observed.outbox.retain(|row| row.event_id != "t");
                 observed
                     .room_messages
-                    .retain(|message| message.event_id.as_deref() != Some("t"));
+                    .retain(|message| message.event_ids != ["t"]);
             }),
         ),
         (
@@ -319,7 +450,8 @@ fn each_broken_effect_fails_exactly_its_check() {
             Box::new(|_, observed| {
                 observed
                     .outbox
-                    .last_mut()
+                    .iter_mut()
+                    .find(|row| row.event_id == "l")
                     .unwrap()
                     .envelope
                     .as_mut()

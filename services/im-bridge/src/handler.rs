@@ -27,9 +27,9 @@ impl ImBridgeHandler {
         Self { room_im }
     }
 
-    /// The metrics of its IM sends (`im_*_total`), read at each scrape.
-    pub fn collector(&self) -> room_im::ImCollector {
-        room_im::ImCollector::new(&self.room_im)
+    /// Registers the metrics of its IM sends (`im_*_total`).
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.room_im.register_metrics(registry);
     }
 
     async fn apply(

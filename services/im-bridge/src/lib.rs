@@ -53,7 +53,7 @@ impl ConsumerService for Service {
             host.pool().clone(),
             host.consumer_group(),
         )?;
-        host.collector(Box::new(handler.collector()));
+        handler.register_metrics(host.registry());
         Ok(Arc::new(handler))
     }
 }
@@ -85,7 +85,7 @@ fn bridge_handler(
 #[derive(Debug)]
 pub struct ImBridge {
     consumer: EmbeddedConsumer<pb::RoomOutboxEvent, ImBridgeHandler>,
-    collector: room_im::ImCollector,
+    handler: Arc<ImBridgeHandler>,
 }
 
 impl ImBridge {
@@ -105,16 +105,16 @@ impl ImBridge {
             pool.clone(),
             &settings.consumer_group,
         )?;
-        let collector = handler.collector();
+        let handler = Arc::new(handler);
         Ok(Self {
-            consumer: EmbeddedConsumer::new(settings, Arc::new(handler), pool, metrics)?,
-            collector,
+            consumer: EmbeddedConsumer::new(settings, handler.clone(), pool, metrics)?,
+            handler,
         })
     }
 
-    /// The metrics of its IM sends, for the host's registry.
-    pub fn collector(&self) -> room_im::ImCollector {
-        self.collector.clone()
+    /// Registers the metrics of its IM sends in the host's registry.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.handler.register_metrics(registry);
     }
 
     /// Consumes until `shutdown`, then drains and commits.

@@ -58,7 +58,7 @@ fn build_relay_with(
         let sinks = DirectSinks::new(direct, &pool)?;
         if let Some(im) = &sinks.im {
             // The direct IM sink's sends, paced and counted like im-bridge's.
-            registry.register_collector(Box::new(room_im::ImCollector::new(im)));
+            im.register_metrics(registry);
         }
         Some(sinks)
     } else {

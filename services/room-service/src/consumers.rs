@@ -149,7 +149,7 @@ pub fn build(
             metrics,
         )
         .map_err(|error| Error::Config(error.to_string()))?;
-        registry.register_collector(Box::new(bridge.collector()));
+        bridge.register_metrics(registry);
         tasks.push((
             "im_bridge_consumer",
             Box::new(move |token| {

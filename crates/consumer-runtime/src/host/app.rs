@@ -44,8 +44,8 @@ pub struct Builder {
     metrics: ConsumerMetrics,
     background: Vec<(&'static str, BackgroundTask)>,
     servers: Vec<ExtraServer>,
-    /// Metrics the service reads from its own counters at each scrape.
-    collectors: Vec<Box<dyn prometheus_client::collector::Collector>>,
+    /// The process's metrics registry, where a service registers its own.
+    registry: Registry,
     /// False when only the handler is wanted (an operator command replaying
     /// dead letters beside the running service): extra servers are not
     /// bound, so their ports stay the service's.
@@ -80,7 +80,7 @@ impl Builder {
             metrics: ConsumerMetrics::unregistered(),
             background: Vec::new(),
             servers: Vec::new(),
-            collectors: Vec::new(),
+            registry: Registry::default(),
             serving: false,
         }
     }
@@ -100,10 +100,10 @@ impl Builder {
         &self.metrics
     }
 
-    /// Registers metrics the service reads from its own counters at each
-    /// scrape of `/metrics` (im-bridge's IM counters, say).
-    pub fn collector(&mut self, collector: Box<dyn prometheus_client::collector::Collector>) {
-        self.collectors.push(collector);
+    /// The registry `/metrics` serves, for the service's own metrics
+    /// (im-bridge's IM counters, say).
+    pub fn registry(&mut self) -> &mut Registry {
+        &mut self.registry
     }
 
     /// Registers a background task (a delivery sweeper, say), started by
@@ -191,13 +191,11 @@ impl<S: ConsumerService> Host<S> {
             metrics: metrics.clone(),
             background: Vec::new(),
             servers: Vec::new(),
-            collectors: Vec::new(),
+            registry,
             serving: true,
         };
         let handler = S::build(&config, &mut builder).await?;
-        for collector in builder.collectors.drain(..) {
-            registry.register_collector(collector);
-        }
+        let registry = std::mem::take(&mut builder.registry);
         let consumer_group = settings.consumer_group.clone();
         let dedup_purge = settings.dedup_purge;
         let lag_monitor = LagMonitor::new(&settings, &metrics);
