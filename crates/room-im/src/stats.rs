@@ -104,7 +104,7 @@ impl ImStats {
         );
         registry.register(
             "im_freq_limit_refusals",
-            "Sends Tencent IM refused or dropped for its per-group limit (MsgFreqCtrl, 10023); pacing keeps it at 0.",
+            "Sends Tencent IM refused or dropped for its per-group limit: MsgFreqCtrl or 10023. Pacing keeps it at 0.",
             metrics.freq_refusals.clone(),
         );
     }

@@ -214,26 +214,43 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             CancellationToken::new()
         }
         Fault::ImGroupLimitRefusals => {
-            // Tencent's answer to a group over its 40 messages a second,
-            // as a second sender into the room's group would cause.
-            stack.im.inject_fault(
-                FaultRule::drop_reason("group_open_http_svc/send_group_msg", "MsgFreqCtrl")
-                    .times(2),
-            );
-            let joined = envelope(
-                &uuid::Uuid::now_v7().to_string(),
-                ROOM,
-                998,
-                Payload::RoomUserJoined(pb::RoomUserJoined {
-                    user_id: "frank".into(),
-                }),
-            );
-            producer.send_event(&topic, &joined).await.unwrap();
-            until("im-bridge counted the refusals", || async {
-                total(stack, "im-bridge", "im_freq_limit_refusals_total").await >= 2.0
+            // Tencent's answer to a group over its 40 messages a second, as
+            // a second sender into the room's group would cause, once per
+            // new event, until the scrapes are taken.
+            let faults = format!("{}/admin/faults", stack.im.base_url());
+            let http = reqwest::Client::new();
+            let send = move || {
+                let (producer, topic) = (producer.clone(), topic.clone());
+                let (http, faults) = (http.clone(), faults.clone());
+                async move {
+                    let rule = serde_json::json!({
+                        "api": "group_open_http_svc/send_group_msg",
+                        "msg_drop_reason": "MsgFreqCtrl",
+                    });
+                    http.post(&faults)
+                        .json(&rule)
+                        .send()
+                        .await
+                        .unwrap()
+                        .error_for_status()
+                        .unwrap();
+                    let joined = envelope(
+                        &uuid::Uuid::now_v7().to_string(),
+                        ROOM,
+                        998,
+                        Payload::RoomUserJoined(pb::RoomUserJoined {
+                            user_id: "frank".into(),
+                        }),
+                    );
+                    producer.send_event(&topic, &joined).await.unwrap();
+                }
+            };
+            let token = keep_doing(Duration::from_millis(500), send);
+            until("im-bridge counted a refusal", || async {
+                total(stack, "im-bridge", "im_freq_limit_refusals_total").await >= 1.0
             })
             .await;
-            CancellationToken::new()
+            token
         }
         Fault::MalformedMessages => {
             let send = move || {
