@@ -125,7 +125,8 @@ pub trait Handler<M: Decode>: Send + Sync + 'static {
     /// (the room id) gets a lane of its own, handled in order within the
     /// lane and concurrently with the partition's other lanes, so one room
     /// that waits never holds up the others (docs/design.md#hot-rooms);
-    /// batches then hold one key's messages only.
+    /// batches then hold one key's messages only, up to four times
+    /// `consumer.max_batch` of them.
     const PER_KEY_LANES: bool = false;
 
     /// Handles one message. The runtime stores the offset only after this

@@ -87,10 +87,14 @@ impl<M: Decode, H: Handler<M>> Runner<M, H> {
     }
 
     /// Handles the undecodable message at the front, or the longest run of
-    /// decodable ones (up to `max_batch`). Messages the handler defers go
+    /// decodable ones (up to `limit`). Messages the handler defers go
     /// back to the front of `queue`, in their order.
-    pub(crate) async fn handle_front(&self, queue: &mut VecDeque<OwnedMessage>) -> Step {
-        let (batch, raws) = match self.take_run(queue).await {
+    pub(crate) async fn handle_front(
+        &self,
+        queue: &mut VecDeque<OwnedMessage>,
+        limit: usize,
+    ) -> Step {
+        let (batch, raws) = match self.take_run(queue, limit).await {
             Ok(run) => run,
             Err(step) => return step,
         };
@@ -111,10 +115,11 @@ impl<M: Decode, H: Handler<M>> Runner<M, H> {
     async fn take_run(
         &self,
         queue: &mut VecDeque<OwnedMessage>,
+        limit: usize,
     ) -> Result<(Vec<Delivery<M>>, Vec<OwnedMessage>), Step> {
         let mut batch: Vec<Delivery<M>> = Vec::new();
         let mut raws: Vec<OwnedMessage> = Vec::new();
-        while batch.len() < self.shared.settings.max_batch {
+        while batch.len() < limit {
             let Some(raw) = queue.front() else { break };
             match self.decode(raw) {
                 Ok(message) if message.is_unknown() => {
