@@ -75,6 +75,9 @@ pub struct Expectations {
     /// activity-consumer's group: its `consumer_dedup` rows are the per-event
     /// record of which gifts it credited (claimed in the crediting transaction).
     pub activity_group: String,
+    /// im-bridge's group: its `consumer_dedup` order is checked per class
+    /// (gifts, control events), as its IM messages are.
+    pub im_bridge_group: String,
     /// Fewest acknowledged commands each room the workload touched must have
     /// (at least 1: a run that committed nothing proves nothing).
     pub min_acked_per_room: usize,

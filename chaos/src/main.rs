@@ -104,6 +104,10 @@ enum Mode {
         /// gift events it credited.
         #[arg(long, default_value = outbox_schema::names::GROUP_ACTIVITY)]
         activity_group: String,
+        /// im-bridge's group: its consumer_dedup rows follow the order its
+        /// messages went out, where control events may overtake gifts.
+        #[arg(long, default_value = outbox_schema::names::GROUP_IM_BRIDGE)]
+        im_bridge_group: String,
         /// Event types im-bridge does not send (comma separated); unset = its
         /// default, `outbox_schema::names::IM_SILENT_EVENT_TYPES`.
         #[arg(long)]
@@ -194,6 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             quiet_secs,
             min_acked_per_room,
             activity_group,
+            im_bridge_group,
             im_silent,
             big_gift_threshold,
             broadcast_group,
@@ -224,6 +229,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 big_gift_threshold,
                 dedup_groups: list(&dedup_groups),
                 activity_group,
+                im_bridge_group,
                 min_acked_per_room,
                 im_group_limit,
             };

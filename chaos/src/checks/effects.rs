@@ -353,26 +353,31 @@ pub(super) fn per_room_order(seen: &Observation, expect: &Expectations) -> Check
     let mut observed = 0usize;
     // Each stream: (observer, event ids in the order that observer applied them).
     let mut streams: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for (group, event_id) in &seen.dedup {
-        if expect.dedup_groups.contains(group) {
-            streams
-                .entry(format!("{group} (consumer_dedup)"))
-                .or_default()
-                .push(event_id);
-        }
-    }
-    // Control events may overtake gifts in IM (the module doc): one stream
-    // per class, a batch's rows at the batch's place.
+    // Control events may overtake gifts in IM (the module doc): im-bridge's
+    // streams are one per class, a batch's rows at the batch's place.
     let gift_ids: HashSet<&str> = gifts(seen).map(|(e, _)| e.event_id.as_str()).collect();
+    let class = |id: &str| {
+        if gift_ids.contains(id) {
+            "gifts"
+        } else {
+            "control events"
+        }
+    };
+    for (group, event_id) in &seen.dedup {
+        if !expect.dedup_groups.contains(group) {
+            continue;
+        }
+        let stream = if *group == expect.im_bridge_group {
+            format!("{group} {} (consumer_dedup)", class(event_id))
+        } else {
+            format!("{group} (consumer_dedup)")
+        };
+        streams.entry(stream).or_default().push(event_id);
+    }
     for (_, message) in room_group_messages(seen, expect) {
         for id in &message.event_ids {
-            let class = if gift_ids.contains(id.as_str()) {
-                "gifts"
-            } else {
-                "control events"
-            };
             streams
-                .entry(format!("im-bridge {class} (fake IM groups)"))
+                .entry(format!("im-bridge {} (fake IM groups)", class(id)))
                 .or_default()
                 .push(id);
         }

@@ -20,6 +20,7 @@ fn expectations() -> Expectations {
         big_gift_threshold: 1_000,
         dedup_groups: vec!["im".into(), "activity".into()],
         activity_group: "activity".into(),
+        im_bridge_group: "im".into(),
         min_acked_per_room: 1,
         im_group_limit: 40,
     }
@@ -297,6 +298,21 @@ fn acked(id: &str, room: &str) -> CommandRecord {
 }
 
 /// `(label, the one rule that must fail, how the ledger is broken)`.
+#[test]
+fn im_bridge_may_record_a_control_event_before_an_earlier_gift() {
+    let (commands, mut seen) = consistent();
+    // r1: the kick e3 went out (and was recorded) before the gift e2.
+    let position = |seen: &Observation, id: &str| {
+        seen.dedup
+            .iter()
+            .position(|(group, event_id)| group == "im" && event_id == id)
+            .expect("im-bridge's record")
+    };
+    let (gift, kick) = (position(&seen, "e2"), position(&seen, "e3"));
+    seen.dedup.swap(gift, kick);
+    assert_eq!(failed(&commands, &seen), Vec::<&str>::new());
+}
+
 fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
     vec![
         (
@@ -500,6 +516,12 @@ fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
             "a consumer that applied a room's events out of order",
             ORDER,
             Box::new(|seen, _| seen.dedup.swap(0, 3)),
+        ),
+        (
+            "im-bridge recorded a room's gifts out of order",
+            ORDER,
+            // im e4 and im e5, both gifts of r2.
+            Box::new(|seen, _| seen.dedup.swap(5, 7)),
         ),
         (
             "a refund the ledger does not explain",
