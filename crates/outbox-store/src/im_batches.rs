@@ -30,42 +30,55 @@ pub struct PendingBatch {
     pub event_ids: Vec<String>,
 }
 
-/// Writes `batch` down before it is sent. Fails (a duplicate-key error,
-/// worth a retry) when one of its events already belongs to a pending
-/// batch: two consumers briefly holding one room during a rebalance must
-/// not merge the same gift twice; the retry finds the other batch and
-/// resends that one instead.
+/// Writes `batches` down, in one transaction, before they are sent. Fails
+/// (a duplicate-key error, worth a retry) when one of their events already
+/// belongs to a pending batch: two consumers briefly holding one room during
+/// a rebalance must not merge the same gift twice; the retry finds the other
+/// batch and resends that one instead.
 pub async fn plan(
     pool: &MySqlPool,
     group: &str,
-    batch: &PendingBatch,
+    batches: &[PendingBatch],
     now_ms: i64,
 ) -> Result<(), Error> {
-    for event_id in &batch.event_ids {
+    if batches.is_empty() {
+        return Ok(());
+    }
+    for event_id in batches.iter().flat_map(|batch| &batch.event_ids) {
         dedup::check_event_id(event_id)?;
     }
     let mut tx = pool.begin().await?;
-    sqlx::query(
+    let mut rows = QueryBuilder::new(
         "INSERT INTO im_pending_batches (consumer_group, batch_id, group_id, msg_random, msg_body, \
-         created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
-    )
-    .bind(group)
-    .bind(&batch.batch_id)
-    .bind(&batch.group_id)
-    .bind(batch.msg_random)
-    .bind(&batch.msg_body)
-    .bind(now_ms)
-    .execute(&mut *tx)
-    .await?;
-    let mut members = QueryBuilder::new(
+         created_at_ms) ",
+    );
+    rows.push_values(batches, |mut row, batch| {
+        row.push_bind(group)
+            .push_bind(&batch.batch_id)
+            .push_bind(&batch.group_id)
+            .push_bind(batch.msg_random)
+            .push_bind(&batch.msg_body)
+            .push_bind(now_ms);
+    });
+    rows.build().execute(&mut *tx).await?;
+    let members: Vec<(&str, &str)> = batches
+        .iter()
+        .flat_map(|batch| {
+            batch
+                .event_ids
+                .iter()
+                .map(|event_id| (event_id.as_str(), batch.batch_id.as_str()))
+        })
+        .collect();
+    let mut insert = QueryBuilder::new(
         "INSERT INTO im_pending_batch_events (consumer_group, event_id, batch_id) ",
     );
-    members.push_values(&batch.event_ids, |mut row, event_id| {
+    insert.push_values(&members, |mut row, (event_id, batch_id)| {
         row.push_bind(group)
-            .push_bind(event_id)
-            .push_bind(&batch.batch_id);
+            .push_bind(*event_id)
+            .push_bind(*batch_id);
     });
-    members.build().execute(&mut *tx).await?;
+    insert.build().execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -116,29 +129,35 @@ pub async fn pending_for(
     Ok(batches.into_values().collect())
 }
 
-/// Records the events of a sent batch in `consumer_dedup` and deletes the
-/// batch, in one transaction.
+/// Records the events of sent `batches` in `consumer_dedup` and deletes the
+/// batches, in one transaction.
 pub async fn settle(
     pool: &MySqlPool,
     group: &str,
-    batch: &PendingBatch,
+    batches: &[PendingBatch],
     now_ms: i64,
 ) -> Result<(), Error> {
-    let ids: Vec<&str> = batch.event_ids.iter().map(String::as_str).collect();
+    if batches.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = batches
+        .iter()
+        .flat_map(|batch| batch.event_ids.iter().map(String::as_str))
+        .collect();
     let mut tx = pool.begin().await?;
     if !ids.is_empty() {
         dedup::insert_ignore(&mut tx, group, &ids, now_ms).await?;
     }
-    sqlx::query("DELETE FROM im_pending_batch_events WHERE consumer_group = ? AND batch_id = ?")
-        .bind(group)
-        .bind(&batch.batch_id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM im_pending_batches WHERE consumer_group = ? AND batch_id = ?")
-        .bind(group)
-        .bind(&batch.batch_id)
-        .execute(&mut *tx)
-        .await?;
+    for table in ["im_pending_batch_events", "im_pending_batches"] {
+        let mut delete = QueryBuilder::new(format!("DELETE FROM {table} WHERE consumer_group = "));
+        delete.push_bind(group).push(" AND batch_id IN (");
+        let mut listed = delete.separated(", ");
+        for batch in batches {
+            listed.push_bind(&batch.batch_id);
+        }
+        listed.push_unseparated(")");
+        delete.build().execute(&mut *tx).await?;
+    }
     tx.commit().await?;
     Ok(())
 }

@@ -25,7 +25,7 @@
 use crate::{
     config::BridgeConfig,
     group_id,
-    message::{body_bytes, gift_batch_message, room_event_message, split_gift_batches},
+    message::{gift_batch_message, room_event_message, split_gift_batches},
     stats::ImStats,
 };
 use outbox_schema::pb::{self, room_outbox_event::Payload};
@@ -218,33 +218,42 @@ impl RoomIm {
         })
     }
 
-    /// Sends a gift batch: written down, sent, then recorded with its events.
-    async fn send_batch(&self, gifts: &[&pb::RoomOutboxEvent]) -> Result<(), ApplyError> {
-        let Some(batch) = self.gift_batch(gifts) else {
-            return Ok(());
-        };
+    /// Sends gift batches: written down together, sent one by one, then
+    /// recorded with their events together (two transactions however many
+    /// batches a storm room sends at once).
+    async fn send_batches(&self, batches: &[PendingBatch]) -> Result<(), ApplyError> {
         let now_ms = service_kit::time::now_ms();
-        im_batches::plan(&self.pool, &self.dedup_group, &batch, now_ms).await?;
-        self.send_pending(&batch).await
+        im_batches::plan(&self.pool, &self.dedup_group, batches, now_ms).await?;
+        self.send_pending(batches).await
     }
 
-    /// Sends a written-down batch and records its events.
-    async fn send_pending(&self, batch: &PendingBatch) -> Result<(), ApplyError> {
-        let msg_body = serde_json::from_str(&batch.msg_body).unwrap_or_default();
-        let request = SendGroupMsgRequest {
-            random: batch.msg_random,
-            ..SendGroupMsgRequest::for_event(&batch.group_id, &batch.batch_id, msg_body)
+    /// Sends written-down batches and records the events of those sent; on
+    /// a failure the ones sent before it are still recorded.
+    async fn send_pending(&self, batches: &[PendingBatch]) -> Result<(), ApplyError> {
+        let mut failure = None;
+        let mut sent = 0;
+        for batch in batches {
+            let msg_body = serde_json::from_str(&batch.msg_body).unwrap_or_default();
+            let request = SendGroupMsgRequest {
+                random: batch.msg_random,
+                ..SendGroupMsgRequest::for_event(&batch.group_id, &batch.batch_id, msg_body)
+            }
+            .with_priority(MsgPriority::Normal);
+            if let Err(error) = self.send(&request, batch.event_ids.len()).await {
+                failure = Some(error);
+                break;
+            }
+            sent += 1;
         }
-        .with_priority(MsgPriority::Normal);
-        self.send(&request, batch.event_ids.len())
-            .await
-            .map_err(|error| ApplyError::Im {
+        let now_ms = service_kit::time::now_ms();
+        im_batches::settle(&self.pool, &self.dedup_group, &batches[..sent], now_ms).await?;
+        match failure {
+            Some(error) => Err(ApplyError::Im {
                 done: Vec::new(),
                 error,
-            })?;
-        let now_ms = service_kit::time::now_ms();
-        im_batches::settle(&self.pool, &self.dedup_group, batch, now_ms).await?;
-        Ok(())
+            }),
+            None => Ok(()),
+        }
     }
 
     async fn send(
@@ -337,11 +346,11 @@ impl<'a> Pass<'a> {
         } else {
             dedup::processed(&room_im.pool, group, &message_ids).await?
         };
-        for batch in pending {
+        for batch in &pending {
             tracing::info!(dedup_group = %group, batch_id = %batch.batch_id, events = batch.event_ids.len(), "resending a gift batch a crash left unrecorded");
-            room_im.send_pending(&batch).await?;
-            already_sent.extend(batch.event_ids);
         }
+        room_im.send_pending(&pending).await?;
+        already_sent.extend(pending.into_iter().flat_map(|batch| batch.event_ids));
         let planned = events
             .iter()
             .map(|(event, _)| event.event_id.as_str())
@@ -441,10 +450,12 @@ impl<'a> Pass<'a> {
         let Some(first) = gifts.first() else {
             return Ok(());
         };
-        let room_id = &self.events[*first].0.room_id;
         let events: Vec<&pb::RoomOutboxEvent> =
             gifts.iter().map(|index| self.events[*index].0).collect();
+        let room_id = &self.events[*first].0.room_id;
         let limit = self.room_im.bridge.max_message_bytes;
+        let mut merged: Vec<(&[usize], PendingBatch)> = Vec::new();
+        let mut alone = Vec::new();
         let mut offset = 0;
         for (number, batch) in split_gift_batches(room_id, &events, limit)
             .into_iter()
@@ -456,36 +467,42 @@ impl<'a> Pass<'a> {
                 self.deferring = true;
                 self.defer(indexes)?;
             } else if let [single] = indexes {
-                self.send_singly(&[*single]).await?;
-            } else {
-                self.send_merged(indexes, &batch).await?;
+                alone.push(*single);
+            } else if let Some(pending) = self.room_im.gift_batch(&batch) {
+                merged.push((indexes, pending));
             }
         }
-        Ok(())
+        self.send_merged(&merged).await?;
+        // A batch of one is the last: it goes after the merged ones, as one event.
+        self.send_singly(&alone).await
     }
 
-    async fn send_merged(
-        &mut self,
-        indexes: &[usize],
-        batch: &[&pb::RoomOutboxEvent],
-    ) -> Result<(), ApplyError> {
-        let trace = self.events[indexes[0]].1.clone();
-        let sent =
-            opentelemetry::trace::FutureExt::with_context(self.room_im.send_batch(batch), trace);
+    async fn send_merged(&mut self, merged: &[(&[usize], PendingBatch)]) -> Result<(), ApplyError> {
+        let Some((first, _)) = merged.first() else {
+            return Ok(());
+        };
+        let trace = self.events[first[0]].1.clone();
+        let batches: Vec<PendingBatch> = merged.iter().map(|(_, batch)| batch.clone()).collect();
+        let sent = opentelemetry::trace::FutureExt::with_context(
+            self.room_im.send_batches(&batches),
+            trace,
+        );
         match sent.await {
             Ok(()) => {}
             Err(ApplyError::Im { error, .. }) => return Err(self.failed(error)),
             Err(other) => return Err(other),
         }
-        tracing::debug!(
-            dedup_group = %self.room_im.dedup_group,
-            room_id = %batch[0].room_id,
-            events = batch.len(),
-            bytes = body_bytes(&gift_batch_message(&batch[0].room_id, batch)),
-            "gift batch sent"
-        );
-        for index in indexes {
-            self.outcomes[*index] = Some(ImOutcome::Applied);
+        for (indexes, batch) in merged {
+            tracing::debug!(
+                dedup_group = %self.room_im.dedup_group,
+                batch_id = %batch.batch_id,
+                events = indexes.len(),
+                bytes = batch.msg_body.len(),
+                "gift batch sent"
+            );
+            for index in *indexes {
+                self.outcomes[*index] = Some(ImOutcome::Applied);
+            }
         }
         Ok(())
     }

@@ -308,7 +308,7 @@ async fn a_batch_sent_but_not_recorded_is_resent_as_the_same_message() {
     // The state a crash leaves: the batch written down and sent, its
     // events not recorded.
     let batch = room_im.gift_batch(&refs).unwrap();
-    room_im::im_batches::plan(&f.db.pool, "crash-group", &batch, 0)
+    room_im::im_batches::plan(&f.db.pool, "crash-group", std::slice::from_ref(&batch), 0)
         .await
         .unwrap();
     let request = tencent_im::SendGroupMsgRequest {
