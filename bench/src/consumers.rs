@@ -265,4 +265,40 @@ impl OffsetWatcher {
         })
         .await?
     }
+
+    /// Sum of the high watermarks over all partitions: the topic's end, which
+    /// the committed offsets reach once the group has consumed everything.
+    pub async fn end(&self) -> anyhow::Result<i64> {
+        let consumer = Arc::clone(&self.consumer);
+        let topic = self.topic.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut end = 0;
+            for partition in 0..PARTITIONS {
+                let (_, high) =
+                    consumer.fetch_watermarks(&topic, partition, Duration::from_secs(5))?;
+                end += high;
+            }
+            Ok(end)
+        })
+        .await?
+    }
+
+    /// How long after `since` the committed offsets reached the topic's end
+    /// (lag 0); call it once the producers are done, so the end stays put.
+    pub async fn caught_up_after(
+        &self,
+        since: std::time::Instant,
+        deadline: Duration,
+    ) -> anyhow::Result<Duration> {
+        let end = self.end().await?;
+        loop {
+            let committed = self.committed().await?;
+            if committed >= end {
+                return Ok(since.elapsed());
+            }
+            let waited = since.elapsed();
+            anyhow::ensure!(waited < deadline, "at {committed}/{end} after {waited:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }

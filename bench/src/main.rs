@@ -10,6 +10,7 @@ mod consumers;
 mod e2e_curve;
 mod e2e_scenarios;
 mod fixtures;
+mod hot_room;
 mod memory_scenarios;
 mod plots;
 mod relay_baselines;
@@ -98,6 +99,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("consumer-throughput") {
         consumer_scenarios::consumer_throughput(&env, &mut report).await?;
+    }
+    if selected("hot-room") {
+        hot_room::hot_room(&env, &mut report).await?;
     }
     if selected("console") {
         console_scenarios::console(&env, &mut report).await?;
