@@ -148,8 +148,10 @@ pub async fn settle(
     if !ids.is_empty() {
         dedup::insert_ignore(&mut tx, group, &ids, now_ms).await?;
     }
-    for table in ["im_pending_batch_events", "im_pending_batches"] {
-        let mut delete = QueryBuilder::new(format!("DELETE FROM {table} WHERE consumer_group = "));
+    for mut delete in [
+        QueryBuilder::new("DELETE FROM im_pending_batch_events WHERE consumer_group = "),
+        QueryBuilder::new("DELETE FROM im_pending_batches WHERE consumer_group = "),
+    ] {
         delete.push_bind(group).push(" AND batch_id IN (");
         let mut listed = delete.separated(", ");
         for batch in batches {
