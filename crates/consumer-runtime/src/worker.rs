@@ -103,10 +103,6 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
         }
     }
 
-    fn stopped(&self) -> bool {
-        self.shutdown.is_cancelled() || self.revoked.load(Ordering::Relaxed)
-    }
-
     /// Takes `message` on in the ledger; false for an offset taken before
     /// (a partition re-fetched after a seek), which is skipped.
     fn take(&self, runner: &Runner<M, H>, message: &OwnedMessage) -> bool {
@@ -139,7 +135,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                     queue.push_back(message);
                 }
             }
-            if self.stopped() {
+            if runner.stopped() {
                 return;
             }
             if queue.is_empty() {
@@ -176,7 +172,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                 received = self.inbox.recv(), if in_lanes < limit => {
                     let Some(message) = received else { break };
                     self.took_one();
-                    if self.stopped() {
+                    if runner.stopped() {
                         break;
                     }
                     if !self.take(&runner, &message) {
@@ -195,7 +191,7 @@ impl<M: Decode, H: Handler<M>> PartitionWorker<M, H> {
                     let _ = slot.inbox.send(message);
                 }
             }
-            if self.stopped() {
+            if runner.stopped() {
                 break;
             }
         }

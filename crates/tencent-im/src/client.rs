@@ -120,11 +120,6 @@ impl Client {
         self.inner.pacer.available(group)
     }
 
-    /// The configured group messages per group per second.
-    pub fn group_msg_per_second(&self) -> usize {
-        self.inner.pacer.per_second()
-    }
-
     /// Counters of the per-group pacing.
     pub fn pacer_stats(&self) -> PacerStats {
         self.inner.pacer.stats()
