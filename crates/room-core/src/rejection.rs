@@ -85,6 +85,41 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// Every [`Rejection::code`], in declaration order: the list a caller's
+    /// documentation of refusals is checked against. A test proves it is the
+    /// variant list serde derives, so a new variant cannot be left out.
+    pub const ALL_CODES: [&'static str; 29] = [
+        "room_not_found",
+        "room_already_exists",
+        "room_closed",
+        "not_a_member",
+        "already_member",
+        "banned",
+        "permission_denied",
+        "cannot_kick_owner",
+        "seat_out_of_range",
+        "seat_taken",
+        "seat_locked",
+        "seat_not_locked",
+        "seat_already_locked",
+        "already_seated",
+        "not_seated",
+        "invalid_amount",
+        "amount_overflow",
+        "self_gift",
+        "room_full",
+        "too_many_admins",
+        "too_many_bans",
+        "too_many_contributors",
+        "invalid_argument",
+        "admin_unchanged",
+        "no_treasure_box",
+        "treasure_mismatch",
+        "treasure_not_due",
+        "treasure_expired",
+        "sequence_exhausted",
+    ];
+
     /// Stable snake_case code (also the serde tag).
     #[must_use]
     pub fn code(&self) -> &'static str {
@@ -251,6 +286,31 @@ mod tests {
             let back: Rejection = serde_json::from_value(json).expect("deserialize");
             assert_eq!(back, rejection);
         }
+    }
+
+    /// The variant names serde derived (its "unknown variant" error lists
+    /// them all), so the list cannot miss a variant added later.
+    fn serde_variant_names() -> Vec<String> {
+        let error = serde_json::from_value::<Rejection>(serde_json::json!({"code": "__none__"}))
+            .expect_err("no such variant");
+        let message = error.to_string();
+        let listed = message
+            .split_once("expected one of ")
+            .unwrap_or_else(|| panic!("serde lists the variants: {message}"))
+            .1;
+        listed
+            .split(", ")
+            .map(|name| name.trim_matches('`').to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn all_codes_lists_every_variant_once_in_order() {
+        assert_eq!(serde_variant_names(), Rejection::ALL_CODES);
+        // One sample per variant, in the same order, each answering its own
+        // code (and `code_is_the_serde_tag_and_unique` ties code to tag).
+        let codes: Vec<&str> = all().iter().map(Rejection::code).collect();
+        assert_eq!(codes, Rejection::ALL_CODES);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod binary;
 pub mod browser;
 pub mod otlp;
 pub mod pki;
+pub mod processes;
 pub mod secrets;
 pub mod secure_broker;
 pub mod source_tree;

@@ -184,6 +184,11 @@ impl ServerProcess {
     pub(crate) fn log(&self) -> PathBuf {
         self.dir.join("server.log")
     }
+
+    /// The server's process id (to pause it with [`crate::processes::signal`]).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for ServerProcess {
@@ -211,7 +216,7 @@ pub(crate) fn free_port() -> u16 {
 
 /// `name` (or its older `alternative`) in PATH or the sbin directories,
 /// where Debian installs the servers.
-fn binary(name: &str, alternative: &str) -> PathBuf {
+pub(crate) fn binary(name: &str, alternative: &str) -> PathBuf {
     let path = std::env::var("PATH").unwrap_or_default();
     [name, alternative]
         .iter()

@@ -29,6 +29,7 @@ use crate::deps::{Deps, PipelineSettings};
 use crate::forward::Peers;
 use crate::grpc::{GrpcRoomPeer, GrpcRoomService};
 use crate::im::ImGroups;
+use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::redis::Redis;
 use crate::service::Rooms;
@@ -102,7 +103,11 @@ impl App {
             .grpc_tls
             .load("grpc_tls")
             .map_err(|error| Error::Config(error.to_string()))?;
-        let mut peers = Peers::new(&config.node_id, config.forward_timeout.as_std());
+        let mut peers = Peers::new(
+            &config.node_id,
+            &advertised,
+            config.forward_timeout.as_std(),
+        );
         if config.grpc_tls.is_enabled() {
             // The other instances advertise https:// then (Config::check_grpc_tls).
             peers = peers.with_tls(
@@ -125,6 +130,7 @@ impl App {
             mailbox_capacity: room.mailbox_capacity,
             max_loaded_rooms: room.max_loaded_rooms,
             evict_idle_after: room.evict_idle_after.as_std(),
+            max_refund_attempts: config.saga.max_refund_attempts,
         };
         let mut store = Store::new(pool.clone());
         if room.shared_commit_lanes > 0 {
@@ -135,9 +141,16 @@ impl App {
                 metrics.shared_commit_rooms.clone(),
             ));
         }
+        let liveness = Liveness::new(config.redis.liveness_ttl.as_std());
+        if liveness.enabled() {
+            // Held before anything is served, so the first lease we take is
+            // confirmed under a live key.
+            liveness.renew_once(&redis).await?;
+        }
         let deps = Arc::new(Deps {
             store,
             redis,
+            liveness,
             wallet,
             metrics,
             settings,
@@ -299,6 +312,15 @@ impl App {
             .add_service(RoomPeerServer::new(GrpcRoomPeer::new(self.rooms.clone())))
             .serve_with_incoming_shutdown(incoming, grpc_stop.clone().cancelled_owned());
         let mut grpc_task = tokio::spawn(server);
+        // Not a worker: the key must stay held until the actors have
+        // released their leases, or other instances would take rooms over
+        // from under the drain.
+        let liveness_stop = CancellationToken::new();
+        let liveness_task = tokio::spawn(Arc::clone(&self.deps.liveness).run(
+            self.deps.redis.clone(),
+            self.deps.metrics.clone(),
+            liveness_stop.clone(),
+        ));
 
         self.readiness.set_ready();
         tracing::info!(grpc = %self.grpc_addr, http = %self.http_addr, node_id = %self.config.node_id, "room-service ready");
@@ -342,6 +364,8 @@ impl App {
         {
             tracing::warn!("room actors did not stop within the grace period");
         }
+        liveness_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), liveness_task).await;
         step("cells_released");
         // The wallet channel closes when the last clone (held by the actors, now gone) drops.
         step("wallet_closed");

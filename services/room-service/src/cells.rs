@@ -5,7 +5,10 @@
 //! in parallel. The actor acquires the room's Redis lease and rebuilds the
 //! cell on first use, renews the lease at a third of its TTL, drains up to
 //! `group_commit_max_batch` queued commands into one transaction, and drops
-//! the cell (releasing the lease) after `idle_ttl` without traffic.
+//! the cell (releasing the lease) after `idle_ttl` without traffic. Before
+//! a batch it confirms the lease again when this instance's liveness key
+//! lapsed since the last confirmation (`liveness`): a room taken over
+//! meanwhile is given up without a write.
 //!
 //! Memory stays bounded: at most `room.max_loaded_rooms` rooms are loaded;
 //! a new one evicts the least recently used room idle for at least
@@ -27,7 +30,9 @@ use room_core::RoomStatus;
 use crate::Error;
 use crate::cell::{Cell, CommandJob, Job, rebuild};
 use crate::deps::Deps;
+use crate::gifts::settle_orphaned_gifts;
 use crate::pipeline::{CellFate, process_batch};
+use crate::redis::Acquired;
 
 struct Entry {
     sender: mpsc::Sender<Job>,
@@ -246,6 +251,7 @@ impl Actor {
         let mut cell: Option<Cell> = None;
         let mut lease_valid_until = Instant::now();
         let mut last_renewed = Instant::now();
+        let mut confirmed_epoch = deps.liveness.standing().epoch;
         let mut idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
         loop {
             let renew_at = tokio::time::Instant::from_std(last_renewed + renew_every);
@@ -293,33 +299,26 @@ impl Actor {
                 idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
             }
 
-            // Load the cell (lease + rebuild) on first use or after a reload request.
+            // Load the cell (lease + rebuild) on first use or after a reload
+            // request, and confirm the lease again when it may have expired
+            // or this instance's liveness key lapsed since it was confirmed
+            // (another instance may have taken the room over meanwhile).
+            let standing = deps.liveness.standing();
             let mut lease_time = Duration::ZERO;
-            if cell.is_none() || Instant::now() >= lease_valid_until {
+            if cell.is_none()
+                || Instant::now() >= lease_valid_until
+                || standing.epoch != confirmed_epoch
+                || !standing.held
+            {
                 let started = Instant::now();
-                let loaded = async {
-                    deps.redis.acquire_lease(&self.room_id).await?;
-                    let acquired = Instant::now();
-                    let loaded = if let Some(loaded) = cell.take() {
-                        loaded
-                    } else {
-                        rebuild(
-                            &deps.store,
-                            &self.room_id,
-                            &settings.rules,
-                            settings.recent_per_room,
-                        )
-                        .await?
-                    };
-                    Ok::<_, Error>((loaded, acquired))
-                }
-                .await;
+                let loaded = self.confirm(cell.take()).await;
                 lease_time = started.elapsed();
                 match loaded {
                     Ok((loaded, acquired)) => {
                         cell = Some(loaded);
                         last_renewed = acquired;
                         lease_valid_until = acquired + lease_ttl;
+                        confirmed_epoch = standing.epoch;
                     }
                     Err(error) => {
                         first.fail(error.clone());
@@ -402,6 +401,36 @@ impl Actor {
                 self.unload();
             }
         }
+    }
+
+    /// Acquires (or confirms) the room's lease and returns the cell to serve
+    /// with the time the lease was confirmed: `cached` when the lease was
+    /// ours all along, else rebuilt from MySQL — after a takeover, too, as
+    /// the holder that lapsed may have written since `cached` was loaded. A
+    /// rebuilt room first settles the gifts an earlier holder left between
+    /// debit and commit, so a retry of one gets its final answer at once.
+    async fn confirm(&self, cached: Option<Cell>) -> Result<(Cell, Instant), Error> {
+        let deps = &self.cells.deps;
+        let acquired = deps.redis.acquire_lease(&self.room_id).await?;
+        let confirmed_at = Instant::now();
+        if let Acquired::TookOver(from) = &acquired {
+            deps.metrics.lease_takeovers.inc();
+            tracing::info!(room_id = %self.room_id, from = %from.node_id, "room taken over from a holder whose liveness key lapsed");
+        }
+        let cached = cached.filter(|_| acquired == Acquired::Held);
+        if let Some(cell) = cached {
+            return Ok((cell, confirmed_at));
+        }
+        let settings = &deps.settings;
+        let cell = rebuild(
+            &deps.store,
+            &self.room_id,
+            &settings.rules,
+            settings.recent_per_room,
+        )
+        .await?;
+        settle_orphaned_gifts(deps, &self.room_id).await;
+        Ok((cell, confirmed_at))
     }
 
     /// Unregisters the room so new jobs start a fresh actor, and closes the

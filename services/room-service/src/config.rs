@@ -118,6 +118,12 @@ pub struct RedisConfig {
     pub tls_ca_file: String,
     /// Room lease validity; renewed at a third of it while the cell is loaded.
     pub lease_ttl: ConfigDuration,
+    /// TTL of this instance's liveness key, renewed four times per TTL: a
+    /// holder whose key lapsed loses its rooms to the next caller, so this
+    /// is how long a dead instance's rooms stay unavailable
+    /// (docs/design.md#fast-takeover). `0` turns fast takeover off (rooms
+    /// wait for `lease_ttl`), e.g. while older releases still run.
+    pub liveness_ttl: ConfigDuration,
     /// Deadline of one Redis command, so an outage fails requests instead of hanging them.
     pub command_timeout: ConfigDuration,
     /// Connections in the client pool.
@@ -156,6 +162,7 @@ impl Default for RedisConfig {
             url: "redis://127.0.0.1:6379".into(),
             tls_ca_file: String::new(),
             lease_ttl: ConfigDuration::from_secs(30),
+            liveness_ttl: ConfigDuration::from_secs(1),
             command_timeout: ConfigDuration::from_secs(1),
             pool_size: 4,
             key_prefix: "hyapp".into(),
@@ -476,6 +483,13 @@ impl Config {
             return invalid(format!(
                 "redis.lease_ttl must be at least 1s, got {}",
                 self.redis.lease_ttl
+            ));
+        }
+        let liveness = self.redis.liveness_ttl.as_millis();
+        if liveness != 0 && !(200..=self.redis.lease_ttl.as_millis()).contains(&liveness) {
+            return invalid(format!(
+                "redis.liveness_ttl must be 0 (off) or between 200ms and redis.lease_ttl ({}), got {}",
+                self.redis.lease_ttl, self.redis.liveness_ttl
             ));
         }
         self.redis.command_timeout = self

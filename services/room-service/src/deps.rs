@@ -2,7 +2,7 @@
 //! [`PipelineSettings`] of the per-room write pipeline.
 //!
 //! They live in a leaf module of their own (it names only the store, Redis,
-//! wallet and metrics types) so that the actors (`cells`), the pipeline
+//! liveness, wallet and metrics types) so that the actors (`cells`), the pipeline
 //! (`pipeline`, `gifts`, `mutation`), the room API (`service`) and the sweeps
 //! can all take them without importing `app`, which builds them and in turn
 //! depends on all of those modules.
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use room_core::RoomRules;
 
+use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::redis::Redis;
 use crate::store::Store;
@@ -23,6 +24,8 @@ pub struct Deps {
     pub store: Store,
     /// Redis leases, projections, presence, nudge.
     pub redis: Redis,
+    /// This instance's liveness key, which fences its own writes.
+    pub liveness: std::sync::Arc<Liveness>,
     /// Wallet client.
     pub wallet: Wallet,
     /// Metrics.
@@ -56,4 +59,6 @@ pub struct PipelineSettings {
     pub max_loaded_rooms: usize,
     /// Least idle time of a room evicted to load another past the cap.
     pub evict_idle_after: Duration,
+    /// Refund attempts a saga may spend (`saga.max_refund_attempts`).
+    pub max_refund_attempts: u32,
 }

@@ -1,8 +1,17 @@
 //! The crate's one [`Error`] and its [`ErrorCode`], which converts to both a
 //! gRPC [`tonic::Code`] and an HTTP status, so every transport reports the same
-//! class for the same failure.
+//! class for the same failure. Each error's stable reason is one of
+//! [`Reason`] (or room-core's rule code), with its retry advice in the one
+//! table of `reason`; `status` turns an error into the gRPC status a gateway
+//! reads (docs/gateway.md).
+
+mod reason;
+mod status;
 
 use room_core::{Rejection, RejectionKind};
+
+pub use reason::{OWNED_ELSEWHERE_DEFAULT_DELAY, Reason, Retry, upper_snake};
+pub use status::{ERROR_DOMAIN, MAX_ERROR_INFO_VALUE_BYTES, Subject};
 
 /// Transport-independent class of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +159,10 @@ pub enum Error {
         owner: String,
         /// The owner's advertised gRPC URL, from its lease.
         address: Option<String>,
+        /// When a retry can be answered (the holder's liveness key lapses by
+        /// then unless it is renewed, or this instance's own takeover grace
+        /// ends); `None` when unknown.
+        retry_after: Option<std::time::Duration>,
     },
     /// The instance holding the room answered a forwarded call with this
     /// status; it goes back to the caller as the holder sent it.
@@ -238,30 +251,56 @@ impl Error {
         }
     }
 
-    /// Stable machine-readable reason, sent as the `x-error-reason` metadata.
+    /// Stable machine-readable reason, sent as the `x-error-reason` metadata
+    /// (and, in UPPER_SNAKE_CASE, as `ErrorInfo.reason`).
     pub fn reason(&self) -> &'static str {
-        match self {
-            Error::InvalidArgument(_) => "invalid_argument",
-            Error::Rejected(rejection) => rejection.code(),
-            Error::CommandIdReused { .. } => "command_id_reused",
-            Error::GiftCompensated { .. } => "gift_compensated",
-            Error::GiftRefundFailed { .. } => "gift_refund_failed",
-            Error::GiftInFlight { .. } => "gift_in_flight",
-            Error::OwnedElsewhere { .. } => "room_owned_elsewhere",
-            Error::StaleOwner { .. } => "stale_owner",
-            Error::InsufficientBalance { .. } => "insufficient_balance",
-            Error::WalletRefused(_) => "wallet_refused",
-            Error::WalletUnavailable(_) => "wallet_unavailable",
-            Error::Database(_) => "database_unavailable",
-            Error::Redis(_) => "redis_unavailable",
-            Error::Overloaded { .. } => "overloaded",
-            Error::TooManyRooms { .. } => "too_many_loaded_rooms",
+        match (self, self.service_reason()) {
+            (_, Some(reason)) => reason.as_str(),
+            (Error::Rejected(rejection), None) => rejection.code(),
             // The holder's own reason travels in the status it sent.
-            Error::Forwarded(_) => "forwarded",
-            Error::ShuttingDown => "shutting_down",
-            Error::Config(_) => "config",
-            Error::Server(_) => "server",
-            Error::Internal(_) => "internal",
+            _ => "forwarded",
+        }
+    }
+
+    /// The reason of a refusal room-service decides itself; `None` for a
+    /// room-core rule (its code is the reason) and for a forwarded status.
+    /// Exhaustive: a new variant does not compile until it has a reason, and
+    /// with it a line in the retry table.
+    pub fn service_reason(&self) -> Option<Reason> {
+        Some(match self {
+            Error::Rejected(_) | Error::Forwarded(_) => return None,
+            Error::InvalidArgument(_) => Reason::InvalidArgument,
+            Error::CommandIdReused { .. } => Reason::CommandIdReused,
+            Error::GiftCompensated { .. } => Reason::GiftCompensated,
+            Error::GiftRefundFailed { .. } => Reason::GiftRefundFailed,
+            Error::GiftInFlight { .. } => Reason::GiftInFlight,
+            Error::OwnedElsewhere { .. } => Reason::RoomOwnedElsewhere,
+            Error::StaleOwner { .. } => Reason::StaleOwner,
+            Error::InsufficientBalance { .. } => Reason::InsufficientBalance,
+            Error::WalletRefused(_) => Reason::WalletRefused,
+            Error::WalletUnavailable(_) => Reason::WalletUnavailable,
+            Error::Database(_) => Reason::DatabaseUnavailable,
+            Error::Redis(_) => Reason::RedisUnavailable,
+            Error::Overloaded { .. } => Reason::Overloaded,
+            Error::TooManyRooms { .. } => Reason::TooManyLoadedRooms,
+            Error::ShuttingDown => Reason::ShuttingDown,
+            Error::Config(_) => Reason::Config,
+            Error::Server(_) => Reason::Server,
+            Error::Internal(_) => Reason::Internal,
+        })
+    }
+
+    /// Whether, and after how long, the refused call may succeed when sent
+    /// again unchanged: the reason's line of the retry table, or for
+    /// `room_owned_elsewhere` the time the lease code named. Rules and
+    /// forwarded statuses (whose holder decided) are [`Retry::Never`] here.
+    pub fn retry(&self) -> Retry {
+        match self {
+            Error::OwnedElsewhere {
+                retry_after: Some(after),
+                ..
+            } => Retry::After(*after),
+            _ => self.service_reason().map_or(Retry::Never, Reason::retry),
         }
     }
 
@@ -280,73 +319,6 @@ impl Error {
 impl From<Rejection> for Error {
     fn from(rejection: Rejection) -> Self {
         Error::Rejected(rejection)
-    }
-}
-
-/// Metadata of a holder's status that the caller needs: the reason, whether
-/// it is a room-core rejection, and the owner.
-const FORWARDED_STATUS_METADATA: [&str; 3] = ["x-error-reason", "x-error-kind", "x-room-owner"];
-
-/// `x-error-kind` of a status whose reason is a room-core rejection code.
-const KIND_REJECTION: &str = "rejection";
-
-impl Error {
-    /// The room-core rejection code, whether the rule refused here or on the
-    /// holder a call was forwarded to.
-    pub fn rejection_code(&self) -> Option<&str> {
-        match self {
-            Error::Rejected(rejection) => Some(rejection.code()),
-            Error::Forwarded(status) => status
-                .metadata()
-                .get("x-error-kind")
-                .is_some_and(|kind| kind == KIND_REJECTION)
-                .then(|| self.forwarded_reason())
-                .flatten(),
-            _ => None,
-        }
-    }
-
-    /// The `x-error-reason` of a forwarded status (`None`: the status did not
-    /// come from a room-service handler, e.g. the connection failed).
-    pub fn forwarded_reason(&self) -> Option<&str> {
-        match self {
-            Error::Forwarded(status) => status
-                .metadata()
-                .get("x-error-reason")
-                .and_then(|value| value.to_str().ok()),
-            _ => None,
-        }
-    }
-}
-
-impl From<Error> for tonic::Status {
-    fn from(error: Error) -> Self {
-        if let Error::Forwarded(forwarded) = error {
-            // Rebuilt, not passed through: the holder's response headers
-            // (content-type, date, …) are not ours to send again.
-            let mut status = tonic::Status::new(forwarded.code(), forwarded.message());
-            for key in FORWARDED_STATUS_METADATA {
-                if let Some(value) = forwarded.metadata().get(key) {
-                    status.metadata_mut().insert(key, value.clone());
-                }
-            }
-            return status;
-        }
-        let mut status = tonic::Status::new(error.code().grpc(), error.to_string());
-        if let Ok(value) = error.reason().parse() {
-            status.metadata_mut().insert("x-error-reason", value);
-        }
-        if matches!(error, Error::Rejected(_)) {
-            status
-                .metadata_mut()
-                .insert("x-error-kind", KIND_REJECTION.parse().expect("ascii"));
-        }
-        if let Error::OwnedElsewhere { owner, .. } = &error
-            && let Ok(value) = owner.parse()
-        {
-            status.metadata_mut().insert("x-room-owner", value);
-        }
-        status
     }
 }
 
@@ -377,39 +349,5 @@ mod tests {
             assert_eq!(error.code().grpc(), grpc);
             assert_eq!(error.code().http().as_u16(), http);
         }
-    }
-
-    #[test]
-    fn owner_is_named_in_message_and_metadata() {
-        let status = tonic::Status::from(Error::OwnedElsewhere {
-            room_id: "r1".into(),
-            owner: "node-b".into(),
-            address: Some("http://10.0.0.2:7101".into()),
-        });
-        assert_eq!(status.code(), tonic::Code::Unavailable);
-        assert!(status.message().contains("node-b"));
-        assert_eq!(status.metadata().get("x-room-owner").unwrap(), "node-b");
-    }
-
-    #[test]
-    fn forwarded_statuses_keep_code_message_and_reason_only() {
-        let mut holder = tonic::Status::from(Error::from(Rejection::SeatTaken));
-        holder
-            .metadata_mut()
-            .insert("content-type", "application/grpc".parse().unwrap());
-        let error = Error::Forwarded(Box::new(holder.clone()));
-        assert_eq!(error.code(), ErrorCode::FailedPrecondition);
-        assert_eq!(error.rejection_code(), Some(Rejection::SeatTaken.code()));
-        let not_a_rule = Error::Forwarded(Box::new(tonic::Status::from(Error::ShuttingDown)));
-        assert_eq!(not_a_rule.rejection_code(), None);
-        assert_eq!(error.forwarded_reason(), Some(Rejection::SeatTaken.code()));
-        let status = tonic::Status::from(error);
-        assert_eq!(status.code(), holder.code());
-        assert_eq!(status.message(), holder.message());
-        assert_eq!(
-            status.metadata().get("x-error-reason").unwrap(),
-            Rejection::SeatTaken.code()
-        );
-        assert!(status.metadata().get("content-type").is_none());
     }
 }

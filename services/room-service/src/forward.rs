@@ -24,6 +24,10 @@ use crate::validate::CommandRequest;
 
 /// Response metadata naming the instance that executed a call.
 pub const SERVED_BY: &str = "x-room-served-by";
+/// Response metadata with the advertised URL of the instance that executed
+/// a call: the routing hint, where a gateway can send the room's next calls
+/// without the extra hop (docs/gateway.md).
+pub const SERVED_BY_ADDRESS: &str = "x-room-served-by-address";
 /// Request metadata of a forwarded call: the forwarding node's id.
 pub const FORWARDED_BY: &str = "x-room-forwarded-by";
 /// W3C trace context metadata.
@@ -31,7 +35,7 @@ const TRACEPARENT: &str = "traceparent";
 
 /// Metadata that belongs to one HTTP/2 hop, or that we set ourselves, and is
 /// therefore not copied onto the forwarded call.
-const HOP_METADATA: [&str; 9] = [
+const HOP_METADATA: [&str; 10] = [
     "grpc-timeout",
     "grpc-encoding",
     "grpc-accept-encoding",
@@ -40,6 +44,7 @@ const HOP_METADATA: [&str; 9] = [
     "user-agent",
     "host",
     SERVED_BY,
+    SERVED_BY_ADDRESS,
     FORWARDED_BY,
 ];
 
@@ -134,13 +139,27 @@ pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
     })
 }
 
-/// A value and the node that produced it (the `x-room-served-by` header).
+/// A value and the node that produced it (the `x-room-served-by` and
+/// `x-room-served-by-address` headers).
 #[derive(Debug, Clone)]
 pub struct Served<T> {
     /// The answer.
     pub value: T,
     /// Node id of the instance that executed the call.
     pub node_id: String,
+    /// That instance's advertised gRPC URL (empty when a holder did not say).
+    pub address: String,
+}
+
+impl<T> Served<T> {
+    /// The same origin with another value.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Served<U> {
+        Served {
+            value: f(self.value),
+            node_id: self.node_id,
+            address: self.address,
+        }
+    }
 }
 
 /// Whether a failed forward should be retried here, once: the holder could
@@ -160,6 +179,7 @@ pub fn retry_here(error: &Error) -> bool {
 #[derive(Debug)]
 pub struct Peers {
     node_id: String,
+    advertised_url: String,
     timeout: Duration,
     tls: Option<ClientTlsConfig>,
     channels: Mutex<HashMap<String, Channel>>,
@@ -167,10 +187,12 @@ pub struct Peers {
 
 impl Peers {
     /// Clients that present `node_id` as the forwarder and give a call
-    /// without a deadline at most `timeout`.
-    pub fn new(node_id: &str, timeout: Duration) -> Self {
+    /// without a deadline at most `timeout`; `advertised_url` is this
+    /// instance's own address, as its leases name it.
+    pub fn new(node_id: &str, advertised_url: &str, timeout: Duration) -> Self {
         Self {
             node_id: node_id.to_owned(),
+            advertised_url: advertised_url.to_owned(),
             timeout,
             tls: None,
             channels: Mutex::new(HashMap::new()),
@@ -187,6 +209,11 @@ impl Peers {
     /// This node's id.
     pub fn node_id(&self) -> &str {
         &self.node_id
+    }
+
+    /// This instance's advertised gRPC URL (the address in its leases).
+    pub fn advertised_url(&self) -> &str {
+        &self.advertised_url
     }
 
     fn client(&self, address: &str) -> Result<RoomPeerClient<Channel>, Error> {
@@ -250,15 +277,19 @@ impl Peers {
     }
 
     fn served<T>(response: tonic::Response<T>) -> Served<T> {
-        let node_id = response
-            .metadata()
-            .get(SERVED_BY)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let header = |key: &str| {
+            response
+                .metadata()
+                .get(key)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (node_id, address) = (header(SERVED_BY), header(SERVED_BY_ADDRESS));
         Served {
             value: response.into_inner(),
             node_id,
+            address,
         }
     }
 
@@ -328,10 +359,7 @@ impl Peers {
             .heartbeat(request)
             .await
             .map(Self::served)
-            .map(|served| Served {
-                value: served.value.expires_at_ms,
-                node_id: served.node_id,
-            })
+            .map(|served| served.map(|reply| reply.expires_at_ms))
             .map_err(|status| Error::Forwarded(Box::new(status)))
     }
 }
@@ -379,8 +407,23 @@ mod tests {
     }
 
     #[test]
+    fn a_holders_reply_names_its_node_and_address() {
+        let mut response = tonic::Response::new(7);
+        let headers = response.metadata_mut();
+        headers.insert(SERVED_BY, "node-b".parse().unwrap());
+        headers.insert(SERVED_BY_ADDRESS, "http://10.0.0.2:7101".parse().unwrap());
+        let served = Peers::served(response).map(|value| value * 2);
+        assert_eq!(served.value, 14);
+        assert_eq!(served.node_id, "node-b");
+        assert_eq!(served.address, "http://10.0.0.2:7101");
+        // An older holder that names no address: the hint is left empty.
+        let served = Peers::served(tonic::Response::new(()));
+        assert_eq!((served.node_id.as_str(), served.address.as_str()), ("", ""));
+    }
+
+    #[test]
     fn a_passed_deadline_is_not_forwarded_and_the_rest_is_capped() {
-        let peers = Peers::new("node-a", Duration::from_secs(5));
+        let peers = Peers::new("node-a", "http://127.0.0.1:7101", Duration::from_secs(5));
         let late = CallContext {
             deadline: Some(Instant::now() - Duration::from_millis(1)),
             ..CallContext::internal()
@@ -394,7 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_tls_holder_is_unreachable_without_peer_tls() {
-        let peers = Peers::new("node-a", Duration::from_secs(5));
+        let peers = Peers::new("node-a", "http://127.0.0.1:7101", Duration::from_secs(5));
         let error = peers.client("https://10.0.0.7:7101").unwrap_err();
         assert!(retry_here(&error), "{error:?}");
         assert!(peers.client("http://10.0.0.7:7101").is_ok());

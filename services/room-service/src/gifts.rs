@@ -1,7 +1,8 @@
 //! The gift half of the write pipeline (docs/design.md#gift-saga): a
 //! `debiting` saga row per gift, the wallet debits of a batch in parallel, and compensation —
 //! claim the saga (which fails if the room commit landed), refund, record —
-//! for every debited gift that does not commit.
+//! for every debited gift that does not commit, and for the gifts a previous
+//! holder of the room left open (settled when the room is loaded here).
 
 use std::time::Instant;
 
@@ -122,10 +123,60 @@ pub(crate) async fn charge_gifts(
     removed
 }
 
+/// Most orphaned gifts settled at one room load: more than one holder's
+/// batch ever leaves open; the rest are left to the recovery sweep.
+const MAX_ORPHANS_SETTLED: u32 = 256;
+
+/// Settles the gifts of `room_id` that an earlier holder left between debit
+/// and commit (it died, or lost the room, mid-batch): each is claimed —
+/// which fails if that holder's commit landed after all — and refunded
+/// under the debit's own idempotency key, so the wallet says whether the
+/// debit ever happened. Called while this instance holds the room's lease
+/// and before it runs a batch, so no live pipeline of its own has a gift of
+/// the room in flight. Failures are left to the recovery sweep.
+pub async fn settle_orphaned_gifts(deps: &Deps, room_id: &str) {
+    let orphans = match deps
+        .store
+        .unsettled_sagas_of_room(
+            room_id,
+            deps.settings.max_refund_attempts,
+            MAX_ORPHANS_SETTLED,
+        )
+        .await
+    {
+        Ok(orphans) => orphans,
+        Err(error) => {
+            tracing::warn!(room_id, %error, "orphaned gifts not listed; left to the saga sweep");
+            return;
+        }
+    };
+    if orphans.is_empty() {
+        return;
+    }
+    let started = Instant::now();
+    let refunded = join_all(orphans.iter().map(|saga| {
+        compensate(
+            deps,
+            &saga.command_id,
+            "the room's previous holder left it unsettled",
+        )
+    }))
+    .await;
+    let settled = refunded.into_iter().filter(|refunded| *refunded).count();
+    deps.metrics.orphaned_gifts_settled.inc_by(settled as u64);
+    tracing::info!(
+        room_id,
+        found = orphans.len(),
+        settled,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "gifts left open by the previous holder settled"
+    );
+}
+
 /// Compensates a gift whose room commit did not (or may not) happen: claims
 /// the saga (which fails if the commit landed after all), refunds, records it.
-/// Failures are left to the recovery sweep.
-pub async fn compensate(deps: &Deps, command_id: &str, why: &str) {
+/// Failures are left to the recovery sweep. Returns whether this call refunded it.
+pub async fn compensate(deps: &Deps, command_id: &str, why: &str) -> bool {
     let now_ms = service_kit::time::now_ms();
     match deps
         .store
@@ -133,10 +184,10 @@ pub async fn compensate(deps: &Deps, command_id: &str, why: &str) {
         .await
     {
         Ok(true) => {}
-        Ok(false) => return,
+        Ok(false) => return false,
         Err(error) => {
             tracing::warn!(command_id, %error, "saga claim failed, left to the sweep");
-            return;
+            return false;
         }
     }
     match deps.wallet.refund(command_id, why).await {
@@ -150,7 +201,11 @@ pub async fn compensate(deps: &Deps, command_id: &str, why: &str) {
             {
                 tracing::warn!(command_id, %error, "saga completion failed, left to the sweep");
             }
+            true
         }
-        Err(error) => tracing::warn!(command_id, %error, "refund failed, left to the sweep"),
+        Err(error) => {
+            tracing::warn!(command_id, %error, "refund failed, left to the sweep");
+            false
+        }
     }
 }

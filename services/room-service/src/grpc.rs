@@ -3,30 +3,39 @@
 //! metadata; the span's context goes on the outbox envelopes), validates
 //! each request (INVALID_ARGUMENT naming the field, before any I/O), takes the caller's
 //! deadline and metadata along if the call is forwarded, names the instance
-//! that served it in `x-room-served-by`, and maps [`crate::Error`] to a status
-//! through its one conversion. [`GrpcRoomPeer`] is the `RoomPeer` service
-//! other instances forward to. A write request refused by
+//! that served it in `x-room-served-by` and its address in
+//! `x-room-served-by-address` (the routing hint), and maps [`crate::Error`]
+//! to a status through its one conversion, naming the call's room and
+//! command in the refusal's `ErrorInfo` (docs/gateway.md). The reads live in
+//! `reads`, measured where they execute; `peer` is [`GrpcRoomPeer`], the
+//! `RoomPeer` service other instances forward to. A write request refused by
 //! validation still logs its `room_command_timing` line
 //! (docs/design.md#command-timing-log).
+
+mod peer;
+mod reads;
+
+pub use peer::GrpcRoomPeer;
+pub use reads::{GET_ROOM, HEARTBEAT, LIST_ROOMS};
 
 use hyapp_api::room::room_service_server::RoomService;
 use std::time::Instant;
 
-use hyapp_api::room::room_peer_server::RoomPeer;
 use hyapp_api::room::{
     CloseRoomRequest, CommandMeta, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply,
     HeartbeatRequest, JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest,
-    ListRoomsReply, ListRoomsRequest, LockMicRequest, PeerCommand, RoomListEntry, RoomSnapshot,
-    SendGiftRequest, SetAdminRequest, TakeMicRequest, UnlockMicRequest,
+    ListRoomsReply, ListRoomsRequest, LockMicRequest, RoomSnapshot, SendGiftRequest,
+    SetAdminRequest, TakeMicRequest, UnlockMicRequest,
 };
 use tonic::{Request, Response, Status};
 
 use crate::Error;
 use crate::command_span;
-use crate::forward::{CallContext, SERVED_BY, Served};
+use crate::error::Subject;
+use crate::forward::{CallContext, SERVED_BY, SERVED_BY_ADDRESS, Served};
 use crate::service::Rooms;
 use crate::timing;
-use crate::validate::{self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ROOM_ID_LEN, RequestContext};
+use crate::validate::{self, CommandRequest, RequestContext};
 
 /// Longest accepted `traceparent` (the W3C format is 55 characters).
 const MAX_TRACEPARENT_LEN: usize = 64;
@@ -121,15 +130,27 @@ impl GrpcRoomService {
             self.rooms.execute_call(command, &call).await
         })
         .await;
-        Ok(served(executed?))
+        executed.map(served).map_err(|error| {
+            error.into_status(Subject {
+                room_id: message.room_id(),
+                command_id: message.meta().map_or("", |meta| meta.command_id.as_str()),
+            })
+        })
     }
 }
 
-/// The response, with the instance that executed the call named.
+/// The response, with the instance that executed the call named: its node
+/// id and its advertised address, where the room's next calls can go
+/// straight.
 fn served<T>(served: Served<T>) -> Response<T> {
     let mut response = Response::new(served.value);
     if let Ok(value) = served.node_id.parse() {
         response.metadata_mut().insert(SERVED_BY, value);
+    }
+    if !served.address.is_empty()
+        && let Ok(value) = served.address.parse()
+    {
+        response.metadata_mut().insert(SERVED_BY_ADDRESS, value);
     }
     response
 }
@@ -218,7 +239,7 @@ impl RoomService for GrpcRoomService {
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatReply>, Status> {
         let call = CallContext::from_request(request.metadata(), Instant::now());
-        heartbeat(&self.rooms, request.into_inner(), &call).await
+        reads::heartbeat(&self.rooms, request.get_ref(), &call).await
     }
 
     async fn get_room(
@@ -226,142 +247,14 @@ impl RoomService for GrpcRoomService {
         request: Request<GetRoomRequest>,
     ) -> Result<Response<RoomSnapshot>, Status> {
         let call = CallContext::from_request(request.metadata(), Instant::now());
-        get_room(&self.rooms, request.get_ref(), &call).await
+        reads::get_room(&self.rooms, request.get_ref(), &call).await
     }
 
     async fn list_rooms(
         &self,
         request: Request<ListRoomsRequest>,
     ) -> Result<Response<ListRoomsReply>, Status> {
-        let rooms = self.rooms.list_rooms(request.get_ref().limit).await?;
-        Ok(Response::new(ListRoomsReply {
-            rooms: rooms
-                .into_iter()
-                .map(|(room_id, heat)| RoomListEntry { room_id, heat })
-                .collect(),
-        }))
-    }
-}
-
-/// GetRoom, for the gateway and for a forwarding instance.
-async fn get_room(
-    rooms: &Rooms,
-    request: &GetRoomRequest,
-    call: &CallContext,
-) -> Result<Response<RoomSnapshot>, Status> {
-    Ok(served(rooms.get_room_call(&request.room_id, call).await?))
-}
-
-/// Heartbeat, for the gateway and for a forwarding instance.
-async fn heartbeat(
-    rooms: &Rooms,
-    request: HeartbeatRequest,
-    call: &CallContext,
-) -> Result<Response<HeartbeatReply>, Status> {
-    let expiry = rooms
-        .heartbeat_call(&request.room_id, &request.user_id, call)
-        .await?;
-    Ok(served(Served {
-        value: HeartbeatReply {
-            expires_at_ms: expiry.value,
-        },
-        node_id: expiry.node_id,
-    }))
-}
-
-/// Largest `command_json` of a forwarded command; real commands are a few
-/// hundred bytes.
-const MAX_PEER_COMMAND_BYTES: usize = 64 * 1024;
-
-/// The `RoomPeer` service: calls other instances forward here because this
-/// instance holds the room. They are served here and never forwarded again.
-#[derive(Debug, Clone)]
-pub struct GrpcRoomPeer {
-    rooms: Rooms,
-}
-
-impl GrpcRoomPeer {
-    /// Serves `rooms` to the other instances.
-    pub fn new(rooms: Rooms) -> Self {
-        Self { rooms }
-    }
-}
-
-/// The context of a forwarded call: its deadline and metadata, never forwarded on.
-fn peer_call(metadata: &tonic::metadata::MetadataMap) -> CallContext {
-    CallContext {
-        may_forward: false,
-        ..CallContext::from_request(metadata, Instant::now())
-    }
-}
-
-/// Decodes a forwarded command, checking what the forwarding instance
-/// validated again: the peer port is reachable by whoever reaches the
-/// gateway port.
-fn peer_request(message: PeerCommand) -> Result<CommandRequest, Error> {
-    validate::check_id("room_id", &message.room_id, MAX_ROOM_ID_LEN)?;
-    validate::check_id("command_id", &message.command_id, MAX_COMMAND_ID_LEN)?;
-    validate::check_id("app_code", &message.app_code, validate::MAX_APP_CODE_LEN)?;
-    if message.command_json.len() > MAX_PEER_COMMAND_BYTES {
-        return Err(Error::InvalidArgument(format!(
-            "command_json must be at most {MAX_PEER_COMMAND_BYTES} bytes, got {}",
-            message.command_json.len()
-        )));
-    }
-    let fingerprint = <[u8; 32]>::try_from(message.fingerprint.as_slice()).map_err(|_| {
-        Error::InvalidArgument(format!(
-            "fingerprint must be 32 bytes, got {}",
-            message.fingerprint.len()
-        ))
-    })?;
-    let command = serde_json::from_slice(&message.command_json)
-        .map_err(|error| Error::InvalidArgument(format!("command_json: {error}")))?;
-    Ok(CommandRequest {
-        room_id: message.room_id,
-        command_id: message.command_id,
-        app_code: message.app_code,
-        request_id: message.request_id,
-        traceparent: message.traceparent,
-        command,
-        fingerprint,
-    })
-}
-
-#[tonic::async_trait]
-impl RoomPeer for GrpcRoomPeer {
-    async fn execute(
-        &self,
-        request: Request<PeerCommand>,
-    ) -> Result<Response<CommandReply>, Status> {
-        let call = peer_call(request.metadata());
-        let message = request.into_inner();
-        let span = command_span::peer(&message.traceparent, &message.room_id);
-        let traceparent = span.traceparent();
-        let executed = command_span::run(span, async {
-            let mut command = peer_request(message)?;
-            // The holder's rows carry the holder's span, itself a child of
-            // the forwarding instance's command span.
-            command.traceparent = traceparent;
-            self.rooms.execute_call(command, &call).await
-        })
-        .await;
-        Ok(served(executed?))
-    }
-
-    async fn get_room(
-        &self,
-        request: Request<GetRoomRequest>,
-    ) -> Result<Response<RoomSnapshot>, Status> {
-        let call = peer_call(request.metadata());
-        get_room(&self.rooms, request.get_ref(), &call).await
-    }
-
-    async fn heartbeat(
-        &self,
-        request: Request<HeartbeatRequest>,
-    ) -> Result<Response<HeartbeatReply>, Status> {
-        let call = peer_call(request.metadata());
-        heartbeat(&self.rooms, request.into_inner(), &call).await
+        reads::list_rooms(&self.rooms, request.get_ref()).await
     }
 }
 

@@ -27,6 +27,7 @@ pub mod forward;
 pub mod gifts;
 pub mod grpc;
 pub mod im;
+pub mod liveness;
 pub mod metrics;
 pub mod mutation;
 pub mod pipeline;

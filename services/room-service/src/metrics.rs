@@ -23,6 +23,22 @@ pub struct CommandNameLabel {
     pub command: String,
 }
 
+/// Labels of a read metric.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadLabels {
+    /// `GetRoom`, `Heartbeat` or `ListRooms`.
+    pub call: String,
+    /// `ok` or an error label, as for commands.
+    pub outcome: String,
+}
+
+/// Labels of a per-read histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReadCallLabel {
+    /// `GetRoom`, `Heartbeat` or `ListRooms`.
+    pub call: String,
+}
+
 /// Labels of a forwarded call.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ForwardLabels {
@@ -38,6 +54,11 @@ pub struct Metrics {
     pub commands: Family<CommandLabels, Counter>,
     /// End-to-end write command latency.
     pub command_seconds: Family<CommandNameLabel, Histogram>,
+    /// Reads (GetRoom, Heartbeat, ListRooms) by call and outcome, counted
+    /// where they execute.
+    pub reads: Family<ReadLabels, Counter>,
+    /// Read latency where it executes.
+    pub read_seconds: Family<ReadCallLabel, Histogram>,
     /// Commands per SaveMutation transaction (group commit).
     pub batch_size: Histogram,
     /// Rooms per transaction of the shared commit lanes.
@@ -48,6 +69,16 @@ pub struct Metrics {
     pub cells_evicted: Counter,
     /// Calls refused because `room.max_loaded_rooms` was reached with no idle room.
     pub cells_refused: Counter,
+    /// Rooms taken over from a holder whose liveness key had lapsed.
+    pub lease_takeovers: Counter,
+    /// Renewals of this instance's liveness key that failed or timed out.
+    pub liveness_renewal_failures: Counter,
+    /// Times this instance found its own liveness key lapsed (paused,
+    /// or cut off from Redis for longer than its TTL).
+    pub liveness_lapses: Counter,
+    /// Gifts a previous holder left between debit and commit, settled when
+    /// this instance loaded their room.
+    pub orphaned_gifts_settled: Counter,
     /// Calls forwarded to the instance holding the room, by outcome.
     pub forwarded: Family<ForwardLabels, Counter>,
     /// Round trip of a forwarded call, as the forwarding instance saw it.
@@ -79,11 +110,19 @@ impl Metrics {
             command_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
             }),
+            reads: Family::default(),
+            read_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
+            }),
             batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             shared_commit_rooms: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             cells_loaded: Gauge::default(),
             cells_evicted: Counter::default(),
             cells_refused: Counter::default(),
+            lease_takeovers: Counter::default(),
+            liveness_renewal_failures: Counter::default(),
+            liveness_lapses: Counter::default(),
+            orphaned_gifts_settled: Counter::default(),
             forwarded: Family::default(),
             forward_seconds: Histogram::new(exponential_buckets(0.000_25, 2.0, 16)),
             sagas_compensated: Counter::default(),
@@ -102,6 +141,16 @@ impl Metrics {
             "room_command_seconds",
             "Room write command latency",
             metrics.command_seconds.clone(),
+        );
+        registry.register(
+            "room_reads",
+            "Room reads (GetRoom, Heartbeat, ListRooms) by call and outcome, where they execute",
+            metrics.reads.clone(),
+        );
+        registry.register(
+            "room_read_seconds",
+            "Room read latency where the read executes",
+            metrics.read_seconds.clone(),
         );
         registry.register(
             "room_group_commit_batch_size",
@@ -127,6 +176,26 @@ impl Metrics {
             "room_cells_refused",
             "Calls refused with RESOURCE_EXHAUSTED: room.max_loaded_rooms reached and no room idle",
             metrics.cells_refused.clone(),
+        );
+        registry.register(
+            "room_lease_takeovers",
+            "Rooms taken over from a holder whose liveness key had lapsed",
+            metrics.lease_takeovers.clone(),
+        );
+        registry.register(
+            "room_liveness_renewal_failures",
+            "Renewals of this instance's liveness key that failed or timed out",
+            metrics.liveness_renewal_failures.clone(),
+        );
+        registry.register(
+            "room_liveness_lapses",
+            "Times this instance found its own liveness key lapsed",
+            metrics.liveness_lapses.clone(),
+        );
+        registry.register(
+            "room_orphaned_gifts_settled",
+            "Gifts a previous holder left between debit and commit, settled at room load",
+            metrics.orphaned_gifts_settled.clone(),
         );
         registry.register(
             "room_forwarded",
@@ -179,6 +248,21 @@ impl Metrics {
             })
             .inc();
         self.forward_seconds.observe(seconds);
+    }
+
+    /// Records one read where it executed.
+    pub fn record_read(&self, call: &str, outcome: &str, seconds: f64) {
+        self.reads
+            .get_or_create(&ReadLabels {
+                call: call.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.read_seconds
+            .get_or_create(&ReadCallLabel {
+                call: call.to_owned(),
+            })
+            .observe(seconds);
     }
 
     /// Records one finished write command.

@@ -5,10 +5,26 @@
 //! Keys (under `redis.key_prefix`, default `hyapp`, so several deployments
 //! can share one Redis): `<prefix>:room:lease:{room_id}` (value: `<node id>
 //! <advertised gRPC URL>`, PX lease TTL: the address is how another instance
-//! forwards a command to the holder; neither part may contain a space), `<prefix>:room:list:heat` (zset room_id → heat),
+//! forwards a command to the holder; neither part may contain a space),
+//! `<prefix>:node:alive:{node_id}` (hash `holder` → the lease value its
+//! leases hold, `since` → when its current unbroken run of renewals began,
+//! in Redis's clock; PX `redis.liveness_ttl`: see `liveness`),
+//! `<prefix>:room:list:heat` (zset room_id → heat),
 //! `<prefix>:room:presence` (zset `{room_id}|{user_id}` → expires_at_ms; `|`
 //! is outside the id charset, so the member splits unambiguously).
+//!
+//! Takeover: a lease whose holder's liveness key has lapsed (or names
+//! another incarnation of that node) is taken by the next instance that
+//! needs the room, provided that instance has itself renewed its own key
+//! without a break for at least one liveness TTL. That proviso bounds what
+//! a Redis stall can do: a stall longer than the TTL lapses every key at
+//! once, every instance's run starts again when Redis answers, and during
+//! the following TTL — four renewal periods — nobody may take anything
+//! over, while every live holder renews. Redis Cluster is not supported:
+//! the scripts read the holder's liveness key, which they derive from the
+//! lease value (one Redis, or a Sentinel-managed primary, holds both).
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::prelude::*;
@@ -22,6 +38,7 @@ struct Keys {
     room_list: String,
     presence: String,
     lease_prefix: String,
+    alive_prefix: String,
 }
 
 impl Keys {
@@ -30,7 +47,12 @@ impl Keys {
             room_list: format!("{prefix}:room:list:heat"),
             presence: format!("{prefix}:room:presence"),
             lease_prefix: format!("{prefix}:room:lease:"),
+            alive_prefix: format!("{prefix}:node:alive:"),
         }
+    }
+
+    fn alive(&self, node_id: &str) -> String {
+        format!("{}{node_id}", self.alive_prefix)
     }
 
     fn lease(&self, room_id: &str) -> String {
@@ -48,17 +70,88 @@ pub fn split_presence_member(member: &str) -> Option<(&str, &str)> {
     member.split_once('|')
 }
 
-/// Takes the lease if free or already ours (refreshing it); returns the owner.
-const ACQUIRE_LEASE: &str = r"
+/// Redis's clock in milliseconds, and the liveness of the lease value
+/// `owner`: the PTTL of its node's liveness key when that key names exactly
+/// this value, else -1 (gone, or another incarnation of the node). Shared by
+/// the scripts below (`ARGV[3]`: the liveness key prefix).
+const LIVENESS_OF: &str = r"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function alive_for(owner)
+  local key = ARGV[3] .. string.match(owner, '^[^ ]*')
+  if redis.call('TYPE', key).ok ~= 'hash' then return -1 end
+  if redis.call('HGET', key, 'holder') ~= owner then return -1 end
+  return redis.call('PTTL', key)
+end
+";
+
+/// Takes the lease if free, already ours, or held by an instance whose
+/// liveness key has lapsed — the last only when takeover is on (`ARGV[4]`,
+/// our liveness key, non-empty) and our own key has run unbroken for the
+/// grace (`ARGV[5]` ms). Returns `{owner, outcome, wait_ms}`: outcome 0 ours,
+/// 1 held by a live holder (wait: its key's PTTL), 2 holder gone but we may
+/// not take over yet (wait: the rest of our grace), 3 taken over.
+const ACQUIRE_LEASE_BODY: &str = r"
 local owner = redis.call('GET', KEYS[1])
-if not owner then
+if not owner or owner == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return ARGV[1]
+  return {ARGV[1], 0, 0}
 end
-if owner == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[4] == '' then return {owner, 1, 0} end
+local lapses_in = alive_for(owner)
+if lapses_in >= 0 then return {owner, 1, lapses_in} end
+local mine = ARGV[4]
+local grace = tonumber(ARGV[5])
+if redis.call('TYPE', mine).ok ~= 'hash' or redis.call('HGET', mine, 'holder') ~= ARGV[1] then
+  return {owner, 2, grace}
 end
-return owner
+local steady_for = now_ms() - tonumber(redis.call('HGET', mine, 'since') or now_ms())
+if steady_for < grace then return {owner, 2, grace - steady_for} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {owner, 3, 0}
+";
+
+/// Who holds the lease, if not us: `{owner or false, lapses_in_ms}` where
+/// lapses_in_ms is -1 for a holder whose liveness key is gone and -2 when
+/// takeover is off (`ARGV[2]` empty: the holder counts as live).
+const LEASE_HOLDER_BODY: &str = r"
+local owner = redis.call('GET', KEYS[1])
+if not owner or owner == ARGV[1] then return {false, 0} end
+if ARGV[2] == '' then return {owner, -2} end
+return {owner, alive_for(owner)}
+";
+
+/// Renews our liveness key (`KEYS[1]`, `ARGV[1]` our lease value, `ARGV[2]`
+/// its TTL in ms); a key that lapsed or held anything else starts a new run
+/// at Redis's now. Returns 1 when the key was still ours, 0 when it lapsed.
+const RENEW_LIVENESS_BODY: &str = r"
+local continued = 0
+if redis.call('TYPE', KEYS[1]).ok == 'hash' and redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then
+  continued = 1
+else
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'since', now_ms())
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return continued
+";
+
+/// The scripts that share [`LIVENESS_OF`], assembled once.
+static ACQUIRE_LEASE: LazyLock<String> =
+    LazyLock::new(|| format!("{LIVENESS_OF}{ACQUIRE_LEASE_BODY}"));
+static LEASE_HOLDER: LazyLock<String> =
+    LazyLock::new(|| format!("{LIVENESS_OF}{LEASE_HOLDER_BODY}"));
+static RENEW_LIVENESS: LazyLock<String> =
+    LazyLock::new(|| format!("{LIVENESS_OF}{RENEW_LIVENESS_BODY}"));
+
+/// Deletes our liveness key if it is still ours (`ARGV[1]` our lease value).
+const DROP_LIVENESS: &str = r"
+if redis.call('TYPE', KEYS[1]).ok == 'hash' and redis.call('HGET', KEYS[1], 'holder') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
 ";
 
 /// Extends the lease only while we still own it.
@@ -119,30 +212,64 @@ pub struct LeaseHolder {
     pub node_id: String,
     /// The holder's advertised gRPC URL (absent in a value without one).
     pub address: Option<String>,
+    /// When the holder's liveness key lapses unless renewed; `None` for a
+    /// holder already gone (its next caller takes the room over). With
+    /// takeover off, every holder is live and this is `Some(ZERO)`.
+    pub lapses_in: Option<Duration>,
 }
 
 impl LeaseHolder {
-    /// Parses a lease value: `<node id> <url>`, or a bare node id.
-    pub fn parse(value: &str) -> Self {
-        match value.split_once(' ') {
-            Some((node_id, address)) if !address.is_empty() => Self {
-                node_id: node_id.to_owned(),
-                address: Some(address.to_owned()),
-            },
-            _ => Self {
-                node_id: value.trim_end().to_owned(),
-                address: None,
-            },
+    /// Parses a lease value: `<node id> <url>`, or a bare node id; live
+    /// for `lapses_in` (see the field).
+    pub fn parse(value: &str, lapses_in: Option<Duration>) -> Self {
+        let (node_id, address) = match value.split_once(' ') {
+            Some((node_id, address)) if !address.is_empty() => {
+                (node_id.to_owned(), Some(address.to_owned()))
+            }
+            _ => (value.trim_end().to_owned(), None),
+        };
+        Self {
+            node_id,
+            address,
+            lapses_in,
         }
     }
 
-    /// The refusal a command for `room_id` gets on a node that is not the holder.
+    /// Whether the holder's liveness key is held.
+    pub fn is_live(&self) -> bool {
+        self.lapses_in.is_some()
+    }
+
+    /// The refusal a command for `room_id` gets on a node that is not the
+    /// holder: forwardable to a live holder's address; a retry is worth it
+    /// once the holder's key would have lapsed.
     pub fn owned_elsewhere(self, room_id: &str) -> Error {
         Error::OwnedElsewhere {
             room_id: room_id.to_owned(),
             owner: self.node_id,
             address: self.address,
+            retry_after: self.lapses_in.filter(|wait| !wait.is_zero()),
         }
+    }
+}
+
+/// What [`Redis::acquire_lease`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    /// The lease was free or ours already.
+    Held,
+    /// Taken over from this holder, whose liveness key had lapsed.
+    TookOver(LeaseHolder),
+}
+
+/// `{owner, outcome, wait_ms}` of the lease script.
+fn lease_answer(answer: &[Value]) -> Result<(String, i64, i64), Error> {
+    match answer {
+        [owner, outcome, wait] => match (owner.as_string(), outcome.as_i64(), wait.as_i64()) {
+            (Some(owner), Some(outcome), Some(wait)) => Ok((owner, outcome, wait)),
+            _ => Err(Error::Internal(format!("lease script answered {answer:?}"))),
+        },
+        _ => Err(Error::Internal(format!("lease script answered {answer:?}"))),
     }
 }
 
@@ -154,6 +281,8 @@ pub struct Redis {
     /// `<node id> <advertise url>`: what our leases hold.
     lease_value: String,
     lease_ttl_ms: i64,
+    /// `redis.liveness_ttl` in ms; 0 turns takeover off.
+    liveness_ttl_ms: i64,
     keys: Keys,
 }
 
@@ -193,6 +322,7 @@ impl Redis {
             node_id: node_id.to_owned(),
             lease_value: format!("{node_id} {advertise_url}"),
             lease_ttl_ms: config.lease_ttl.as_millis(),
+            liveness_ttl_ms: config.liveness_ttl.as_millis(),
             keys: Keys::new(&config.key_prefix),
         })
     }
@@ -207,34 +337,113 @@ impl Redis {
         self.lease_ttl_ms
     }
 
-    /// Acquires (or refreshes our own) lease of a room; errors name the owner.
-    pub async fn acquire_lease(&self, room_id: &str) -> Result<(), Error> {
-        let owner: String = self
+    /// Whether a lapsed holder's rooms may be taken over (`redis.liveness_ttl` > 0).
+    fn takeover_on(&self) -> bool {
+        self.liveness_ttl_ms > 0
+    }
+
+    /// Acquires (or refreshes our own) lease of a room, taking it over from
+    /// a holder whose liveness key lapsed; errors name the owner.
+    pub async fn acquire_lease(&self, room_id: &str) -> Result<Acquired, Error> {
+        let our_key = if self.takeover_on() {
+            self.keys.alive(&self.node_id)
+        } else {
+            String::new()
+        };
+        let answer: Vec<Value> = self
             .pool
             .eval(
-                ACQUIRE_LEASE,
+                ACQUIRE_LEASE.as_str(),
                 self.keys.lease(room_id),
-                vec![self.lease_value.clone(), self.lease_ttl_ms.to_string()],
+                vec![
+                    self.lease_value.clone(),
+                    self.lease_ttl_ms.to_string(),
+                    self.keys.alive_prefix.clone(),
+                    our_key,
+                    self.liveness_ttl_ms.to_string(),
+                ],
             )
             .await
             .map_err(|error| Error::redis(&error))?;
-        if owner == self.lease_value {
-            Ok(())
-        } else {
-            Err(LeaseHolder::parse(&owner).owned_elsewhere(room_id))
+        let (owner, outcome, wait_ms) = lease_answer(&answer)?;
+        let wait = Duration::from_millis(wait_ms.max(0).unsigned_abs());
+        match outcome {
+            0 => Ok(Acquired::Held),
+            1 => Err(LeaseHolder::parse(&owner, Some(wait)).owned_elsewhere(room_id)),
+            2 => Err(Error::OwnedElsewhere {
+                room_id: room_id.to_owned(),
+                owner: LeaseHolder::parse(&owner, None).node_id,
+                // Gone: nothing to forward to; a retry after our grace takes it over.
+                address: None,
+                retry_after: Some(wait),
+            }),
+            3 => Ok(Acquired::TookOver(LeaseHolder::parse(&owner, None))),
+            other => Err(Error::Internal(format!(
+                "lease script answered outcome {other}"
+            ))),
         }
     }
 
-    /// Who holds the room's lease now, without taking it (`None`: nobody).
+    /// Who holds the room's lease now, if not us, and whether that holder
+    /// is live — without taking it (`None`: nobody, or we do).
     pub async fn lease_holder(&self, room_id: &str) -> Result<Option<LeaseHolder>, Error> {
-        let value: Option<String> = self
+        let takeover = if self.takeover_on() { "1" } else { "" };
+        let answer: Vec<Value> = self
             .pool
-            .get(self.keys.lease(room_id))
+            .eval(
+                LEASE_HOLDER.as_str(),
+                self.keys.lease(room_id),
+                vec![
+                    self.lease_value.clone(),
+                    takeover.to_owned(),
+                    self.keys.alive_prefix.clone(),
+                ],
+            )
             .await
             .map_err(|error| Error::redis(&error))?;
-        Ok(value
-            .filter(|value| *value != self.lease_value)
-            .map(|value| LeaseHolder::parse(&value)))
+        let Some(owner) = answer.first().and_then(|owner| owner.as_string()) else {
+            return Ok(None);
+        };
+        let lapses_in = answer.get(1).and_then(Value::as_i64).unwrap_or(-1);
+        let lapses_in = match lapses_in {
+            -2 => Some(Duration::ZERO),
+            ms if ms >= 0 => Some(Duration::from_millis(ms.unsigned_abs())),
+            _ => None,
+        };
+        Ok(Some(LeaseHolder::parse(&owner, lapses_in)))
+    }
+
+    /// Renews this instance's liveness key for `ttl`; `Ok(false)` when it
+    /// had lapsed (a new run of renewals starts).
+    pub async fn renew_liveness(&self, ttl: Duration) -> Result<bool, Error> {
+        let continued: i64 = self
+            .pool
+            .eval(
+                RENEW_LIVENESS.as_str(),
+                self.keys.alive(&self.node_id),
+                vec![
+                    self.lease_value.clone(),
+                    ttl.as_millis().to_string(),
+                    self.keys.alive_prefix.clone(),
+                ],
+            )
+            .await
+            .map_err(|error| Error::redis(&error))?;
+        Ok(continued == 1)
+    }
+
+    /// Deletes this instance's liveness key (graceful stop).
+    pub async fn drop_liveness(&self) -> Result<(), Error> {
+        let _: i64 = self
+            .pool
+            .eval(
+                DROP_LIVENESS,
+                self.keys.alive(&self.node_id),
+                vec![self.lease_value.clone()],
+            )
+            .await
+            .map_err(|error| Error::redis(&error))?;
+        Ok(())
     }
 
     /// Extends our lease; `Ok(false)` when it is no longer ours.
@@ -415,19 +624,21 @@ mod tests {
     #[test]
     fn lease_values_name_node_and_address() {
         assert_eq!(
-            LeaseHolder::parse("node-b http://10.0.0.2:7101"),
+            LeaseHolder::parse("node-b http://10.0.0.2:7101", None),
             LeaseHolder {
                 node_id: "node-b".into(),
                 address: Some("http://10.0.0.2:7101".into()),
+                lapses_in: None,
             }
         );
         // A value without an address (written by an older release) names the
         // node, and the command is refused instead of forwarded.
         assert_eq!(
-            LeaseHolder::parse("node-b"),
+            LeaseHolder::parse("node-b", Some(Duration::from_millis(700))),
             LeaseHolder {
                 node_id: "node-b".into(),
                 address: None,
+                lapses_in: Some(Duration::from_millis(700)),
             }
         );
     }

@@ -109,9 +109,11 @@ impl Rooms {
     }
 
     /// Serves a call here, or on the room's holder when another live instance
-    /// holds its lease: at most one hop. A holder that cannot be reached, is
-    /// stopping or no longer holds the room gets one more local attempt, which
-    /// takes the room over once its lease is free (fenced by the version CAS).
+    /// holds its lease: at most one hop. A holder whose liveness key lapsed
+    /// is not called: the local attempt takes the room over. A holder that
+    /// cannot be reached, is stopping or no longer holds the room gets one
+    /// more local attempt, which takes the room over once its lease is free
+    /// or its liveness key lapsed (fenced by the version CAS).
     async fn route<'a, T>(
         &'a self,
         room_id: &'a str,
@@ -127,8 +129,8 @@ impl Rooms {
             self.deps.redis.lease_holder(room_id).await?
         };
         let refused = match holder {
-            Some(holder) => holder.owned_elsewhere(room_id),
-            None => match here().await {
+            Some(holder) if holder.is_live() => holder.owned_elsewhere(room_id),
+            _ => match here().await {
                 Err(error @ Error::OwnedElsewhere { .. }) => error,
                 answered => return answered.map(|value| self.served_here(value)),
             },
@@ -167,6 +169,7 @@ impl Rooms {
         Served {
             value,
             node_id: self.node_id().to_owned(),
+            address: self.peers.advertised_url().to_owned(),
         }
     }
 

@@ -51,6 +51,18 @@ fn invalid_configs_are_refused_naming_the_key() {
             "redis.lease_ttl",
         ),
         env(
+            "liveness key outliving the lease",
+            "ROOM__REDIS__LIVENESS_TTL",
+            "60s",
+            "redis.liveness_ttl",
+        ),
+        env(
+            "liveness key renewed too often to be kept",
+            "ROOM__REDIS__LIVENESS_TTL",
+            "50ms",
+            "redis.liveness_ttl",
+        ),
+        env(
             "zero group commit batch",
             "ROOM__ROOM__GROUP_COMMIT_MAX_BATCH",
             "0",

@@ -224,6 +224,30 @@ impl Store {
         .await
     }
 
+    /// The room's sagas between debit and commit/refund that a refund may
+    /// still be tried for (`compensating` ones only below the budget): at
+    /// room load, those were left by an earlier holder. A range read of
+    /// idx_sweep's unsettled statuses, filtered by room.
+    pub async fn unsettled_sagas_of_room(
+        &self,
+        room_id: &str,
+        max_refund_attempts: u32,
+        limit: u32,
+    ) -> Result<Vec<SagaRow>, sqlx::Error> {
+        let rows = sqlx::query(
+            "SELECT command_id, room_id, sender_id, amount, status, refund_attempts \
+             FROM room_gift_saga WHERE status IN ('debiting', 'debited', 'compensating') \
+             AND room_id = ? AND (status <> 'compensating' OR refund_attempts < ?) \
+             ORDER BY updated_at_ms LIMIT ?",
+        )
+        .bind(room_id)
+        .bind(max_refund_attempts)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(saga_row).collect()
+    }
+
     /// Sagas left between debit and commit/refund for longer than the stuck
     /// threshold (`failed` ones are terminal and never returned).
     pub async fn stuck_sagas(
