@@ -305,21 +305,24 @@ impl Actor {
             // (another instance may have taken the room over meanwhile).
             let standing = deps.liveness.standing();
             let mut lease_time = Duration::ZERO;
-            if cell.is_none()
-                || Instant::now() >= lease_valid_until
-                || standing.epoch != confirmed_epoch
-                || !standing.held
-            {
+            let needs_load = cell.is_none() || Instant::now() >= lease_valid_until;
+            if needs_load || standing.epoch != confirmed_epoch || !standing.held {
                 let started = Instant::now();
-                let loaded = self.confirm(cell.take()).await;
+                let confirmed = self.confirm(&mut cell).await;
                 lease_time = started.elapsed();
-                match loaded {
-                    Ok((loaded, acquired)) => {
-                        cell = Some(loaded);
+                match confirmed {
+                    Ok(acquired) => {
                         last_renewed = acquired;
                         lease_valid_until = acquired + lease_ttl;
                         confirmed_epoch = standing.epoch;
                     }
+                    // Redis cannot be reached to confirm, and the lease has
+                    // not expired: nobody can take the room over through
+                    // that Redis either, so serve on (as through any Redis
+                    // outage); a partition that cuts off only this instance
+                    // lets another take over, and the version CAS decides.
+                    // The next batch tries to confirm again.
+                    Err(Error::Redis(_)) if !needs_load && cell.is_some() => {}
                     Err(error) => {
                         first.fail(error.clone());
                         let mut rest = Vec::new();
@@ -403,34 +406,35 @@ impl Actor {
         }
     }
 
-    /// Acquires (or confirms) the room's lease and returns the cell to serve
-    /// with the time the lease was confirmed: `cached` when the lease was
-    /// ours all along, else rebuilt from MySQL — after a takeover, too, as
-    /// the holder that lapsed may have written since `cached` was loaded. A
-    /// rebuilt room first settles the gifts an earlier holder left between
-    /// debit and commit, so a retry of one gets its final answer at once.
-    async fn confirm(&self, cached: Option<Cell>) -> Result<(Cell, Instant), Error> {
+    /// Acquires (or confirms) the room's lease and makes `cell` the one to
+    /// serve; returns when the lease was confirmed. The cell is kept when
+    /// the lease was ours all along, else rebuilt from MySQL — after a
+    /// takeover, too, as the holder that lapsed may have written since it
+    /// was loaded. A rebuilt room first settles the gifts an earlier holder
+    /// left between debit and commit, so a retry of one gets its final
+    /// answer at once.
+    async fn confirm(&self, cell: &mut Option<Cell>) -> Result<Instant, Error> {
         let deps = &self.cells.deps;
         let acquired = deps.redis.acquire_lease(&self.room_id).await?;
         let confirmed_at = Instant::now();
         if let Acquired::TookOver(from) = &acquired {
             deps.metrics.lease_takeovers.inc();
             tracing::info!(room_id = %self.room_id, from = %from.node_id, "room taken over from a holder whose liveness key lapsed");
+            *cell = None;
         }
-        let cached = cached.filter(|_| acquired == Acquired::Held);
-        if let Some(cell) = cached {
-            return Ok((cell, confirmed_at));
+        if cell.is_none() {
+            let settings = &deps.settings;
+            let rebuilt = rebuild(
+                &deps.store,
+                &self.room_id,
+                &settings.rules,
+                settings.recent_per_room,
+            )
+            .await?;
+            settle_orphaned_gifts(deps, &self.room_id).await;
+            *cell = Some(rebuilt);
         }
-        let settings = &deps.settings;
-        let cell = rebuild(
-            &deps.store,
-            &self.room_id,
-            &settings.rules,
-            settings.recent_per_room,
-        )
-        .await?;
-        settle_orphaned_gifts(deps, &self.room_id).await;
-        Ok((cell, confirmed_at))
+        Ok(confirmed_at)
     }
 
     /// Unregisters the room so new jobs start a fresh actor, and closes the

@@ -63,13 +63,22 @@ async fn mysql_and_redis_outages_are_unavailable_and_recover() {
     assert_eq!(snapshot.version, 3);
 
     // Redis down: a loaded room keeps committing (projections are best
-    // effort), a room that needs a lease is UNAVAILABLE.
+    // effort) while its lease lasts, a room that needs a lease is UNAVAILABLE.
     redis_proxy.cut();
     harness
         .client
         .join_room(join(&room, "carol"))
         .await
         .unwrap();
+    // Still after this instance's liveness key has lapsed (renewals failing
+    // for longer than its TTL): nobody can take the room over through a
+    // Redis nobody reaches, so the holder serves on under its room lease.
+    let lapsed = eventually(Duration::from_secs(10), || async {
+        harness.metric("room_liveness_renewal_failures_total").await >= 4.0
+    })
+    .await;
+    assert!(lapsed, "liveness renewals kept succeeding with Redis cut");
+    harness.client.join_room(join(&room, "dave")).await.unwrap();
     let other = testkit::unique("room-");
     let create_other = create(&other, "owner");
     let error = harness
