@@ -9,16 +9,21 @@ mod consumer_scenarios;
 mod consumers;
 mod e2e_curve;
 mod e2e_scenarios;
+mod failover;
 mod fixtures;
+mod gateway;
 mod hot_room;
 mod memory_scenarios;
 mod plots;
+mod presence;
+mod processes;
 mod relay_baselines;
 mod relay_scenarios;
 mod relay_start;
 mod report;
 mod room_load;
 mod room_scenarios;
+mod routing_hint;
 mod scale_out_scenarios;
 
 use clap::Parser;
@@ -83,6 +88,15 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("scale-out-takeover") {
         scale_out_scenarios::takeover_gap(&env, &mut report).await?;
+    }
+    if selected("scale-out-routing-hint") {
+        routing_hint::routing_hint(&env, &mut report).await?;
+    }
+    if selected("failover") {
+        failover::failover(&env, &mut report).await?;
+    }
+    if selected("presence") {
+        presence::presence(&env, &mut report).await?;
     }
     if selected("relay-drain") {
         relay_scenarios::backlog_drain(&env, &mut report).await?;

@@ -63,7 +63,8 @@ impl Drop for Service {
     }
 }
 
-fn binary(name: &str) -> Option<PathBuf> {
+/// The service binary `name` beside the bench's own, if built.
+pub fn binary(name: &str) -> Option<PathBuf> {
     let path = std::env::current_exe().ok()?.parent()?.join(name);
     path.exists().then_some(path)
 }

@@ -2,7 +2,9 @@
 //! database ([`Serving`]) and the mixed command workload
 //! ([`mixed_workload`]), so the one-instance and the scale-out runs send the
 //! same commands and only the number of instances differs. Each reply is
-//! classed as local or forwarded by its `x-room-served-by` header.
+//! classed as local or forwarded by its `x-room-served-by` header; with
+//! [`Routing::Hint`] the workload sends each room's calls to the address its
+//! last reply named in `x-room-served-by-address`.
 
 use crate::fixtures::BenchEnv;
 use hdrhistogram::Histogram;
@@ -12,6 +14,7 @@ use hyapp_api::room::{
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::{
+    collections::HashMap,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -50,6 +53,8 @@ pub struct Target {
     pub client: RoomServiceClient<Channel>,
     /// Its node id, to tell its own replies from forwarded ones.
     pub node_id: String,
+    /// The URL it advertises to its peers (and in `x-room-served-by-address`).
+    pub address: String,
 }
 
 /// An in-process room-service serving until [`Serving::stop`].
@@ -65,7 +70,9 @@ impl Serving {
     pub async fn start(config: room_service::Config) -> anyhow::Result<Self> {
         let config = config.validate()?;
         let node_id = config.node_id.clone();
+        let advertised = config.clone();
         let app = room_service::App::build(config).await?;
+        let address = advertised.advertised_url(app.grpc_addr());
         let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr())).await?;
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
@@ -75,7 +82,11 @@ impl Serving {
             }
         });
         Ok(Self {
-            target: Target { client, node_id },
+            target: Target {
+                client,
+                node_id,
+                address,
+            },
             shutdown,
             handle,
         })
@@ -114,6 +125,8 @@ pub struct MixedOutcome {
     /// Commands the receiving instance forwarded to the room's holder
     /// (`x-room-served-by` names another instance).
     pub forwarded: Histogram<u64>,
+    /// Replies that carried `x-room-served-by-address`.
+    pub with_address: u64,
 }
 
 impl MixedOutcome {
@@ -123,6 +136,7 @@ impl MixedOutcome {
             all: Histogram::new(3)?,
             local: Histogram::new(3)?,
             forwarded: Histogram::new(3)?,
+            with_address: 0,
         })
     }
 
@@ -137,12 +151,14 @@ impl MixedOutcome {
         // The histograms resize to any value, so recording cannot fail.
         let _ = kind.record(micros);
         let _ = self.all.record(micros);
+        self.with_address += u64::from(served_by_address(metadata).is_some());
     }
 
     fn merge(&mut self, other: &Self) -> anyhow::Result<()> {
         self.all.add(&other.all)?;
         self.local.add(&other.local)?;
         self.forwarded.add(&other.forwarded)?;
+        self.with_address += other.with_address;
         Ok(())
     }
 }
@@ -154,9 +170,70 @@ pub fn served_by(metadata: &MetadataMap) -> Option<&str> {
         .and_then(|value| value.to_str().ok())
 }
 
+/// The URL in a reply's `x-room-served-by-address` (the advertised URL of
+/// the instance that served it: the gateway's routing hint), if any.
+pub fn served_by_address(metadata: &MetadataMap) -> Option<&str> {
+    metadata
+        .get(room_service::forward::SERVED_BY_ADDRESS)
+        .and_then(|value| value.to_str().ok())
+}
+
+/// How the workload picks the instance of each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// A seeded random instance per call.
+    Random,
+    /// The instance at the address the room's last reply named in
+    /// `x-room-served-by-address`; random while none is known (or the
+    /// address is none of the targets').
+    Hint,
+}
+
+/// A task's routing state: which target each of its rooms was last served by.
+struct Router {
+    routing: Routing,
+    by_address: HashMap<String, usize>,
+    hints: HashMap<String, usize>,
+}
+
+impl Router {
+    fn new(routing: Routing, targets: &[Target]) -> Self {
+        let by_address = targets
+            .iter()
+            .enumerate()
+            .map(|(index, target)| (target.address.clone(), index))
+            .collect();
+        Self {
+            routing,
+            by_address,
+            hints: HashMap::new(),
+        }
+    }
+
+    /// The target of the next call for `room_id`; `random` is drawn on every
+    /// call whatever the routing, so the random picks repeat run to run.
+    fn pick(&self, room_id: &str, random: usize) -> usize {
+        match self.routing {
+            Routing::Random => random,
+            Routing::Hint => self.hints.get(room_id).copied().unwrap_or(random),
+        }
+    }
+
+    /// Remembers who served `room_id`, as a reply's metadata says.
+    fn learn(&mut self, room_id: &str, metadata: &MetadataMap) {
+        if self.routing != Routing::Hint {
+            return;
+        }
+        let known = served_by_address(metadata).and_then(|url| self.by_address.get(url));
+        if let Some(&index) = known {
+            self.hints.insert(room_id.to_owned(), index);
+        }
+    }
+}
+
 /// One command of the cycle a user goes through in a room.
 #[derive(Debug, Clone, Copy)]
-enum Step {
+pub enum Step {
     Join,
     TakeMic,
     Gift(u8),
@@ -166,7 +243,7 @@ enum Step {
 
 /// Join, take a mic, two gifts, leave the mic, leave: valid in this order
 /// for a fresh user, whatever the room's other members do.
-const CYCLE: [Step; 6] = [
+pub const CYCLE: [Step; 6] = [
     Step::Join,
     Step::TakeMic,
     Step::Gift(0),
@@ -176,8 +253,8 @@ const CYCLE: [Step; 6] = [
 ];
 
 /// Sends `step` of `user`'s `round` in `room_id`; its command id is unique
-/// per (step, room, round).
-async fn send_step(
+/// per (step, room, round), so a retry of the same step is the same command.
+pub async fn send_step(
     client: &mut RoomServiceClient<Channel>,
     step: Step,
     room_id: &str,
@@ -249,13 +326,15 @@ fn phase_rng(seed: u64, phase: u64, task: usize) -> StdRng {
 /// The mixed command load over `rooms` rooms for `seconds`: each of 64
 /// tasks owns a disjoint set of rooms, so its command sequence is valid by
 /// construction. Every request, room creation included, goes to an instance
-/// of `targets` picked uniformly by an RNG seeded from `seed`; with one
-/// target that is plain sequential load on it.
+/// of `targets` picked uniformly by an RNG seeded from `seed` — or, with
+/// [`Routing::Hint`], to the one that served the room's last reply when its
+/// address is known; with one target that is plain sequential load on it.
 pub async fn mixed_workload(
     targets: &[Target],
     rooms: usize,
     seconds: u64,
     seed: u64,
+    routing: Routing,
 ) -> anyhow::Result<MixedOutcome> {
     anyhow::ensure!(!targets.is_empty(), "the mixed workload needs an instance");
     let mut setup = Vec::new();
@@ -263,10 +342,11 @@ pub async fn mixed_workload(
         let mut targets = targets.to_vec();
         setup.push(tokio::spawn(async move {
             let mut rng = phase_rng(seed, 0, task);
+            let mut router = Router::new(routing, &targets);
             for room in (task..rooms).step_by(CONCURRENCY) {
                 let room_id = format!("mixed-{room}");
                 let pick = rng.random_range(0..targets.len());
-                targets[pick]
+                let reply = targets[pick]
                     .client
                     .create_room(CreateRoomRequest {
                         meta: meta(format!("create-{room_id}")),
@@ -276,17 +356,19 @@ pub async fn mixed_workload(
                         mic_seat_count: 8,
                     })
                     .await?;
+                router.learn(&room_id, reply.metadata());
             }
-            anyhow::Ok(())
+            anyhow::Ok(router)
         }));
     }
+    let mut routers = Vec::new();
     for task in setup {
-        task.await??;
+        routers.push(task.await??);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let mut workers = Vec::new();
-    for task in 0..CONCURRENCY {
+    for (task, mut router) in routers.into_iter().enumerate() {
         let mut targets = targets.to_vec();
         let stop = Arc::clone(&stop);
         workers.push(tokio::spawn(async move {
@@ -300,12 +382,13 @@ pub async fn mixed_workload(
                     let room_id = format!("mixed-{room}");
                     let user = format!("u{task}-{round}");
                     for step in CYCLE {
-                        let pick = rng.random_range(0..targets.len());
+                        let pick = router.pick(&room_id, rng.random_range(0..targets.len()));
                         let target = &mut targets[pick];
                         let at = Instant::now();
                         let reply =
                             send_step(&mut target.client, step, &room_id, &user, round).await?;
                         outcome.record(at.elapsed(), &target.node_id, reply.metadata());
+                        router.learn(&room_id, reply.metadata());
                     }
                     // Only between cycles, so every user that joined has left.
                     if stop.load(Ordering::Relaxed) {

@@ -7,7 +7,9 @@
 use crate::{
     fixtures::{self, BenchEnv},
     report::{Report, Row},
-    room_load::{CONCURRENCY, MIXED_SEED, Serving, bench_config, meta, millis_at, mixed_workload},
+    room_load::{
+        CONCURRENCY, MIXED_SEED, Routing, Serving, bench_config, meta, millis_at, mixed_workload,
+    },
 };
 use hdrhistogram::Histogram;
 use hyapp_api::room::{CreateRoomRequest, JoinRoomRequest, SendGiftRequest};
@@ -125,6 +127,7 @@ async fn mixed_through_grpc(
         rooms,
         seconds,
         MIXED_SEED,
+        Routing::Random,
     )
     .await;
     service.stop(env).await?;

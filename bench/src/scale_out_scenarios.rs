@@ -20,8 +20,8 @@ use crate::{
     fixtures::{self, BenchEnv},
     report::{Report, Row},
     room_load::{
-        MIXED_SEED, MixedOutcome, Serving, Target, bench_config, meta, millis_at, mixed_workload,
-        served_by,
+        MIXED_SEED, MixedOutcome, Routing, Serving, Target, bench_config, meta, millis_at,
+        mixed_workload, served_by,
     },
 };
 use fred::prelude::*;
@@ -45,7 +45,7 @@ use tonic::transport::Channel;
 const DEAD_HOLDER: &str = "node-killed http://127.0.0.1:1";
 
 /// Instances over one fresh database, one fake wallet and one Redis key prefix.
-struct Cluster {
+pub struct Cluster {
     nodes: Vec<Serving>,
     _wallet: fake_wallet::FakeWalletHandle,
     db: String,
@@ -54,7 +54,7 @@ struct Cluster {
 
 impl Cluster {
     /// Starts `count` instances; `lease_ttl` replaces the default when given.
-    async fn start(
+    pub async fn start(
         env: &BenchEnv,
         count: usize,
         lease_ttl: Option<ConfigDuration>,
@@ -83,7 +83,7 @@ impl Cluster {
         })
     }
 
-    fn targets(&self) -> Vec<Target> {
+    pub fn targets(&self) -> Vec<Target> {
         self.nodes.iter().map(|node| node.target.clone()).collect()
     }
 
@@ -96,22 +96,29 @@ impl Cluster {
     /// Stops the instances still running, deletes the prefix's Redis keys
     /// (the room list and presence would otherwise stay behind after every
     /// run) and drops the database.
-    async fn stop(self, env: &BenchEnv) -> anyhow::Result<()> {
+    pub async fn stop(self, env: &BenchEnv) -> anyhow::Result<()> {
         futures::future::join_all(self.nodes.into_iter().map(Serving::stop)).await;
-        let redis = redis_client(env).await?;
-        let keys: Vec<Key> = redis
-            .scan_buffered(format!("{}:*", self.key_prefix), Some(1_000), None)
-            .try_collect()
-            .await?;
-        if !keys.is_empty() {
-            let _: i64 = redis.del(keys).await?;
-        }
-        let _ = redis.quit().await;
+        delete_keys(env, &self.key_prefix).await?;
         fixtures::drop_database(env, &self.db).await
     }
 }
 
-async fn redis_client(env: &BenchEnv) -> anyhow::Result<Client> {
+/// Deletes every Redis key under `key_prefix`.
+pub async fn delete_keys(env: &BenchEnv, key_prefix: &str) -> anyhow::Result<()> {
+    let redis = redis_client(env).await?;
+    let keys: Vec<Key> = redis
+        .scan_buffered(format!("{key_prefix}:*"), Some(1_000), None)
+        .try_collect()
+        .await?;
+    // In chunks: a presence run leaves tens of thousands of keys.
+    for chunk in keys.chunks(1_000) {
+        let _: i64 = redis.del(chunk.to_vec()).await?;
+    }
+    let _ = redis.quit().await;
+    Ok(())
+}
+
+pub async fn redis_client(env: &BenchEnv) -> anyhow::Result<Client> {
     let redis = Builder::from_config(Config::from_url(&env.redis)?).build()?;
     redis.init().await?;
     Ok(redis)
@@ -185,7 +192,14 @@ async fn mixed_on(
     seconds: u64,
 ) -> anyhow::Result<MixedOutcome> {
     let cluster = Cluster::start(env, instances, None).await?;
-    let outcome = mixed_workload(&cluster.targets(), rooms, seconds, MIXED_SEED).await;
+    let outcome = mixed_workload(
+        &cluster.targets(),
+        rooms,
+        seconds,
+        MIXED_SEED,
+        Routing::Random,
+    )
+    .await;
     cluster.stop(env).await?;
     outcome
 }

@@ -30,7 +30,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let smoke = args.iter().any(|arg| arg == "--smoke");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     if !smoke {
-        // The memory scenario measures the real service binaries, each its own process.
+        // The memory scenario measures the real service binaries, each its own
+        // process; `failover` and `presence` run three room-service processes
+        // (a smoke run takes the dev binaries the tests built, or reports them
+        // as not measured).
         let mut build = Command::new(&cargo);
         build.args(["build", "--quiet", "--release", "--bins"]);
         for service in [
