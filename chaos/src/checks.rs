@@ -5,10 +5,14 @@
 //!
 //! This file holds the rules about the command log and the outbox, and
 //! that the run committed anything at all; [`ownership`] that each room had
-//! one writer at a time across the room-service instances; [`effects`] the
+//! one writer at a time across the room-service instances; [`scale_out`]
+//! that commands were forwarded and leases moved; [`recovery`] that the
+//! rooms of a killed instance answered again in time; [`effects`] the
 //! consumers' effects, [`im_rate`] Tencent's per-group message limit,
 //! [`money`] the wallet and the dead letters, and
-//! [`settle`] when a verdict counts (it must hold again after a quiet period). Every rule's
+//! [`settle`] when a verdict counts (it must hold again after a quiet period).
+//! The scale-out and recovery rules read only the ledger and the fault log,
+//! so [`ledger_rules`] evaluates them once, apart from the settle loop. Every rule's
 //! name is a constant here, so the tests can name the one rule a broken
 //! ledger must trip.
 
@@ -16,11 +20,17 @@ mod effects;
 mod im_rate;
 mod money;
 mod ownership;
+mod recovery;
+mod scale_out;
 pub mod settle;
 
-use crate::ledger::{CommandRecord, Outcome};
+pub(crate) use recovery::seconds;
+
+use crate::ledger::{CommandRecord, FaultRecord, Outcome};
 use crate::observe::Observation;
+use crate::outage::KillOutage;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 /// Rule: every acknowledged command is logged.
 pub const ACKNOWLEDGED: &str = "every acknowledged command is in the command log exactly once";
@@ -33,6 +43,12 @@ pub const ATOMIC: &str = "no partial writes (log, outbox and room row agree)";
 /// Rule: one writer per room across the room-service instances.
 pub const ONE_WRITER: &str =
     "one writer per room: log versions 1..n, each reply at its logged version";
+/// Rule: scale-out was exercised.
+pub const SCALE_OUT: &str =
+    "scale-out exercised: commands forwarded to the holder, leases moved between instances";
+/// Rule: rooms of a killed instance answered again in time.
+pub const RECOVERY: &str =
+    "rooms of a killed room-service instance answered again within the bound";
 /// Rule: every outbox row was published.
 pub const PUBLISHED: &str = "every committed event was published";
 /// Rule: each gift applied once, by its own event id.
@@ -86,6 +102,16 @@ pub struct Expectations {
     pub im_group_limit: usize,
 }
 
+/// What the rules reading only the ledger and the fault log expect.
+#[derive(Debug, Clone)]
+pub struct LedgerExpectations {
+    /// room-service instances the run started (1 cannot forward).
+    pub room_services: usize,
+    /// Longest a killed instance's room may stay unavailable, other faults'
+    /// time excused.
+    pub max_unavailable: Duration,
+}
+
 /// One verdict.
 #[derive(Debug, Clone)]
 pub struct Check {
@@ -133,6 +159,20 @@ pub fn run(commands: &[CommandRecord], seen: &Observation, expect: &Expectations
         money::money_conserved(seen),
         money::dead_letters(seen),
         effects::im_record_complete(seen),
+    ]
+}
+
+/// The rules that read only the ledger and the fault log: they cannot
+/// change while the system settles, so they are evaluated once.
+pub fn ledger_rules(
+    commands: &[CommandRecord],
+    faults: &[FaultRecord],
+    kills: &[KillOutage],
+    expect: &LedgerExpectations,
+) -> Vec<Check> {
+    vec![
+        scale_out::exercised(commands, faults, expect.room_services),
+        recovery::rooms_recovered(kills, expect.max_unavailable),
     ]
 }
 

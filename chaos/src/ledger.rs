@@ -1,7 +1,9 @@
 //! What the workload did and what the fault schedule did, as files the
 //! checker reads: one JSON object per line for commands (`commands.jsonl`),
 //! and tab-separated lines for faults (`faults.tsv`, written by xtask, which
-//! stays std-only).
+//! stays std-only). Both carry Unix-epoch milliseconds, so the checker can
+//! lay commands and faults on one timeline (the workload and the fault
+//! schedule are separate processes on one machine).
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -49,6 +51,17 @@ pub struct CommandRecord {
     /// command's log row must have.
     #[serde(default)]
     pub reply_version: u64,
+    /// Unix ms when the first call was sent (0 in ledgers written before
+    /// timestamps were recorded).
+    #[serde(default)]
+    pub started_ms: u64,
+    /// Unix ms when the final answer arrived, or the retry budget ran out.
+    #[serde(default)]
+    pub answered_ms: u64,
+    /// Retries that waited the delay of the refusal's `google.rpc.RetryInfo`
+    /// (the others waited the workload's own backoff).
+    #[serde(default)]
+    pub retry_info_waits: u32,
 }
 
 /// Writes `records` as JSON lines.
@@ -78,7 +91,8 @@ pub fn read_commands(path: &Path) -> anyhow::Result<Vec<CommandRecord>> {
         .collect()
 }
 
-/// One injected fault: `at_ms \t kind \t target \t detail`.
+/// One injected fault:
+/// `at_ms \t kind \t target \t started_ms \t ended_ms \t detail`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FaultRecord {
     /// Milliseconds since the run started.
@@ -89,6 +103,12 @@ pub struct FaultRecord {
     pub kind: String,
     /// The process (instance name, e.g. `room-service-2`) or system affected.
     pub target: String,
+    /// Unix ms when the fault was applied (a kill: the SIGKILL).
+    pub started_ms: u64,
+    /// Unix ms when the system was whole again (a killed process restarted
+    /// and ready, MariaDB back, the broker thawed); `started_ms` for an
+    /// instantaneous record.
+    pub ended_ms: u64,
     /// Free text (durations, codes).
     pub detail: String,
 }
@@ -104,19 +124,27 @@ pub fn read_faults(path: &Path) -> anyhow::Result<Vec<FaultRecord>> {
         .filter(|line| !line.trim().is_empty())
         .enumerate()
         .map(|(index, line)| {
-            let mut fields = line.splitn(4, '\t');
-            let at_ms = fields.next().unwrap_or_default().parse().map_err(|_| {
-                anyhow::anyhow!("{}:{}: bad time in {line:?}", path.display(), index + 1)
-            })?;
-            let mut next = || fields.next().unwrap_or_default().to_string();
-            Ok(FaultRecord {
-                at_ms,
-                kind: next(),
-                target: next(),
-                detail: next(),
+            parse_fault(line).ok_or_else(|| {
+                anyhow::anyhow!("{}:{}: bad line {line:?}", path.display(), index + 1)
             })
         })
         .collect()
+}
+
+/// One `faults.tsv` line; `None` when a time does not parse.
+fn parse_fault(line: &str) -> Option<FaultRecord> {
+    let mut fields = line.splitn(6, '\t');
+    let mut next = || fields.next().unwrap_or_default().to_string();
+    let (at_ms, kind, target, started_ms, ended_ms, detail) =
+        (next(), next(), next(), next(), next(), next());
+    Some(FaultRecord {
+        at_ms: at_ms.parse().ok()?,
+        kind,
+        target,
+        started_ms: started_ms.parse().ok()?,
+        ended_ms: ended_ms.parse().ok()?,
+        detail,
+    })
 }
 
 #[cfg(test)]
@@ -139,6 +167,9 @@ mod tests {
             sent_to: vec!["room-service-2".into(), "room-service".into()],
             served_by: "room-service-3".into(),
             reply_version: 0,
+            started_ms: 1_700_000_000_000,
+            answered_ms: 1_700_000_002_500,
+            retry_info_waits: 2,
         }];
         let path = dir.join("commands.jsonl");
         write_commands(&path, &records).unwrap();
@@ -155,14 +186,18 @@ mod tests {
         let faults = dir.join("faults.tsv");
         std::fs::write(
             &faults,
-            "10\tkill\troom-service\t\n2500\tbroker-outage\ttansu\t20s\n",
+            "10\tkill\troom-service\t1000\t4000\t\n\
+             2500\tbroker-outage\ttansu\t3500\t23500\t20s\n",
         )
         .unwrap();
         let read = read_faults(&faults).unwrap();
         assert_eq!(read.len(), 2);
         assert_eq!(read[1].kind, "broker-outage");
+        assert_eq!((read[1].started_ms, read[1].ended_ms), (3_500, 23_500));
         assert_eq!(read[1].detail, "20s");
-        std::fs::write(&faults, "soon\tkill\tx\t\n").unwrap();
+        std::fs::write(&faults, "soon\tkill\tx\t1\t2\t\n").unwrap();
+        assert!(read_faults(&faults).is_err());
+        std::fs::write(&faults, "10\tkill\tx\t\t\t\n").unwrap();
         assert!(read_faults(&faults).is_err());
         assert!(read_faults(&dir.join("absent.tsv")).unwrap().is_empty());
     }

@@ -2,19 +2,24 @@
 //! (xtask itself stays std-only and owns the processes and the faults).
 //!
 //! - `chaos workload`: the seeded command mix against room-service, each call
-//!   to a random instance; writes every command, its outcome and the
-//!   instances involved to `commands.jsonl`.
+//!   to a random instance, refusals retried as the gateway contract says
+//!   ([`refusal`]); writes every command, its outcome, the instances
+//!   involved and when it was sent and answered to `commands.jsonl`.
 //! - `chaos check`: waits for the system to settle, then verifies the
 //!   delivery ledger (see [`checks`]) and prints the table; exit code 1 when
 //!   any promise is broken. "Settled" means every rule passed twice, on
 //!   snapshots a quiet period apart with the same ledger in both
 //!   ([`checks::settle`]): the first all-pass snapshot may be a coincidence
-//!   of effects still in flight.
+//!   of effects still in flight. Before that it measures how long each
+//!   killed room-service instance's rooms stayed unavailable ([`outage`]);
+//!   that and the scale-out figures are judged once, from the ledger alone.
 
 mod checks;
 mod im_messages;
 mod ledger;
 mod observe;
+mod outage;
+mod refusal;
 mod report;
 mod routing;
 mod workload;
@@ -100,6 +105,14 @@ enum Mode {
         /// to must have (at least 1): a run that committed nothing fails.
         #[arg(long, default_value_t = 1)]
         min_acked_per_room: usize,
+        /// room-service instances the run started; with one, nothing can be
+        /// forwarded and no lease can move to another instance.
+        #[arg(long, default_value_t = 3)]
+        room_services: usize,
+        /// Longest a room held by a killed room-service instance may stay
+        /// unavailable, other faults' time excused (milliseconds).
+        #[arg(long, default_value_t = 5_000)]
+        max_unavailable_ms: u64,
         /// activity-consumer's group, whose consumer_dedup rows record which
         /// gift events it credited.
         #[arg(long, default_value = outbox_schema::names::GROUP_ACTIVITY)]
@@ -197,6 +210,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             settle_secs,
             quiet_secs,
             min_acked_per_room,
+            room_services,
+            max_unavailable_ms,
             activity_group,
             im_bridge_group,
             im_silent,
@@ -214,6 +229,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             anyhow::ensure!(im_group_limit >= 1, "--im-group-limit must be at least 1");
             let commands = ledger::read_commands(&commands)?;
             let faults = ledger::read_faults(&faults)?;
+            let kills = outage::measure(&commands, &faults, room_services);
+            let ledger_verdicts = checks::ledger_rules(
+                &commands,
+                &faults,
+                &kills,
+                &checks::LedgerExpectations {
+                    room_services,
+                    max_unavailable: Duration::from_millis(max_unavailable_ms),
+                },
+            );
+            for failed in ledger_verdicts.iter().filter(|check| !check.passed) {
+                eprintln!(
+                    "chaos: FAIL {}: {}",
+                    failed.name,
+                    failed.offenders.join("; ")
+                );
+            }
             let expect = checks::Expectations {
                 im_silent: im_silent.as_deref().map_or_else(
                     || {
@@ -272,6 +304,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         let ledger = checks::settle::fingerprint(&seen);
                         match settler.after(passed, ledger, Instant::now()) {
                             checks::settle::Next::Done(settled) => {
+                                verdicts.extend(ledger_verdicts.iter().cloned());
                                 verdicts.push(settled);
                                 break (seen, verdicts);
                             }
@@ -295,7 +328,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             print!(
                 "{}",
-                report::render(&commands, &faults, &seen, &verdicts, started.elapsed())
+                report::render(
+                    &report::Run {
+                        commands: &commands,
+                        faults: &faults,
+                        kills: &kills,
+                    },
+                    &seen,
+                    &verdicts,
+                    started.elapsed()
+                )
             );
             Ok(if verdicts.iter().all(|check| check.passed) {
                 ExitCode::SUCCESS

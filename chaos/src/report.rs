@@ -1,10 +1,14 @@
 //! The checker's printed table: faults injected by kind, the counts (with
-//! how the calls spread over the room-service instances), then one row per
-//! promise with PASS/FAIL and the offending ids of a failure.
+//! how the calls spread over the room-service instances), how long each
+//! room-service kill left its rooms unavailable ([`kills`]), then one row
+//! per promise with PASS/FAIL and the offending ids of a failure.
+
+mod kills;
 
 use crate::checks::Check;
 use crate::ledger::{CommandRecord, FaultRecord, Outcome};
 use crate::observe::Observation;
+use crate::outage::KillOutage;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
@@ -51,14 +55,20 @@ fn gift_batches(seen: &Observation) -> String {
     format!("{} ({})", batches.len(), batches.iter().sum::<usize>())
 }
 
+/// What the workload and the fault schedule did.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    /// The ledger.
+    pub commands: &'a [CommandRecord],
+    /// The faults applied.
+    pub faults: &'a [FaultRecord],
+    /// The room-service kills, measured.
+    pub kills: &'a [KillOutage],
+}
+
 /// The whole report.
-pub fn render(
-    commands: &[CommandRecord],
-    faults: &[FaultRecord],
-    seen: &Observation,
-    checks: &[Check],
-    settled_in: Duration,
-) -> String {
+pub fn render(run: &Run<'_>, seen: &Observation, checks: &[Check], settled_in: Duration) -> String {
+    let (commands, faults) = (run.commands, run.faults);
     let mut out = String::new();
     let _ = writeln!(out, "\nFaults injected");
     let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -115,6 +125,14 @@ pub fn render(
                 .to_string(),
         ),
         (
+            "retries after RetryInfo's delay",
+            commands
+                .iter()
+                .map(|r| u64::from(r.retry_info_waits))
+                .sum::<u64>()
+                .to_string(),
+        ),
+        (
             "calls per room-service instance",
             per_instance(commands.iter().flat_map(|r| r.sent_to.iter())),
         ),
@@ -163,6 +181,7 @@ pub fn render(
         );
     }
 
+    out.push_str(&kills::section(run.kills));
     let violations: usize = checks.iter().filter(|c| !c.passed).count();
     let _ = writeln!(
         out,

@@ -1,14 +1,18 @@
 //! The workload: many rooms, a seeded random mix of join / leave / mic /
 //! gift / kick commands from several concurrent clients, each command sent
 //! with a recorded `command_id` and retried with the SAME id while the answer
-//! is not definite (the service crashed, MySQL is down, a deadline passed).
+//! is not definite (the service crashed, MySQL is down, a deadline passed)
+//! or the refusal says a retry can succeed, after the refusal's RetryInfo
+//! delay when it has one ([`crate::refusal`], the gateway contract).
 //! Every call goes to a random room-service instance ([`crate::routing`]),
 //! as behind a load balancer, so retries of one command land on different
 //! instances.
-//! Every command's final outcome, the instances it was sent to and the one
-//! that executed it (`x-room-served-by`) go into the ledger the checker reads.
+//! Every command's final outcome, the instances it was sent to, the one
+//! that executed it (`x-room-served-by`) and when it was sent and answered
+//! go into the ledger the checker reads.
 
 use crate::ledger::{CommandRecord, Outcome};
+use crate::refusal::{FIRST_BACKOFF, Refusal, next_backoff};
 use crate::routing::{Instance, Router, served_by};
 use hyapp_api::room::room_service_client::RoomServiceClient;
 use hyapp_api::room::{
@@ -212,22 +216,55 @@ fn pick(rng: &mut StdRng, n: u32, users: u32) -> Command {
     }
 }
 
-/// Codes that say nothing definite about whether the command was applied.
-fn is_indefinite(code: tonic::Code) -> bool {
-    matches!(
-        code,
-        tonic::Code::Unavailable
-            | tonic::Code::DeadlineExceeded
-            | tonic::Code::Internal
-            | tonic::Code::Unknown
-            | tonic::Code::Aborted
-            | tonic::Code::ResourceExhausted
-            | tonic::Code::Cancelled
-    )
+/// A definite answer, or the last refusal once the retry budget ran out.
+struct Answer {
+    outcome: Outcome,
+    detail: String,
+    event_ids: Vec<String>,
+    reply_version: u64,
+    served_by: String,
+}
+
+impl Answer {
+    fn acked(response: tonic::Response<CommandReply>) -> Self {
+        let served_by = served_by(response.metadata());
+        let reply = response.into_inner();
+        Self {
+            outcome: Outcome::Acked,
+            detail: String::new(),
+            event_ids: reply.events.into_iter().map(|e| e.event_id).collect(),
+            reply_version: reply.room_version,
+            served_by,
+        }
+    }
+
+    fn refused(status: &tonic::Status, refusal: &Refusal) -> Self {
+        Self {
+            outcome: if refusal.retryable {
+                Outcome::Unknown
+            } else {
+                Outcome::Rejected
+            },
+            detail: refusal.describe(status),
+            event_ids: Vec::new(),
+            reply_version: 0,
+            served_by: served_by(status.metadata()),
+        }
+    }
+}
+
+/// Unix-epoch milliseconds, the ledger's clock.
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 /// Sends `command` (each call to an instance `router` picks) until a
-/// definite answer or the retry budget runs out.
+/// definite answer or the retry budget runs out. Refusals are retried as
+/// [`crate::refusal`] says, always with the same `command_id`.
 async fn execute(
     router: &mut Router,
     room: &str,
@@ -236,63 +273,44 @@ async fn execute(
     shape: &Shape,
 ) -> CommandRecord {
     let started = Instant::now();
-    let mut backoff = Duration::from_millis(200);
+    let started_ms = unix_ms();
+    let mut backoff = FIRST_BACKOFF;
     let mut sent_to = Vec::new();
-    loop {
+    let mut retry_info_waits = 0;
+    let answer = loop {
         let instance = router.pick();
         sent_to.push(instance.name.clone());
-        let result = send(instance.client(), room, &command_id, command).await;
-        let served_by = match &result {
-            Ok(response) => served_by(response.metadata()),
-            Err(status) => served_by(status.metadata()),
+        let status = match send(instance.client(), room, &command_id, command).await {
+            Ok(response) => break Answer::acked(response),
+            Err(status) => status,
         };
-        let (outcome, detail, event_ids, reply_version) = match result {
-            Ok(response) => {
-                let reply = response.into_inner();
-                (
-                    Outcome::Acked,
-                    String::new(),
-                    reply
-                        .events
-                        .into_iter()
-                        .map(|event| event.event_id)
-                        .collect(),
-                    reply.room_version,
-                )
-            }
-            Err(status) if !is_indefinite(status.code()) => (
-                Outcome::Rejected,
-                format!("{:?}: {}", status.code(), status.message()),
-                Vec::new(),
-                0,
-            ),
-            Err(status) => {
-                if started.elapsed() + backoff < shape.retry_budget {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    continue;
-                }
-                (
-                    Outcome::Unknown,
-                    format!("{:?}: {}", status.code(), status.message()),
-                    Vec::new(),
-                    0,
-                )
-            }
-        };
-        return CommandRecord {
-            command_id,
-            room_id: room.to_string(),
-            kind: command.kind().to_string(),
-            outcome,
-            detail,
-            attempts: u32::try_from(sent_to.len()).unwrap_or(u32::MAX),
-            gift_value: command.gift_value(),
-            event_ids,
-            sent_to,
-            served_by,
-            reply_version,
-        };
+        let refusal = Refusal::of(&status);
+        let (wait, hinted) = refusal.wait(backoff);
+        if !refusal.retryable || started.elapsed() + wait >= shape.retry_budget {
+            break Answer::refused(&status, &refusal);
+        }
+        tokio::time::sleep(wait).await;
+        if hinted {
+            retry_info_waits += 1;
+        } else {
+            backoff = next_backoff(backoff);
+        }
+    };
+    CommandRecord {
+        command_id,
+        room_id: room.to_string(),
+        kind: command.kind().to_string(),
+        outcome: answer.outcome,
+        detail: answer.detail,
+        attempts: u32::try_from(sent_to.len()).unwrap_or(u32::MAX),
+        gift_value: command.gift_value(),
+        event_ids: answer.event_ids,
+        sent_to,
+        served_by: answer.served_by,
+        reply_version: answer.reply_version,
+        started_ms,
+        answered_ms: unix_ms(),
+        retry_info_waits,
     }
 }
 
@@ -410,13 +428,5 @@ mod tests {
             (0..500).map(|_| pick(&mut rng, 0, 6).kind()).collect()
         };
         assert_eq!(kinds.len(), 6, "every command kind is drawn: {kinds:?}");
-    }
-
-    #[test]
-    fn only_transport_and_server_side_failures_are_retried() {
-        assert!(is_indefinite(tonic::Code::Unavailable));
-        assert!(is_indefinite(tonic::Code::DeadlineExceeded));
-        assert!(!is_indefinite(tonic::Code::FailedPrecondition));
-        assert!(!is_indefinite(tonic::Code::InvalidArgument));
     }
 }

@@ -1,6 +1,6 @@
 //! `cargo xtask chaos [--seed N] [--duration 10m] [--faults LIST] [--rooms N]
-//! [--min-acked-per-room N] [--room-services N] [--consumer-instances N]`:
-//! the reliability run. A private MariaDB, a private Redis and a Tansu broker
+//! [--min-acked-per-room N] [--room-services N] [--consumer-instances N]
+//! [--max-unavailable 5s]`: the reliability run. A private MariaDB, a private Redis and a Tansu broker
 //! (all on free ports, files under `target/chaos/`) carry the whole stack
 //! scaled out: three room-service instances (one database, one Redis key
 //! prefix, each with its own node id and advertised URL), two relays and two
@@ -10,6 +10,13 @@
 //! restarts instances, freezes the broker, restarts Redis and MariaDB and
 //! makes the fakes fail. Then the `chaos` checker waits for the system to
 //! settle and verifies the delivery ledger; its exit code is ours.
+//!
+//! room-service runs with `redis.liveness_ttl` at 1 s and `redis.lease_ttl`
+//! at 6 s, so a crashed instance's rooms are taken over once its liveness
+//! key lapses, not when its leases expire; the checker fails the run when a
+//! room a killed instance held stayed unavailable longer than
+//! `--max-unavailable` (5 s; see the `chaos` crate's `outage` module for
+//! how it is measured and how overlapping faults count).
 
 use crate::backends::Backends;
 use crate::faults;
@@ -28,6 +35,10 @@ use std::time::{Duration, Instant};
 const DATABASE: &str = "hyapp_chaos";
 /// Gifts worth this much are announced (the workload's larger gifts cross it).
 const BIG_GIFT_THRESHOLD: u64 = 3_000;
+/// room-service's `redis.liveness_ttl`: how soon a crashed instance is known gone.
+const LIVENESS_TTL: &str = "1s";
+/// room-service's `redis.lease_ttl`, longer than [`LIVENESS_TTL`].
+const LEASE_TTL: &str = "6s";
 /// Consumer groups that record `consumer_dedup` rows.
 const DEDUP_GROUPS: &str =
     "hyapp-room-im-bridge,hyapp-activity-room-outbox,hyapp-notice-room-outbox";
@@ -50,11 +61,14 @@ pub struct Options {
     pub room_services: usize,
     /// Instances of each consumer in its group (1–2).
     pub consumer_instances: usize,
+    /// Longest a room held by a killed room-service instance may stay
+    /// unavailable, other faults' time aside.
+    pub max_unavailable: Duration,
 }
 
 impl Options {
     /// Parses `--seed`, `--duration`, `--faults`, `--rooms`, `--min-acked-per-room`,
-    /// `--room-services`, `--consumer-instances`.
+    /// `--room-services`, `--consumer-instances`, `--max-unavailable`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut options = Options {
             seed: std::time::SystemTime::now()
@@ -70,6 +84,7 @@ impl Options {
             min_acked_per_room: 1,
             room_services: 3,
             consumer_instances: 2,
+            max_unavailable: Duration::from_secs(5),
         };
         let mut rest = args.iter();
         while let Some(flag) = rest.next() {
@@ -77,6 +92,7 @@ impl Options {
             match flag.as_str() {
                 "--seed" => options.seed = value()?.parse().map_err(|_| "--seed wants a number")?,
                 "--duration" => options.duration = parse_duration(value()?)?,
+                "--max-unavailable" => options.max_unavailable = parse_duration(value()?)?,
                 "--rooms" => {
                     options.rooms = value()?.parse().map_err(|_| "--rooms wants a number")?
                 }
@@ -115,7 +131,8 @@ impl Options {
                     return Err(format!(
                         "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
                          [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N] \
-                         [--room-services 1-3] [--consumer-instances 1-2]",
+                         [--room-services 1-3] [--consumer-instances 1-2] \
+                         [--max-unavailable 5s]",
                         schedule::KINDS.join(",")
                     ));
                 }
@@ -132,7 +149,7 @@ impl Options {
     }
 }
 
-/// `90s`, `10m`, `1h` or plain seconds.
+/// `2500ms`, `90s`, `10m`, `1h` or plain seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let (number, unit) = text
         .find(|c: char| !c.is_ascii_digit())
@@ -140,13 +157,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let value: u64 = number
         .parse()
         .map_err(|_| format!("bad duration `{text}`"))?;
-    let seconds = match unit {
-        "s" => value,
-        "m" => value * 60,
-        "h" => value * 3600,
-        _ => return Err(format!("bad duration `{text}` (use 90s, 10m or 1h)")),
+    let millis = match unit {
+        "ms" => value,
+        "s" => value * 1_000,
+        "m" => value * 60_000,
+        "h" => value * 3_600_000,
+        _ => {
+            return Err(format!(
+                "bad duration `{text}` (use 2500ms, 90s, 10m or 1h)"
+            ));
+        }
     };
-    Ok(Duration::from_secs(seconds))
+    Ok(Duration::from_millis(millis))
 }
 
 /// Runs the reliability check; `Err` carries the reason for a non-zero exit.
@@ -159,13 +181,15 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
     crate::step(&format!(
         "chaos run: seed {}, {}s of workload over {} rooms, faults {}; {} room-service \
-         instances, {} per consumer group; files in {}",
+         instances, {} per consumer group; rooms of a killed instance back within {}ms; \
+         files in {}",
         options.seed,
         options.duration.as_secs(),
         options.rooms,
         options.faults.join(","),
         options.room_services,
         options.consumer_instances,
+        options.max_unavailable.as_millis(),
         dir.display()
     ));
     let tansu = infra::ensure_broker_with(|build| interrupt::run_interruptible(build, stop))?;
@@ -272,6 +296,11 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         .args([
             "--min-acked-per-room",
             &options.min_acked_per_room.to_string(),
+        ])
+        .args(["--room-services", &options.room_services.to_string()])
+        .args([
+            "--max-unavailable-ms",
+            &options.max_unavailable.as_millis().to_string(),
         ])
         .args(["--dead-letter-topics", &dead_letter_topics()]);
     for metrics in &consumer_metrics {
@@ -401,10 +430,14 @@ fn overrides() -> Vec<(&'static str, String, String)> {
         ("room-service", "ROOM__SAGA__SWEEP_INTERVAL", "2s"),
         ("room-service", "ROOM__SAGA__STUCK_AFTER", "5s"),
         ("room-service", "ROOM__SHUTDOWN_GRACE", "5s"),
-        // Shorter than the longest room-service crash, so the surviving
-        // instances sometimes take a dead instance's rooms over before it is
+        // A crashed instance's rooms are taken over once its liveness key
+        // lapses (1 s, renewed several times a second), well before it is
         // back (and it must then forward them instead of serving them).
-        ("room-service", "ROOM__REDIS__LEASE_TTL", "6s"),
+        ("room-service", "ROOM__REDIS__LIVENESS_TTL", LIVENESS_TTL),
+        // Kept at 6 s: longer than the liveness TTL, so takeovers after a
+        // crash come from the liveness key, not from lease expiry (a run
+        // without fast takeover shows ~6 s of unavailability per kill).
+        ("room-service", "ROOM__REDIS__LEASE_TTL", LEASE_TTL),
         (
             "outbox-relay",
             "RELAY__OUTBOX_WORKER__POLL_INTERVAL",
@@ -463,6 +496,10 @@ mod tests {
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
         assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
+        assert_eq!(
+            parse_duration("2500ms").unwrap(),
+            Duration::from_millis(2_500)
+        );
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5d").is_err());
         let args: Vec<String> = ["--seed", "7", "--faults", "kill,broker", "--duration", "2m"]
@@ -473,6 +510,15 @@ mod tests {
         assert_eq!((options.seed, options.duration.as_secs()), (7, 120));
         assert_eq!(options.faults, ["kill", "broker"]);
         assert_eq!(options.min_acked_per_room, 1);
+        assert_eq!(options.max_unavailable, Duration::from_secs(5));
+        let strict: Vec<String> = ["--max-unavailable", "1500ms"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            Options::parse(&strict).unwrap().max_unavailable,
+            Duration::from_millis(1_500)
+        );
         assert_eq!((options.room_services, options.consumer_instances), (3, 2));
         let single: Vec<String> = ["--room-services", "1", "--consumer-instances", "1"]
             .iter()
@@ -500,5 +546,22 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert!(Options::parse(&bad).unwrap_err().contains("meteor"));
+    }
+
+    #[test]
+    fn crashes_are_detected_by_the_liveness_key_not_the_lease() {
+        let room = |key: &str| {
+            overrides()
+                .into_iter()
+                .find(|(service, name, _)| *service == "room-service" && name == key)
+                .map(|(_, _, value)| parse_duration(&value).unwrap())
+        };
+        let liveness = room("ROOM__REDIS__LIVENESS_TTL").expect("liveness TTL set");
+        let lease = room("ROOM__REDIS__LEASE_TTL").expect("lease TTL set");
+        assert_eq!(liveness, Duration::from_secs(1));
+        assert!(
+            lease > liveness * 3,
+            "{lease:?}: takeover must come from the liveness key"
+        );
     }
 }

@@ -1,6 +1,10 @@
 //! How each fault of the [`crate::schedule`] is applied to the real
 //! processes of `cargo xtask chaos`, and `faults.tsv`, where every applied
-//! fault is recorded for the checker's table.
+//! fault is recorded for the checker: its kind and target, and when it
+//! began and when the system was whole again (Unix ms, the clock the
+//! workload's ledger uses), so the checker can measure how long a killed
+//! room-service instance's rooms stayed unavailable and which other faults
+//! overlapped that time.
 //!
 //! Scale-out: faults run one after the other, and one that would take down
 //! the last running instance of a scaled-out service is skipped, so consumer
@@ -15,9 +19,17 @@ use crate::stack::Stack;
 use crate::topology::{self, Topology};
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// `faults.tsv`: `ms since start \t kind \t target \t detail`.
+/// Milliseconds since the Unix epoch.
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis())
+}
+
+/// `faults.tsv`: `ms since start \t kind \t target \t started unix ms \t
+/// ended unix ms \t detail`, one line per fault once it is over.
 pub struct FaultLog {
     file: std::fs::File,
     started: Instant,
@@ -34,11 +46,17 @@ impl FaultLog {
         })
     }
 
-    fn record(&mut self, kind: &str, target: &str, detail: &str) {
+    /// Records a fault applied at `began` (Unix ms) that is over now.
+    fn record(&mut self, kind: &str, target: &str, detail: &str, began: u128) {
+        let now = unix_ms();
+        let at = self
+            .started
+            .elapsed()
+            .as_millis()
+            .saturating_sub(now.saturating_sub(began));
         let _ = writeln!(
             self.file,
-            "{}\t{kind}\t{target}\t{detail}",
-            self.started.elapsed().as_millis()
+            "{at}\t{kind}\t{target}\t{began}\t{now}\t{detail}"
         );
     }
 }
@@ -87,10 +105,21 @@ pub fn apply(world: &mut World<'_>, fault: &Fault) {
             return;
         }
     }
+    let began = unix_ms();
+    let outcome = act(world, fault);
     world
         .log
-        .record(fault.kind(), fault.target(), &fault.describe());
-    let outcome = match fault {
+        .record(fault.kind(), fault.target(), &fault.describe(), began);
+    if let Err(error) = outcome {
+        world
+            .problems
+            .push(format!("{}: {error}", fault.describe()));
+    }
+}
+
+/// Applies `fault` and returns once the system is whole again.
+fn act(world: &mut World<'_>, fault: &Fault) -> Result<(), String> {
+    match fault {
         // Started again even when the stop failed: a fault never leaves an
         // instance down.
         Fault::Kill { target, down } => {
@@ -136,11 +165,6 @@ pub fn apply(world: &mut World<'_>, fault: &Fault) {
                 result
             }
         }
-    };
-    if let Err(error) = outcome {
-        world
-            .problems
-            .push(format!("{}: {error}", fault.describe()));
     }
 }
 
@@ -164,7 +188,9 @@ fn leaves_service_down(
 pub fn restart_crashed(world: &mut World<'_>) {
     while let Some((name, status, log)) = world.stack.exited() {
         let detail = format!("{status}; see {}", log.display());
-        world.log.record("unexpected-exit", name, &detail);
+        world
+            .log
+            .record("unexpected-exit", name, &detail, unix_ms());
         world
             .problems
             .push(format!("{name} exited on its own ({detail})"));

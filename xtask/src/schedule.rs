@@ -31,9 +31,9 @@ const CONSUMERS: &[&str] = &["im-bridge", "activity-consumer", "notice-consumer"
 const CONSUMER_DOWN: Duration = Duration::from_secs(27);
 
 /// How long a killed process stays down: a room-service instance 1–7 s (past
-/// the 6 s lease TTL of the chaos stack at times, so the survivors take its
-/// rooms over before it is back), a relay up to 1.5 s, a consumer longer (see
-/// [`CONSUMER_DOWN`]).
+/// the 1 s liveness TTL of the chaos stack, so the survivors take its rooms
+/// over before it is back, and at times past the 6 s lease TTL too), a relay
+/// up to 1.5 s, a consumer longer (see [`CONSUMER_DOWN`]).
 fn down_time(target: &str, rng: &mut Rng) -> Duration {
     let service = topology::role_of(target);
     if service == "room-service" {

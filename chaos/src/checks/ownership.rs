@@ -11,13 +11,13 @@
 //! reply, must carry its log row's version.
 //!
 //! Which instance executed each acknowledged command (`x-room-served-by`)
-//! is summarised too: forwarded commands and rooms whose lease moved show
-//! that the run exercised scale-out at all.
+//! is summarised too; that the run forwarded commands and moved leases at
+//! all is [`super::scale_out`]'s rule.
 
 use super::{Check, ONE_WRITER, verdict};
 use crate::ledger::{CommandRecord, Outcome};
 use crate::observe::Observation;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Log versions 1..n per room; each acknowledged and each stored reply at its
 /// command's logged version.
@@ -90,23 +90,14 @@ fn not_one_to_n(versions: &mut [u64]) -> Option<String> {
     ))
 }
 
-/// How the acknowledged commands spread over the instances: forwarded ones
-/// (executed by another instance than the one called) and rooms executed by
-/// more than one instance over the run (their lease moved).
+/// How the acknowledged commands spread over the instances (the scale-out
+/// rule asserts these figures).
 fn scale_out_summary(commands: &[CommandRecord]) -> String {
-    let acked = || commands.iter().filter(|c| c.outcome == Outcome::Acked);
-    let forwarded = acked()
-        .filter(|c| !c.served_by.is_empty() && c.sent_to.last() != Some(&c.served_by))
-        .count();
-    let mut servers: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for command in acked().filter(|c| !c.served_by.is_empty()) {
-        servers
-            .entry(command.room_id.as_str())
-            .or_default()
-            .insert(command.served_by.as_str());
-    }
-    let moved = servers.values().filter(|served| served.len() > 1).count();
-    format!("{forwarded} forwarded, {moved} rooms executed by more than one instance")
+    let spread = super::scale_out::spread(commands);
+    format!(
+        "{} forwarded, {} rooms executed by more than one instance",
+        spread.forwarded, spread.moved
+    )
 }
 
 #[cfg(test)]

@@ -184,6 +184,9 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         sent_to: vec!["room-service-2".into()],
         served_by: "room-service".into(),
         reply_version: 0,
+        started_ms: 0,
+        answered_ms: 0,
+        retry_info_waits: 0,
     };
     // c1 and c5 are each their room's first command: version 1.
     let commands = vec![
@@ -294,6 +297,9 @@ fn acked(id: &str, room: &str) -> CommandRecord {
         sent_to: vec!["room-service".into()],
         served_by: "room-service".into(),
         reply_version: 4,
+        started_ms: 0,
+        answered_ms: 0,
+        retry_info_waits: 0,
     }
 }
 
