@@ -20,7 +20,8 @@
 //! skipped, sent ones are recorded afterwards, and a single event's `Random`
 //! derives from its `event_id` so a resend after a crash in between is
 //! dropped by Tencent. A gift batch is written down before it is sent
-//! (`outbox_store::im_batches`) and resent verbatim after a crash.
+//! (`outbox_store::im_batches`) and resent verbatim after a crash; so is a
+//! gift sent alone, which a redelivery could otherwise merge into a batch.
 
 use crate::{
     config::BridgeConfig,
@@ -216,6 +217,18 @@ impl RoomIm {
             msg_body: serde_json::to_string(&body).unwrap_or_default(),
             event_ids,
         })
+    }
+
+    /// A gift's own message written down as a batch of one: exactly what
+    /// [`RoomIm::send_single`] sends for it (its `Random` from its event id).
+    pub fn single_gift(&self, event: &pb::RoomOutboxEvent) -> PendingBatch {
+        PendingBatch {
+            batch_id: event.event_id.clone(),
+            group_id: self.group_of(event),
+            msg_random: tencent_im::random_from_event_id(&event.event_id),
+            msg_body: serde_json::to_string(&room_event_message(event)).unwrap_or_default(),
+            event_ids: vec![event.event_id.clone()],
+        }
     }
 
     /// Sends gift batches: written down together, sent one by one, then
@@ -427,21 +440,55 @@ impl<'a> Pass<'a> {
         self.send_gifts(&gifts, allowed).await
     }
 
+    /// Sends each event's own message, in order. Gifts among them are
+    /// written down first, as batches of one, and settled once sent: a gift
+    /// sent alone and redelivered after a crash could otherwise be merged
+    /// into a batch on a hotter pass and shown twice; written down, it is
+    /// resent verbatim (same `Random`) instead.
     async fn send_singly(&mut self, indexes: &[usize]) -> Result<(), ApplyError> {
         let events = self.events;
+        let room_im = self.room_im;
+        let gifts: Vec<PendingBatch> = indexes
+            .iter()
+            .map(|index| events[*index].0)
+            .filter(|event| is_gift(event))
+            .map(|event| room_im.single_gift(event))
+            .collect();
+        let now_ms = service_kit::time::now_ms();
+        im_batches::plan(&room_im.pool, &room_im.dedup_group, &gifts, now_ms).await?;
+        let mut sent_gifts = 0;
+        let mut failure = None;
         for index in indexes {
             let (event, trace) = &events[*index];
             let event: &'a pb::RoomOutboxEvent = event;
             let sent = opentelemetry::trace::FutureExt::with_context(
-                self.room_im.send_single(event),
+                room_im.send_single(event),
                 trace.clone(),
             );
-            sent.await.map_err(|error| self.failed(error))?;
-            self.sent.push(event.event_id.as_str());
+            if let Err(error) = sent.await {
+                failure = Some(error);
+                break;
+            }
+            if is_gift(event) {
+                sent_gifts += 1;
+            } else {
+                self.sent.push(event.event_id.as_str());
+            }
             self.outcomes[*index] = Some(ImOutcome::Applied);
             self.log(event);
         }
-        Ok(())
+        let now_ms = service_kit::time::now_ms();
+        im_batches::settle(
+            &room_im.pool,
+            &room_im.dedup_group,
+            &gifts[..sent_gifts],
+            now_ms,
+        )
+        .await?;
+        match failure {
+            Some(error) => Err(self.failed(error)),
+            None => Ok(()),
+        }
     }
 
     /// Merges `gifts` into batches, sends up to `allowed` of them (a batch of

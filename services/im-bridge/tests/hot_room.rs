@@ -3,8 +3,8 @@
 //! puts more than the limit into the room's group in any second, every gift
 //! is shown exactly once across single messages and gift batches, a kick is
 //! not held behind the gifts before it, a quiet room on the same partition
-//! is not held behind the hot one, and a batch sent but not recorded before
-//! a crash is resent as the very same message.
+//! is not held behind the hot one, and a batch — or a gift sent alone —
+//! sent but not recorded before a crash is resent as the very same message.
 
 use consumer_runtime::{
     ConsumerMetrics,
@@ -282,6 +282,85 @@ async fn a_quiet_room_is_not_held_behind_a_hot_room_that_waits_for_its_budget() 
     let group = &stats.groups[&format!("room_{hot}")];
     assert!(group.peak_per_second <= 2, "peak {}", group.peak_per_second);
     assert_eq!(group.freq_dropped, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gift_sent_alone_but_not_recorded_is_not_merged_into_a_batch_after_a_crash() {
+    let f = fixture().await;
+    let room = testkit::unique("alone-");
+    let gifts: Vec<_> = (2..=5).map(|seq| gift(&room, seq)).collect();
+    let quiet = f.client(40);
+    quiet
+        .ensure_group(&tencent_im::CreateGroupRequest::av_chat_room(
+            format!("room_{room}"),
+            "alone",
+        ))
+        .await
+        .unwrap();
+    let before_crash = RoomIm::new(
+        quiet.clone(),
+        f.db.pool.clone(),
+        "alone-group".into(),
+        TEMPLATE.into(),
+        BridgeConfig::default(),
+    );
+    // The state a crash leaves on a quiet pass: the first gift written
+    // down as a batch of one and sent alone, not recorded.
+    let alone = before_crash.single_gift(&gifts[0]);
+    room_im::im_batches::plan(&f.db.pool, "alone-group", std::slice::from_ref(&alone), 0)
+        .await
+        .unwrap();
+    let request = tencent_im::SendGroupMsgRequest {
+        random: alone.msg_random,
+        ..tencent_im::SendGroupMsgRequest::for_event(
+            &alone.group_id,
+            &alone.batch_id,
+            serde_json::from_str(&alone.msg_body).unwrap(),
+        )
+    };
+    quiet.send_group_msg(&request).await.unwrap();
+    // A quiet pass writes a gift down before sending it alone, too: with
+    // the send refused, the gift stays written down for its resend.
+    f.fake.inject_fault(fake_tencent_im::FaultRule::http_status(
+        "group_open_http_svc/send_group_msg",
+        502,
+    ));
+    let refused = [(&gifts[3], opentelemetry::Context::new())];
+    assert!(before_crash.apply(&refused).await.is_err());
+    let pending =
+        room_im::im_batches::pending_for(&f.db.pool, "alone-group", &[gifts[3].event_id.as_str()])
+            .await
+            .unwrap();
+    assert_eq!(pending, vec![before_crash.single_gift(&gifts[3])]);
+
+    // Redelivered with the rest on a hot pass (one message a second), where
+    // gifts are merged: the first is resent as it was, not merged again.
+    let after_crash = RoomIm::new(
+        f.client(1),
+        f.db.pool.clone(),
+        "alone-group".into(),
+        TEMPLATE.into(),
+        BridgeConfig::default(),
+    );
+    let traced: Vec<_> = gifts
+        .iter()
+        .map(|event| (event, opentelemetry::Context::new()))
+        .collect();
+    let outcomes = after_crash.apply(&traced).await.unwrap();
+    assert_eq!(outcomes[0], ImOutcome::Duplicate);
+    let messages = f.fake.group_messages(&format!("room_{room}"));
+    assert!(
+        messages.iter().any(is_batch),
+        "the hot pass merged the others"
+    );
+    let shown = shown(&messages);
+    let first = &gifts[0].event_id;
+    assert_eq!(shown.get(first), Some(&1), "the first gift shown once");
+    assert_eq!(
+        f.fake.stats().deduplicated,
+        1,
+        "the resend absorbed by Tencent's dedup"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
