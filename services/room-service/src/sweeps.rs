@@ -12,6 +12,7 @@ use crate::Error;
 use crate::redis::split_presence_member;
 use crate::service::Rooms;
 use crate::store::saga::{EXHAUSTED_NOTE, SagaRow};
+use crate::validate::{MAX_ROOM_ID_LEN, MAX_USER_ID_LEN, check_id};
 
 /// Most presence entries handled per sweep.
 const PRESENCE_BATCH: i64 = 200;
@@ -22,7 +23,8 @@ const PRESENCE_BATCH: i64 = 200;
 const MAX_PRESENCE_PAGES: usize = 10;
 
 /// One presence sweep: every expired user leaves through a normal LeaveRoom
-/// command. Entries of rooms owned by another node are left to that node.
+/// command. Entries of rooms owned by another node are left to that node;
+/// entries whose ids the API would refuse are removed without a command.
 /// Returns how many users left.
 pub async fn sweep_presence(rooms: &Rooms) -> Result<usize, Error> {
     let now_ms = service_kit::time::now_ms();
@@ -36,7 +38,11 @@ pub async fn sweep_presence(rooms: &Rooms) -> Result<usize, Error> {
         let full_page = expired.len() as i64 == PRESENCE_BATCH;
         let mut kept = 0;
         for (member, expires_at_ms) in expired {
-            let Some((room_id, user_id)) = split_presence_member(&member) else {
+            let Some((room_id, user_id)) = valid_presence_member(&member) else {
+                // Redis is an input like any other: a member that names no
+                // possible room or user (written by something else) becomes
+                // no command, no lease and no actor; it is only removed.
+                tracing::warn!(member = %member.escape_debug().take(160).collect::<String>(), "presence entry with invalid ids removed");
                 redis.remove_expired_presence(&member, now_ms).await?;
                 continue;
             };
@@ -66,6 +72,15 @@ pub async fn sweep_presence(rooms: &Rooms) -> Result<usize, Error> {
         offset += kept;
     }
     Ok(removed)
+}
+
+/// The (room_id, user_id) of a presence member when both are ids the API
+/// would accept.
+fn valid_presence_member(member: &str) -> Option<(&str, &str)> {
+    let (room_id, user_id) = split_presence_member(member)?;
+    let valid = check_id("room_id", room_id, MAX_ROOM_ID_LEN).is_ok()
+        && check_id("user_id", user_id, MAX_USER_ID_LEN).is_ok();
+    valid.then_some((room_id, user_id))
 }
 
 /// Most sagas repaired per sweep.

@@ -88,6 +88,53 @@ async fn shutdown_drains_in_order_and_workers_stop_before_the_pools_close() {
 }
 
 #[tokio::test]
+async fn presence_entries_with_invalid_ids_are_removed_without_a_command() {
+    use fred::prelude::*;
+    let harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    let redis = fred::clients::Client::new(
+        fred::types::config::Config::from_url(&harness.config.redis.url).unwrap(),
+        None,
+        None,
+        None,
+    );
+    redis.init().await.unwrap();
+    let prefix = &harness.config.redis.key_prefix;
+    let key = format!("{prefix}:room:presence");
+    let long_room = "r".repeat(5_000);
+    let forged = [
+        format!("{room}|a/b"),
+        format!("{long_room}|alice"),
+        format!("{room}|{}", "u".repeat(5_000)),
+        "no-separator".to_owned(),
+    ];
+    for member in &forged {
+        let _: i64 = redis
+            .zadd(&key, None, None, false, false, (1.0, member.as_str()))
+            .await
+            .unwrap();
+    }
+    let left = room_service::sweeps::sweep_presence(&harness.rooms)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+    let remaining: i64 = redis.zcard(&key).await.unwrap();
+    assert_eq!(remaining, 0, "every forged entry removed");
+    assert_eq!(harness.count("room_command_log", "room_id", &room).await, 0);
+    // Not even a refused command ran (a leave of a room that does not exist
+    // would be counted, outcome not_found).
+    assert_eq!(harness.metric("room_commands_total").await, 0.0);
+    for forged_room in [&room, &long_room] {
+        let leased: i64 = redis
+            .exists(format!("{prefix}:room:lease:{forged_room}"))
+            .await
+            .unwrap();
+        assert_eq!(leased, 0, "no lease taken for a forged entry's room");
+    }
+    harness.stop().await;
+}
+
+#[tokio::test]
 async fn an_expired_presence_leaves_the_room_with_an_event() {
     let mut harness = Harness::start_with(|config| {
         config.room.presence_ttl = service_kit::duration::ConfigDuration::from_millis(1);
