@@ -21,7 +21,6 @@ use common::*;
 use fred::prelude::*;
 use hyapp_api::room::room_service_client::RoomServiceClient;
 use room_service::Error;
-use room_service::forward::SERVED_BY;
 use room_service::redis::{Acquired, Redis};
 use service_kit::duration::ConfigDuration;
 use testkit::processes::{PrivateRedis, signal};
@@ -121,25 +120,15 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn served_by<T>(response: &tonic::Response<T>) -> String {
-    response
-        .metadata()
-        .get(SERVED_BY)
-        .expect("x-room-served-by")
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-async fn redis(url: &str) -> fred::clients::Client {
-    let client = fred::clients::Client::new(
-        fred::types::config::Config::from_url(url).unwrap(),
-        None,
-        None,
-        None,
-    );
-    client.init().await.unwrap();
-    client
+/// A survivor in this process and a holder process beside it, both with
+/// the long lease.
+async fn survivor_and_holder() -> (Harness, Holder) {
+    let survivor = Harness::start_with(|config| {
+        config.redis.lease_ttl = ConfigDuration::from_secs(LONG_LEASE_SECS);
+    })
+    .await;
+    let holder = Holder::start(&survivor).await;
+    (survivor, holder)
 }
 
 async fn lease_of(harness: &Harness, redis: &fred::clients::Client, room_id: &str) -> String {
@@ -151,12 +140,7 @@ async fn lease_of(harness: &Harness, redis: &fred::clients::Client, room_id: &st
 /// The value of one sample line of `/metrics` whose name and labels start
 /// with `series`; fails when no such line exists.
 async fn sample(http: &str, series: &str) -> f64 {
-    let text = reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics endpoint")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = metrics_text(http).await;
     let values: Vec<f64> = text
         .lines()
         .filter(|line| line.starts_with(series))
@@ -168,12 +152,7 @@ async fn sample(http: &str, series: &str) -> f64 {
 
 /// Commands this instance committed (outcome ok, every command name).
 async fn committed_commands(http: &str) -> f64 {
-    let text = reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics endpoint")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = metrics_text(http).await;
     let lines: Vec<&str> = text
         .lines()
         .filter(|line| line.starts_with("room_commands_total{"))
@@ -188,11 +167,7 @@ async fn committed_commands(http: &str) -> f64 {
 
 #[tokio::test]
 async fn a_killed_holders_room_is_taken_over_and_its_open_gift_settled() {
-    let mut survivor = Harness::start_with(|config| {
-        config.redis.lease_ttl = ConfigDuration::from_secs(LONG_LEASE_SECS);
-    })
-    .await;
-    let mut holder = Holder::start(&survivor).await;
+    let (mut survivor, mut holder) = survivor_and_holder().await;
     let room = testkit::unique("room-");
     room_with_members(&mut holder.client, &room, "owner", &["alice", "bob"]).await;
     let alice_before = survivor.wallet.balance("alice");
@@ -277,15 +252,11 @@ async fn a_killed_holders_room_is_taken_over_and_its_open_gift_settled() {
 
 #[tokio::test]
 async fn a_paused_holder_resumes_fenced_and_gives_the_room_up() {
-    let mut survivor = Harness::start_with(|config| {
-        config.redis.lease_ttl = ConfigDuration::from_secs(LONG_LEASE_SECS);
-    })
-    .await;
-    let mut holder = Holder::start(&survivor).await;
+    let (mut survivor, mut holder) = survivor_and_holder().await;
     let room = testkit::unique("room-");
     room_with_members(&mut holder.client, &room, "owner", &["alice"]).await;
     let committed_before = committed_commands(&holder.http).await;
-    let redis = redis(&survivor.config.redis.url).await;
+    let redis = redis_client(&survivor.config.redis.url).await;
     assert!(
         lease_of(&survivor, &redis, &room)
             .await
@@ -420,7 +391,7 @@ async fn a_redis_stall_longer_than_the_liveness_ttl_moves_no_room() {
     }
 
     assert_eq!(survivor.metric("room_lease_takeovers_total").await, 0.0);
-    let redis = redis(&url).await;
+    let redis = redis_client(&url).await;
     for room in &rooms {
         assert!(
             lease_of(&survivor, &redis, room)
@@ -463,7 +434,7 @@ async fn only_a_steadily_live_instance_takes_over_and_only_from_a_lapsed_holder(
     let b = Redis::connect(&config, "node-b", "http://127.0.0.1:2")
         .await
         .unwrap();
-    let raw = redis(&config.url).await;
+    let raw = redis_client(&config.url).await;
     let alive = |node: &str| format!("{}:node:alive:{node}", config.key_prefix);
 
     assert!(

@@ -92,13 +92,7 @@ async fn presence_entries_with_invalid_ids_are_removed_without_a_command() {
     use fred::prelude::*;
     let harness = Harness::start().await;
     let room = testkit::unique("room-");
-    let redis = fred::clients::Client::new(
-        fred::types::config::Config::from_url(&harness.config.redis.url).unwrap(),
-        None,
-        None,
-        None,
-    );
-    redis.init().await.unwrap();
+    let redis = redis_client(&harness.config.redis.url).await;
     let prefix = &harness.config.redis.key_prefix;
     let key = format!("{prefix}:room:presence");
     let long_room = "r".repeat(5_000);

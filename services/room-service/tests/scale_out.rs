@@ -12,29 +12,12 @@ use std::time::Duration;
 use common::*;
 use fred::prelude::*;
 use hyapp_api::room::{GetRoomRequest, HeartbeatRequest};
-use room_service::forward::{FORWARDED_BY, SERVED_BY};
+use room_service::forward::FORWARDED_BY;
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-fn served_by<T>(response: &tonic::Response<T>) -> String {
-    response
-        .metadata()
-        .get(SERVED_BY)
-        .expect("x-room-served-by")
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
 async fn redis() -> fred::clients::Client {
-    let client = fred::clients::Client::new(
-        fred::types::config::Config::from_url(&testkit::redis_url()).unwrap(),
-        None,
-        None,
-        None,
-    );
-    client.init().await.unwrap();
-    client
+    redis_client(&testkit::redis_url()).await
 }
 
 fn lease_key(harness: &Harness, room_id: &str) -> String {

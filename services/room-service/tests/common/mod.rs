@@ -73,16 +73,22 @@ impl Harness {
     }
 }
 
-/// The sum of every sample of `name` (all label sets) on the `/metrics` of
-/// the admin server at `http`.
-pub async fn metric(http: &str, name: &str) -> f64 {
-    let text = reqwest::get(format!("{http}/metrics"))
+/// The `/metrics` text of the admin server at `http`.
+pub async fn metrics_text(http: &str) -> String {
+    reqwest::get(format!("{http}/metrics"))
         .await
         .expect("metrics endpoint")
         .text()
         .await
-        .expect("metrics text");
-    text.lines()
+        .expect("metrics text")
+}
+
+/// The sum of every sample of `name` (all label sets) on the `/metrics` of
+/// the admin server at `http`.
+pub async fn metric(http: &str, name: &str) -> f64 {
+    metrics_text(http)
+        .await
+        .lines()
         .filter(|line| {
             line.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
@@ -368,4 +374,28 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.accept.abort();
     }
+}
+
+/// The node id in a reply's `x-room-served-by`.
+pub fn served_by<T>(response: &tonic::Response<T>) -> String {
+    response
+        .metadata()
+        .get(room_service::forward::SERVED_BY)
+        .expect("x-room-served-by")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A connected Redis client of its own (the tests read and plant keys).
+pub async fn redis_client(url: &str) -> fred::clients::Client {
+    use fred::prelude::*;
+    let client = fred::clients::Client::new(
+        fred::types::config::Config::from_url(url).unwrap(),
+        None,
+        None,
+        None,
+    );
+    client.init().await.unwrap();
+    client
 }
