@@ -230,6 +230,8 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
             format!("http://127.0.0.1:{}", ports.wallet_grpc),
         ),
         kv("ROOM__TENCENT_IM__ENABLED", true),
+        // A local stack on loopback: grpcurl may list the API (off by default).
+        kv("ROOM__GRPC_REFLECTION", true),
         // The standalone outbox-relay publishes; room-service only writes the outbox.
         kv("ROOM__OUTBOX_WORKER__ENABLED", false),
         kv("ROOM__ROCKETMQ__ROOM_OUTBOX__ENABLED", true),

@@ -95,6 +95,27 @@ impl Command {
             Command::OpenTreasure { .. } => "OpenTreasure",
         }
     }
+
+    /// The user on whose behalf the command acts (whose wallet pays, whose
+    /// rights are checked); `None` for a command no user sends. An end-user
+    /// assertion must name this user.
+    #[must_use]
+    pub fn acting_user(&self) -> Option<&str> {
+        match self {
+            Command::CreateRoom { owner_id, .. } => Some(owner_id),
+            Command::CloseRoom { actor_id }
+            | Command::KickUser { actor_id, .. }
+            | Command::SetAdmin { actor_id, .. }
+            | Command::LockMic { actor_id, .. }
+            | Command::UnlockMic { actor_id, .. } => Some(actor_id),
+            Command::JoinRoom { user_id }
+            | Command::LeaveRoom { user_id, .. }
+            | Command::TakeMic { user_id, .. }
+            | Command::LeaveMic { user_id } => Some(user_id),
+            Command::SendGift { sender_id, .. } => Some(sender_id),
+            Command::OpenTreasure { .. } => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::auth::CallerAuth;
 use crate::cells::Cells;
-use crate::config::Config;
+use crate::config::{Config, PeerAddressPolicy};
 use crate::deps::{Deps, PipelineSettings};
 use crate::forward::Peers;
 use crate::grpc::{GrpcRoomPeer, GrpcRoomService};
@@ -57,6 +58,8 @@ pub struct App {
     grpc_listener: TcpListener,
     /// The listener's TLS (`grpc_tls`), loaded at build so a bad file fails before anything runs.
     grpc_tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Who may call the gRPC port (`grpc_auth`), its JWKS loaded at build.
+    auth: Arc<CallerAuth>,
     http_listener: TcpListener,
     grpc_addr: SocketAddr,
     http_addr: SocketAddr,
@@ -103,11 +106,13 @@ impl App {
             .grpc_tls
             .load("grpc_tls")
             .map_err(|error| Error::Config(error.to_string()))?;
+        let auth = Arc::new(CallerAuth::from_config(&config)?);
         let mut peers = Peers::new(
             &config.node_id,
             &advertised,
             config.forward_timeout.as_std(),
-        );
+        )
+        .with_address_policy(PeerAddressPolicy::new(&config.peer_addresses, &advertised)?);
         if config.grpc_tls.is_enabled() {
             // The other instances advertise https:// then (Config::check_grpc_tls).
             peers = peers.with_tls(
@@ -185,6 +190,7 @@ impl App {
             relay,
             grpc_listener,
             grpc_tls,
+            auth,
             http_listener,
             workers: Workers::default(),
         })
@@ -291,25 +297,37 @@ impl App {
         health
             .set_serving::<RoomServiceServer<GrpcRoomService>>()
             .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|error| Error::Server(error.to_string()))?;
-        let reflection_alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
-            .build_v1alpha()
-            .map_err(|error| Error::Server(error.to_string()))?;
+        // Reflection maps the whole API for whoever reaches the port: only
+        // when `grpc_reflection` asks for it (development, debugging).
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
+        };
+        let server_error =
+            |error: tonic_reflection::server::Error| Error::Server(error.to_string());
+        let (reflection, reflection_alpha) = if self.config.grpc_reflection {
+            (
+                Some(reflection().build_v1().map_err(server_error)?),
+                Some(reflection().build_v1alpha().map_err(server_error)?),
+            )
+        } else {
+            (None, None)
+        };
         let grpc_stop = CancellationToken::new();
         let incoming = tonic::transport::server::TcpIncoming::from(self.grpc_listener)
             .with_nodelay(Some(true));
         let server = builder
             .add_service(health_service)
-            .add_service(reflection)
-            .add_service(reflection_alpha)
+            .add_optional_service(reflection)
+            .add_optional_service(reflection_alpha)
             .add_service(RoomServiceServer::new(GrpcRoomService::new(
                 self.rooms.clone(),
+                Arc::clone(&self.auth),
             )))
-            .add_service(RoomPeerServer::new(GrpcRoomPeer::new(self.rooms.clone())))
+            .add_service(RoomPeerServer::new(GrpcRoomPeer::new(
+                self.rooms.clone(),
+                Arc::clone(&self.auth),
+            )))
             .serve_with_incoming_shutdown(incoming, grpc_stop.clone().cancelled_owned());
         let mut grpc_task = tokio::spawn(server);
         // Not a worker: the key must stay held until the actors have

@@ -23,14 +23,15 @@ use crate::{Error, ErrorCode};
 const TRACER: &str = "room-service";
 
 /// The span's attributes. `room_id` is not validated yet when the span
-/// starts, so an oversized one is left out rather than copied.
+/// starts, so one the API would refuse (oversized, or outside the id
+/// charset) is left out rather than copied into every exporter's storage.
 fn attributes(service: &'static str, method: &'static str, room_id: &str) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new("rpc.system", "grpc"),
         KeyValue::new("rpc.service", service),
         KeyValue::new("rpc.method", method),
     ];
-    if room_id.len() <= MAX_ROOM_ID_LEN {
+    if outbox_schema::ids::check_id(room_id, MAX_ROOM_ID_LEN).is_ok() {
         attributes.push(KeyValue::new("room_id", room_id.to_owned()));
     }
     attributes
@@ -49,7 +50,7 @@ pub fn gateway(method: &'static str, traceparent: &str, room_id: &str) -> Traced
 }
 
 /// The holder's span of a command another instance forwarded, continuing the
-/// forwarding instance's command span (`traceparent` of the `PeerCommand`).
+/// forwarding instance's command span (the call's `traceparent` metadata).
 pub fn peer(traceparent: &str, room_id: &str) -> TracedSpan {
     TracedSpan::start(
         TRACER,

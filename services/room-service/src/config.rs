@@ -19,7 +19,12 @@ use tencent_im::ImSection as TencentImConfig;
 use crate::Error;
 use crate::validate::{MAX_APP_CODE_LEN, is_id_charset};
 
+mod grpc_auth;
 mod grpc_tls;
+mod peer_addresses;
+
+pub use grpc_auth::{GrpcAuthConfig, UserAssertionConfig};
+pub use peer_addresses::{PeerAddressConfig, PeerAddressPolicy};
 
 /// The whole room-service configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,6 +45,15 @@ pub struct Config {
     /// another instance whose advertised URL is `https://` when it forwards
     /// a call there (docs/design.md#scale-out).
     pub peer_tls: ClientTls,
+    /// Who may call the gRPC port: certificate identities and the gateway's
+    /// end-user assertion (docs/design.md#who-may-call).
+    pub grpc_auth: GrpcAuthConfig,
+    /// Serve gRPC reflection (the schema, for grpcurl and similar tools).
+    /// Off by default: it maps the API for whoever reaches the port.
+    pub grpc_reflection: bool,
+    /// Which holder addresses read from a room lease this instance will
+    /// dial when it forwards a call (a lease value is data in Redis).
+    pub peer_addresses: PeerAddressConfig,
     /// Admin HTTP listen address: `/healthz`, `/readyz`, `/metrics`.
     pub http_listen: String,
     /// This node's id, the value of the room leases it holds; empty = `$HOSTNAME-<pid>`.
@@ -85,6 +99,9 @@ impl Default for Config {
             grpc_listen: "127.0.0.1:7101".into(),
             grpc_tls: ServerTls::default(),
             peer_tls: ClientTls::default(),
+            grpc_auth: GrpcAuthConfig::default(),
+            grpc_reflection: false,
+            peer_addresses: PeerAddressConfig::default(),
             http_listen: "127.0.0.1:7102".into(),
             node_id: String::new(),
             advertise_url: String::new(),
@@ -116,6 +133,9 @@ pub struct RedisConfig {
     /// PEM file of the CA(s) a `rediss://` server's certificate must chain
     /// to; empty = the system's roots.
     pub tls_ca_file: String,
+    /// Development only: accept a Redis off this machine without TLS or a
+    /// password (service_kit::redis::check_transport).
+    pub allow_insecure_transport: bool,
     /// Room lease validity; renewed at a third of it while the cell is loaded.
     pub lease_ttl: ConfigDuration,
     /// TTL of this instance's liveness key, renewed four times per TTL: a
@@ -147,12 +167,17 @@ impl RedisConfig {
 
     /// The Redis client settings (TLS included), checked; errors name the key.
     pub fn client_config(&self) -> Result<fred::types::config::Config, Error> {
-        service_kit::redis::client_config(Self::KEYS, &self.url, &self.tls_ca_file).map_err(
-            |error| match error {
-                service_kit::Error::Config(message) => Error::Config(message),
-                other => Error::Config(other.to_string()),
-            },
+        service_kit::redis::check_transport(
+            Self::KEYS,
+            "redis.allow_insecure_transport",
+            &self.url,
+            self.allow_insecure_transport,
         )
+        .and_then(|()| service_kit::redis::client_config(Self::KEYS, &self.url, &self.tls_ca_file))
+        .map_err(|error| match error {
+            service_kit::Error::Config(message) => Error::Config(message),
+            other => Error::Config(other.to_string()),
+        })
     }
 }
 
@@ -161,6 +186,7 @@ impl Default for RedisConfig {
         Self {
             url: "redis://127.0.0.1:6379".into(),
             tls_ca_file: String::new(),
+            allow_insecure_transport: false,
             lease_ttl: ConfigDuration::from_secs(30),
             liveness_ttl: ConfigDuration::from_secs(1),
             command_timeout: ConfigDuration::from_secs(1),
@@ -463,6 +489,8 @@ impl Config {
             }
         }
         self.check_grpc_tls()?;
+        self.check_grpc_auth()?;
+        self.check_peer_addresses()?;
         self.forward_timeout = self
             .forward_timeout
             .positive_or(ConfigDuration::from_secs(5));
@@ -470,11 +498,7 @@ impl Config {
         // existence and contents are checked now, not at the first connect.
         self.redis.client_config()?;
         if self.outbox_worker.enabled && self.outbox_worker.nudge_enabled {
-            outbox_relay::nudge::client_config(
-                &self.outbox_worker.redis_url,
-                &self.outbox_worker.redis_tls_ca_file,
-            )
-            .map_err(|error| match error {
+            outbox_relay::nudge::check(&self.outbox_worker).map_err(|error| match error {
                 service_kit::Error::Config(message) => Error::Config(message),
                 other => Error::Config(other.to_string()),
             })?;
@@ -765,20 +789,44 @@ mod tests {
         let docker =
             Config::load_with_env(Some(shipped("room-service.docker.yaml")), env(&[])).unwrap();
         assert_eq!(docker.grpc_listen, "0.0.0.0:7101");
+        // The example's certificate paths are the deployment's; a test PKI
+        // stands in for its files.
+        let pki = testkit::pki::TestPki::generate(&["room-service.hyapp.internal"]);
+        let (cert, key, ca) = (
+            pki.server_cert.display().to_string(),
+            pki.server_key.display().to_string(),
+            pki.ca.display().to_string(),
+        );
+        let files = [
+            ("ROOM__GRPC_TLS__CERT_FILE", cert.as_str()),
+            ("ROOM__GRPC_TLS__KEY_FILE", key.as_str()),
+            ("ROOM__GRPC_TLS__CLIENT_CA_FILE", ca.as_str()),
+            ("ROOM__PEER_TLS__CERT_FILE", cert.as_str()),
+            ("ROOM__PEER_TLS__KEY_FILE", key.as_str()),
+            ("ROOM__PEER_TLS__CA_FILE", ca.as_str()),
+        ];
+        let with_secret: Vec<(&str, &str)> = files
+            .iter()
+            .copied()
+            .chain([("ROOM__TENCENT_IM__SECRET_KEY", "real-secret-key")])
+            .collect();
         let tencent = Config::load_with_env(
             Some(shipped("room-service.tencent.example.yaml")),
-            env(&[("ROOM__TENCENT_IM__SECRET_KEY", "real-secret-key")]),
+            env(&with_secret),
         )
         .unwrap();
+        assert!(tencent.grpc_tls.requires_client_cert());
         assert_eq!(tencent.outbox_worker.publish_mode, "mq");
         let dump = service_kit::config::dump(&tencent);
         assert!(!dump.contains("real-secret-key"), "{dump}");
         assert!(dump.contains("***"));
         // Without the secret the example refuses to start and names the key.
-        let error =
-            Config::load_with_env(Some(shipped("room-service.tencent.example.yaml")), env(&[]))
-                .unwrap_err()
-                .to_string();
+        let error = Config::load_with_env(
+            Some(shipped("room-service.tencent.example.yaml")),
+            env(&files),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(error.contains("tencent_im.secret_key"), "{error}");
     }
 

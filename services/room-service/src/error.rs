@@ -24,8 +24,10 @@ pub enum ErrorCode {
     AlreadyExists,
     /// Well-formed but not allowed in the current state.
     FailedPrecondition,
-    /// The actor may not do this.
+    /// The actor may not do this, or the caller may not call this.
     PermissionDenied,
+    /// The call carries no valid credentials (the end-user assertion).
+    Unauthenticated,
     /// A concurrent owner changed the room; retry.
     Aborted,
     /// Too many queued requests for one room.
@@ -46,9 +48,8 @@ impl ErrorCode {
             tonic::Code::NotFound => ErrorCode::NotFound,
             tonic::Code::AlreadyExists => ErrorCode::AlreadyExists,
             tonic::Code::FailedPrecondition => ErrorCode::FailedPrecondition,
-            tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => {
-                ErrorCode::PermissionDenied
-            }
+            tonic::Code::PermissionDenied => ErrorCode::PermissionDenied,
+            tonic::Code::Unauthenticated => ErrorCode::Unauthenticated,
             tonic::Code::Aborted => ErrorCode::Aborted,
             tonic::Code::ResourceExhausted => ErrorCode::ResourceExhausted,
             tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
@@ -70,6 +71,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists => tonic::Code::AlreadyExists,
             ErrorCode::FailedPrecondition => tonic::Code::FailedPrecondition,
             ErrorCode::PermissionDenied => tonic::Code::PermissionDenied,
+            ErrorCode::Unauthenticated => tonic::Code::Unauthenticated,
             ErrorCode::Aborted => tonic::Code::Aborted,
             ErrorCode::ResourceExhausted => tonic::Code::ResourceExhausted,
             ErrorCode::Unavailable => tonic::Code::Unavailable,
@@ -86,6 +88,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists => StatusCode::CONFLICT,
             ErrorCode::FailedPrecondition => StatusCode::PRECONDITION_FAILED,
             ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+            ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
             ErrorCode::Aborted => StatusCode::CONFLICT,
             ErrorCode::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -101,6 +104,7 @@ impl ErrorCode {
             ErrorCode::AlreadyExists => "already_exists",
             ErrorCode::FailedPrecondition => "failed_precondition",
             ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Aborted => "aborted",
             ErrorCode::ResourceExhausted => "resource_exhausted",
             ErrorCode::Unavailable => "unavailable",
@@ -118,6 +122,20 @@ pub enum Error {
     /// room-core refused the command.
     #[error("{0}")]
     Rejected(Rejection),
+    /// The call's end-user assertion is missing or does not verify.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The caller's certificate identity may not call this service.
+    #[error("caller not allowed: {0}")]
+    CallerNotAllowed(String),
+    /// The end-user assertion names another user than the one the command acts as.
+    #[error("the user assertion is for {asserted}, but the request acts as {acting}")]
+    UserMismatch {
+        /// The assertion's subject.
+        asserted: String,
+        /// The command's acting user (`actor_id`, `user_id`, `sender_id`, …).
+        acting: String,
+    },
     /// The command_id was used before for a different request.
     #[error("command_id {command_id} was already used for a different request ({original})")]
     CommandIdReused {
@@ -234,6 +252,8 @@ impl Error {
                 RejectionKind::FailedPrecondition => ErrorCode::FailedPrecondition,
                 RejectionKind::PermissionDenied => ErrorCode::PermissionDenied,
             },
+            Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            Error::CallerNotAllowed(_) | Error::UserMismatch { .. } => ErrorCode::PermissionDenied,
             Error::CommandIdReused { .. } => ErrorCode::AlreadyExists,
             Error::GiftCompensated { .. }
             | Error::GiftRefundFailed { .. }
@@ -270,6 +290,9 @@ impl Error {
         Some(match self {
             Error::Rejected(_) | Error::Forwarded(_) => return None,
             Error::InvalidArgument(_) => Reason::InvalidArgument,
+            Error::Unauthenticated(_) => Reason::Unauthenticated,
+            Error::CallerNotAllowed(_) => Reason::CallerNotAllowed,
+            Error::UserMismatch { .. } => Reason::UserMismatch,
             Error::CommandIdReused { .. } => Reason::CommandIdReused,
             Error::GiftCompensated { .. } => Reason::GiftCompensated,
             Error::GiftRefundFailed { .. } => Reason::GiftRefundFailed,
@@ -301,6 +324,26 @@ impl Error {
                 ..
             } => Retry::After(*after),
             _ => self.service_reason().map_or(Retry::Never, Reason::retry),
+        }
+    }
+
+    /// This refusal without the holder's address: for an address read from
+    /// a lease that `peer_addresses` does not admit, which must not reach
+    /// the gateway as a routing hint either.
+    pub fn without_holder_address(self) -> Error {
+        match self {
+            Error::OwnedElsewhere {
+                room_id,
+                owner,
+                retry_after,
+                ..
+            } => Error::OwnedElsewhere {
+                room_id,
+                owner,
+                address: None,
+                retry_after,
+            },
+            other => other,
         }
     }
 

@@ -4,7 +4,8 @@
 //! `RoomPeer` gRPC service, with the caller's remaining deadline and
 //! metadata, and the caller gets the holder's answer. A forwarded command
 //! carries the forwarding instance's command span as its `traceparent`
-//! (metadata and `PeerCommand`), so the holder's span is its child.
+//! metadata, so the holder's span is its child. A forwarded command is the
+//! gateway's request itself (`PeerCommand`), which the holder validates again.
 //!
 //! [`CallContext`] is what travels with a call; [`Peers`] keeps one lazily
 //! connected channel per holder address, over TLS (`peer_tls`) when the
@@ -20,6 +21,7 @@ use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::Error;
+use crate::config::{PeerAddressConfig, PeerAddressPolicy};
 use crate::validate::CommandRequest;
 
 /// Response metadata naming the instance that executed a call.
@@ -33,9 +35,15 @@ pub const FORWARDED_BY: &str = "x-room-forwarded-by";
 /// W3C trace context metadata.
 const TRACEPARENT: &str = "traceparent";
 
-/// Metadata that belongs to one HTTP/2 hop, or that we set ourselves, and is
-/// therefore not copied onto the forwarded call.
-const HOP_METADATA: [&str; 10] = [
+/// Metadata that belongs to one HTTP/2 hop, that we set ourselves, or that
+/// proves who the caller is, and is therefore not copied onto the forwarded
+/// call: the entry instance checked the caller's credentials, and the holder
+/// trusts the forwarding instance's certificate instead. A credential never
+/// leaves the instance it was sent to, even to an address read from Redis.
+const HOP_METADATA: [&str; 13] = [
+    "authorization",
+    "cookie",
+    "proxy-authorization",
     "grpc-timeout",
     "grpc-encoding",
     "grpc-accept-encoding",
@@ -182,6 +190,7 @@ pub struct Peers {
     advertised_url: String,
     timeout: Duration,
     tls: Option<ClientTlsConfig>,
+    addresses: PeerAddressPolicy,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -195,8 +204,21 @@ impl Peers {
             advertised_url: advertised_url.to_owned(),
             timeout,
             tls: None,
+            addresses: PeerAddressPolicy::new(&PeerAddressConfig::default(), advertised_url)
+                .expect("the default peer_addresses has no pattern to refuse"),
             channels: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Dials only holder addresses `addresses` admits (`peer_addresses`).
+    pub fn with_address_policy(mut self, addresses: PeerAddressPolicy) -> Self {
+        self.addresses = addresses;
+        self
+    }
+
+    /// Why the holder address `url`, read from a lease, may not be dialled.
+    pub fn refuses(&self, url: &str) -> Option<String> {
+        self.addresses.check(url).err()
     }
 
     /// Calls holders that advertise `https://` over TLS with `tls` (the
@@ -300,16 +322,14 @@ impl Peers {
         request: &CommandRequest,
         call: &CallContext,
     ) -> Result<Served<CommandReply>, Error> {
-        let command_json = serde_json::to_vec(&request.command)
-            .map_err(|error| Error::Internal(format!("command does not encode: {error}")))?;
+        let forwarded = request.forward.clone().ok_or_else(|| {
+            Error::Internal(format!(
+                "{} is served where it is issued and never forwarded",
+                request.command.name()
+            ))
+        })?;
         let message = PeerCommand {
-            room_id: request.room_id.clone(),
-            command_id: request.command_id.clone(),
-            app_code: request.app_code.clone(),
-            request_id: request.request_id.clone(),
-            traceparent: request.traceparent.clone(),
-            fingerprint: request.fingerprint.to_vec(),
-            command_json,
+            request: Some(forwarded),
             origin_node: self.node_id.clone(),
         };
         let request = self.request(message, call)?;

@@ -19,6 +19,7 @@ pub use peer::GrpcRoomPeer;
 pub use reads::{GET_ROOM, HEARTBEAT, LIST_ROOMS};
 
 use hyapp_api::room::room_service_server::RoomService;
+use std::sync::Arc;
 use std::time::Instant;
 
 use hyapp_api::room::{
@@ -30,6 +31,7 @@ use hyapp_api::room::{
 use tonic::{Request, Response, Status};
 
 use crate::Error;
+use crate::auth::{Caller, CallerAuth};
 use crate::command_span;
 use crate::error::Subject;
 use crate::forward::{CallContext, SERVED_BY, SERVED_BY_ADDRESS, Served};
@@ -39,6 +41,16 @@ use crate::validate::{self, CommandRequest, RequestContext};
 
 /// Longest accepted `traceparent` (the W3C format is 55 characters).
 const MAX_TRACEPARENT_LEN: usize = 64;
+
+/// The call's `traceparent` metadata, "" when absent or longer than a W3C
+/// one can be.
+fn traceparent_of(metadata: &tonic::metadata::MetadataMap) -> &str {
+    metadata
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok())
+        .filter(|value| value.len() <= MAX_TRACEPARENT_LEN)
+        .unwrap_or_default()
+}
 
 /// A gateway write request: what the timing line of a request refused by
 /// validation can still read from it.
@@ -83,12 +95,23 @@ write_requests! {
 #[derive(Debug, Clone)]
 pub struct GrpcRoomService {
     rooms: Rooms,
+    auth: Arc<CallerAuth>,
 }
 
 impl GrpcRoomService {
-    /// Serves `rooms`.
-    pub fn new(rooms: Rooms) -> Self {
-        Self { rooms }
+    /// Serves `rooms` to the callers `auth` admits.
+    pub fn new(rooms: Rooms, auth: Arc<CallerAuth>) -> Self {
+        Self { rooms, auth }
+    }
+
+    /// Admits the caller and its assertion, or the refusal as a status.
+    fn caller<T>(&self, request: &Request<T>, room_id: &str) -> Result<Caller, Status> {
+        self.auth.gateway(request).map_err(|error| {
+            error.into_status(Subject {
+                room_id,
+                command_id: "",
+            })
+        })
     }
 
     /// Validates with `validate_fn` and runs the command inside its span
@@ -101,19 +124,20 @@ impl GrpcRoomService {
     ) -> Result<Response<CommandReply>, Status> {
         let started = Instant::now();
         let call = CallContext::from_request(request.metadata(), started);
-        let gateway_traceparent = request
-            .metadata()
-            .get("traceparent")
-            .and_then(|value| value.to_str().ok())
-            .filter(|value| value.len() <= MAX_TRACEPARENT_LEN)
-            .unwrap_or_default();
+        let gateway_traceparent = traceparent_of(request.metadata());
         let message = request.get_ref();
         let span = command_span::gateway(M::COMMAND, gateway_traceparent, message.room_id());
         // The outbox rows carry the command's span, not the gateway's: the
         // relay's publish span is then a child of the command.
         let traceparent = span.traceparent();
         let executed = command_span::run(span, async {
-            let command = match validate_fn(message, self.rooms.context(&traceparent)) {
+            // Who calls and for whom, before anything else is looked at.
+            let admitted = self.auth.gateway(&request).and_then(|caller| {
+                let command = validate_fn(message, self.rooms.context(&traceparent))?;
+                caller.may_act_as(command.command.acting_user())?;
+                Ok(command)
+            });
+            let command = match admitted {
                 Ok(command) => command,
                 Err(error) => {
                     let command_id = message.meta().map_or("", |meta| meta.command_id.as_str());
@@ -238,6 +262,15 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatReply>, Status> {
+        let caller = self.caller(&request, &request.get_ref().room_id)?;
+        caller
+            .may_act_as(Some(&request.get_ref().user_id))
+            .map_err(|error| {
+                error.into_status(Subject {
+                    room_id: &request.get_ref().room_id,
+                    command_id: "",
+                })
+            })?;
         let call = CallContext::from_request(request.metadata(), Instant::now());
         reads::heartbeat(&self.rooms, request.get_ref(), &call).await
     }
@@ -246,6 +279,7 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<GetRoomRequest>,
     ) -> Result<Response<RoomSnapshot>, Status> {
+        self.caller(&request, &request.get_ref().room_id)?;
         let call = CallContext::from_request(request.metadata(), Instant::now());
         reads::get_room(&self.rooms, request.get_ref(), &call).await
     }
@@ -254,6 +288,7 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<ListRoomsRequest>,
     ) -> Result<Response<ListRoomsReply>, Status> {
+        self.caller(&request, "")?;
         reads::list_rooms(&self.rooms, request.get_ref()).await
     }
 }

@@ -14,6 +14,7 @@
 //! slot, which `app` cancels and awaits before the pools close.
 
 pub mod app;
+pub mod auth;
 pub(crate) mod batch;
 pub mod cell;
 pub mod cells;

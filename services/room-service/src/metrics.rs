@@ -42,8 +42,9 @@ pub struct ReadCallLabel {
 /// Labels of a forwarded call.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ForwardLabels {
-    /// `ok`, `refused` (the holder answered with an error) or
-    /// `holder_unreachable` (retried here).
+    /// `ok`, `refused` (the holder answered with an error),
+    /// `holder_unreachable` (retried here) or `address_refused` (the lease
+    /// named an address `peer_addresses` does not admit: not dialled).
     pub outcome: String,
 }
 

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hyapp_api::room::{CommandReply, RankEntry, RoomSnapshot, Seat, TreasureBox};
+use hyapp_api::room::{self as api, CommandReply, RankEntry, RoomSnapshot, Seat, TreasureBox};
 use room_core::{Command, LeaveReason, Rejection, RoomState, RoomStatus};
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
@@ -26,8 +26,7 @@ use crate::forward::{CallContext, Peers, Served, retry_here};
 use crate::im::ImGroups;
 use crate::timing::{self, CommandIdentity, StageTimings};
 use crate::validate::{
-    self, CommandRequest, MAX_COMMAND_ID_LEN, MAX_ROOM_ID_LEN, MAX_USER_ID_LEN, check_id,
-    internal_fingerprint,
+    self, CommandRequest, MAX_ROOM_ID_LEN, MAX_USER_ID_LEN, check_id, internal_fingerprint,
 };
 
 /// The room API.
@@ -145,6 +144,14 @@ impl Rooms {
         if !call.may_forward {
             return Err(refused);
         }
+        if let Some(why) = self.peers.refuses(address) {
+            // A lease value is data in Redis: an address outside the fleet's
+            // networks is not dialled, nor handed to the gateway as a hint.
+            let shown: String = address.chars().take(120).collect();
+            tracing::warn!(room_id, address = %shown, why, "room lease names an address outside peer_addresses; not dialled");
+            self.deps.metrics.record_forward("address_refused", 0.0);
+            return Err(refused.without_holder_address());
+        }
         let address = address.clone();
         let started = Instant::now();
         let forwarded = there(address).await;
@@ -243,33 +250,25 @@ impl Rooms {
         command_id: &str,
     ) -> Result<CommandReply, Error> {
         let started = Instant::now();
-        let valid = check_id("room_id", room_id, MAX_ROOM_ID_LEN)
-            .and_then(|()| check_id("command_id", command_id, MAX_COMMAND_ID_LEN))
-            .and_then(|()| {
-                if box_id.is_empty() || box_id.len() > 256 {
-                    Err(Error::InvalidArgument(
-                        "box_id must be 1..=256 bytes".into(),
-                    ))
-                } else {
-                    Ok(())
-                }
-            });
-        if let Err(error) = valid {
-            timing::log_refused(
-                "OpenTreasure",
-                room_id,
-                command_id,
-                &error,
-                started.elapsed(),
-            );
-            return Err(error);
-        }
-        let command = Command::OpenTreasure {
+        let wake_up = api::OpenTreasureCommand {
+            room_id: room_id.to_owned(),
+            command_id: command_id.to_owned(),
             box_id: box_id.to_owned(),
             level,
         };
-        self.execute(self.internal_request(room_id, command_id, "OpenTreasure", command))
-            .await
+        match validate::open_treasure(&wake_up, &self.default_app_code) {
+            Ok(request) => self.execute(request).await,
+            Err(error) => {
+                timing::log_refused(
+                    "OpenTreasure",
+                    room_id,
+                    command_id,
+                    &error,
+                    started.elapsed(),
+                );
+                Err(error)
+            }
+        }
     }
 
     /// Removes a user whose presence expired, as a normal LeaveRoom command so
@@ -309,6 +308,8 @@ impl Rooms {
             traceparent: String::new(),
             fingerprint: internal_fingerprint(kind, room_id, &command),
             command,
+            // Every instance sweeps the same presence entries: never forwarded.
+            forward: None,
         }
     }
 
@@ -502,7 +503,7 @@ mod tests {
             id,
             presence_command_id(&"r".repeat(64), &"u".repeat(64), i64::MAX)
         );
-        assert!(id.len() <= MAX_COMMAND_ID_LEN);
+        assert!(id.len() <= validate::MAX_COMMAND_ID_LEN);
         assert!(validate::is_id_charset(&id));
         assert_ne!(id, presence_command_id("r", "u", 1));
     }

@@ -29,6 +29,16 @@ fn server_tls(pki: &TestPki, mutual: bool) -> ServerTls {
     }
 }
 
+/// Mutual TLS on the listener, with the test client certificate
+/// (`hyapp-test-client`) allowed as gateway and as peer: TLS without client
+/// certificates is refused (RoomPeer needs a peer identity).
+fn secure(config: &mut Config, pki: &TestPki) {
+    config.grpc_tls = server_tls(pki, true);
+    config.peer_tls = client_tls(pki, &pki.ca, true);
+    config.grpc_auth.gateway_identities = vec!["hyapp-test-client".into()];
+    config.grpc_auth.peer_identities = vec!["hyapp-test-client".into()];
+}
+
 /// A client section trusting `ca`, presenting the test client certificate when `identity`.
 fn client_tls(pki: &TestPki, ca: &std::path::Path, identity: bool) -> ClientTls {
     ClientTls {
@@ -93,11 +103,11 @@ async fn clients_that_trust_the_listeners_ca_are_served_and_others_refused() {
     let db = testkit::TestDb::new().await;
     let wallet = plain_wallet().await;
     let mut config = test_config(&db, &wallet);
-    config.grpc_tls = server_tls(&pki, false);
+    secure(&mut config, &pki);
     let node = TlsNode::start(config).await;
 
     let room = testkit::unique("room-");
-    let mut trusted = node.client(&client_tls(&pki, &pki.ca, false));
+    let mut trusted = node.client(&client_tls(&pki, &pki.ca, true));
     room_with_members(&mut trusted, &room, "owner", &["alice"]).await;
     assert!(
         room_state(&mut trusted, &room)
@@ -106,7 +116,7 @@ async fn clients_that_trust_the_listeners_ca_are_served_and_others_refused() {
             .contains(&"alice".to_owned())
     );
 
-    let mut untrusted = node.client(&client_tls(&pki, &pki.wrong_ca, false));
+    let mut untrusted = node.client(&client_tls(&pki, &pki.wrong_ca, true));
     let refused = untrusted.join_room(join(&room, "bob")).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused}");
     // Nor does the listener answer plaintext.
@@ -132,8 +142,7 @@ async fn mutual_tls_refuses_clients_without_a_certificate() {
     let db = testkit::TestDb::new().await;
     let wallet = plain_wallet().await;
     let mut config = test_config(&db, &wallet);
-    config.grpc_tls = server_tls(&pki, true);
-    config.peer_tls = client_tls(&pki, &pki.ca, true);
+    secure(&mut config, &pki);
     let node = TlsNode::start(config).await;
 
     let room = testkit::unique("room-");
@@ -160,8 +169,7 @@ async fn tls_instances_forward_calls_to_each_other() {
     // certificate; the advertised URLs are derived: https://127.0.0.1:<port>.
     let tls_config = || {
         let mut config = test_config(&db, &wallet);
-        config.grpc_tls = server_tls(&pki, true);
-        config.peer_tls = client_tls(&pki, &pki.ca, true);
+        secure(&mut config, &pki);
         config
     };
     let node_a = TlsNode::start(tls_config()).await;
@@ -256,10 +264,10 @@ fn inconsistent_tls_settings_are_refused_naming_the_key() {
             "wallet.tls.ca_file",
         ),
     ];
-    let valid = || Config {
-        grpc_tls: server_tls(&pki, true),
-        peer_tls: client_tls(&pki, &pki.ca, true),
-        ..Config::default()
+    let valid = || {
+        let mut config = Config::default();
+        secure(&mut config, &pki);
+        config
     };
     valid().validate().expect("the base case is valid");
     for (mutate, key) in cases {

@@ -72,6 +72,12 @@ const fn millis(ms: u64) -> Retry {
 reasons! {
     /// A request field is malformed.
     InvalidArgument = "invalid_argument", Retry::Never;
+    /// The end-user assertion is missing, expired or does not verify.
+    Unauthenticated = "unauthenticated", Retry::Never;
+    /// The caller's certificate identity may not call this service.
+    CallerNotAllowed = "caller_not_allowed", Retry::Never;
+    /// The end-user assertion names another user than the request acts as.
+    UserMismatch = "user_mismatch", Retry::Never;
     /// The command_id was used before for a different request.
     CommandIdReused = "command_id_reused", Retry::Never;
     /// The gift failed and was refunded; its command_id is spent.
@@ -154,6 +160,9 @@ mod tests {
         use Reason::*;
         for reason in [
             InvalidArgument,
+            Unauthenticated,
+            CallerNotAllowed,
+            UserMismatch,
             CommandIdReused,
             GiftCompensated,
             GiftRefundFailed,

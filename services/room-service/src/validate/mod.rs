@@ -10,7 +10,12 @@ use sha2::{Digest, Sha256};
 
 use crate::Error;
 
+mod forwarded;
+mod internal;
 mod requests;
+
+pub use forwarded::{forwarded, subject};
+pub use internal::{MAX_BOX_ID_BYTES, open_treasure};
 
 pub use requests::{
     close_room, create_room, join_room, kick_user, leave_mic, leave_room, lock_mic, send_gift,
@@ -44,6 +49,11 @@ pub struct CommandRequest {
     pub command: Command,
     /// Canonical request digest.
     pub fingerprint: Fingerprint,
+    /// What the room's holder is sent when the command is forwarded: the
+    /// request itself, which the holder validates and fingerprints again
+    /// (`grpc::peer`); `None` for commands that are never forwarded (an
+    /// expired presence is swept on the holder).
+    pub forward: Option<api::peer_command::Request>,
 }
 
 impl CommandRequest {
@@ -115,9 +125,39 @@ pub fn internal_fingerprint(kind: &str, room_id: &str, command: &Command) -> Fin
     hasher.finalize().into()
 }
 
+/// A gateway write request, as it travels to the room's holder.
+pub trait Forwardable: Message + Clone {
+    /// The `PeerCommand` variant carrying it.
+    fn into_peer(self) -> api::peer_command::Request;
+}
+
+macro_rules! forwardable {
+    ($($request:ident => $variant:ident),* $(,)?) => {$(
+        impl Forwardable for api::$request {
+            fn into_peer(self) -> api::peer_command::Request {
+                api::peer_command::Request::$variant(self)
+            }
+        }
+    )*};
+}
+
+forwardable! {
+    CreateRoomRequest => CreateRoom,
+    CloseRoomRequest => CloseRoom,
+    JoinRoomRequest => JoinRoom,
+    LeaveRoomRequest => LeaveRoom,
+    KickUserRequest => KickUser,
+    SetAdminRequest => SetAdmin,
+    TakeMicRequest => TakeMic,
+    LeaveMicRequest => LeaveMic,
+    LockMicRequest => LockMic,
+    UnlockMicRequest => UnlockMic,
+    SendGiftRequest => SendGift,
+}
+
 /// Validates meta and room id and assembles the request. `message` is the whole
 /// request; its encoding (minus `request_id`, which is tracing only) is fingerprinted.
-pub(crate) fn build<M: Message + Clone>(
+pub(crate) fn build<M: Forwardable>(
     rpc: &'static str,
     meta: Option<&api::CommandMeta>,
     room_id: &str,
@@ -161,6 +201,7 @@ pub(crate) fn build<M: Message + Clone>(
         request_id: meta.request_id.clone(),
         traceparent: context.traceparent.to_owned(),
         command,
+        forward: Some(message.clone().into_peer()),
     })
 }
 

@@ -28,6 +28,12 @@ fn service_sample(reason: Reason) -> Error {
     let command_id = || "c1".to_owned();
     match reason {
         Reason::InvalidArgument => Error::InvalidArgument("room_id is empty".into()),
+        Reason::Unauthenticated => Error::Unauthenticated("no assertion".into()),
+        Reason::CallerNotAllowed => Error::CallerNotAllowed("intruder".into()),
+        Reason::UserMismatch => Error::UserMismatch {
+            asserted: "bob".into(),
+            acting: "alice".into(),
+        },
         Reason::CommandIdReused => Error::CommandIdReused {
             command_id: command_id(),
             original: "JoinRoom".into(),
