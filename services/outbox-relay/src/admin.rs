@@ -13,19 +13,24 @@
 //! | `POST /admin/purge` | `purge` |
 //! | `GET /console/…`, `POST /console/…` | the operator console (`crate::console`: login, pages, the same operations from forms) |
 //!
-//! Every request needs `Authorization: Bearer <admin_token>`; with no token
-//! configured the endpoints are disabled (404). The token is compared in
-//! constant time and never logged. [`check_token`] refuses, at start, a
-//! guessable token on a listener other hosts can reach. A mutation also
-//! needs `x-operator: <name>`, recorded in the audit trail with its reason.
+//! Every request needs an allowed `Host` (`admin_allowed_hosts`, else 421)
+//! and `Authorization: Bearer <admin_token>` or a named operator's token
+//! (`admin_operators_file`); with no admin token configured the endpoints
+//! are disabled (404). Tokens are compared in constant time, never logged,
+//! and wrong ones are throttled per client (429, `crate::access`).
+//! [`check_token`] refuses, at start, a guessable token on a listener other
+//! hosts can reach. A mutation with the admin token also needs
+//! `x-operator: <name>`, recorded in the audit trail with its reason; a
+//! named operator's token records that operator, whatever the header says.
 //! Refusals are JSON `{"error": …}`: 400 bad input, 404 unknown room or
 //! event, 409 a row not in a state the command applies to.
 
-use crate::ops::{self, DeadLetterFilter, OperatorName, Target};
+use crate::access::{self, Access, Client, Principal, constant_time_eq};
+use crate::ops::{self, DeadLetterFilter, OperatorName, ReplayGuard, Target};
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     extract::{Path, Query, Request, State},
-    http::{HeaderMap, StatusCode, header::AUTHORIZATION},
+    http::{HeaderMap, StatusCode},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -119,19 +124,42 @@ fn check_secret(
 #[derive(Clone)]
 struct AdminState {
     pool: MySqlPool,
-    token: Secret,
+    access: Access,
     default_retention_ms: i64,
+    replay_max_age_ms: i64,
 }
 
-/// The admin routes, or an empty router when no token is configured.
+/// The admin routes with the default gate (loopback hosts, the admin token
+/// alone, the default `ops.replay_max_age`), or an empty router when no
+/// token is configured.
 pub fn router(pool: MySqlPool, token: Secret, default_retention_ms: i64) -> Router {
-    if token.is_empty() {
+    let access = Access {
+        credentials: access::Credentials {
+            admin: token,
+            ..access::Credentials::default()
+        },
+        ..Access::default()
+    };
+    let max_age = crate::config::MAX_REPLAY_AGE_SECS * 1_000;
+    router_with(pool, access, default_retention_ms, max_age)
+}
+
+/// The admin routes behind `access`, or an empty router when it has no
+/// admin token.
+pub fn router_with(
+    pool: MySqlPool,
+    access: Access,
+    default_retention_ms: i64,
+    replay_max_age_ms: i64,
+) -> Router {
+    if access.credentials.admin.is_empty() {
         return Router::new();
     }
     let state = AdminState {
         pool,
-        token,
+        access: access.clone(),
         default_retention_ms,
+        replay_max_age_ms,
     };
     Router::new()
         .route("/admin/status", get(status))
@@ -146,33 +174,34 @@ pub fn router(pool: MySqlPool, token: Secret, default_retention_ms: i64) -> Rout
         .route("/admin/dead-letters/replay", post(replay))
         .route("/admin/purge", post(purge))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn_with_state(access, access::guard))
         .with_state(state)
 }
 
-async fn require_token(State(state): State<AdminState>, request: Request, next: Next) -> Response {
-    let presented = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    if constant_time_eq(presented.as_bytes(), state.token.expose().as_bytes()) {
-        next.run(request).await
-    } else {
-        tracing::warn!(path = %request.uri().path(), "admin request refused: missing or wrong token");
-        (StatusCode::UNAUTHORIZED, "missing or wrong admin token").into_response()
+/// Lets through an operator-role token (the admin token or a named
+/// operator's; `admin_read_token` is the console's only), recording the
+/// principal for the handlers.
+async fn require_token(
+    State(state): State<AdminState>,
+    Extension(client): Extension<Client>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let presented = access::bearer_token(request.headers()).unwrap_or_default();
+    match state.access.authenticate(client, presented) {
+        Ok(principal) if principal.role == access::Role::Operator => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        refused => {
+            if let Some(throttled) = refused.err().and_then(|denied| denied.throttled_response()) {
+                tracing::warn!(path = %request.uri().path(), "admin request refused: throttled");
+                return throttled;
+            }
+            tracing::warn!(path = %request.uri().path(), "admin request refused: missing or wrong token");
+            (StatusCode::UNAUTHORIZED, "missing or wrong admin token").into_response()
+        }
     }
-}
-
-/// Compares without an early exit, so timing does not reveal a prefix match.
-pub(crate) fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
-    if left.len() != right.len() {
-        return false;
-    }
-    left.iter()
-        .zip(right)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
 }
 
 /// The HTTP status of each error: the caller's fault (4xx) or the server's.
@@ -206,8 +235,13 @@ fn respond<T: serde::Serialize>(result: Result<T, crate::Error>) -> Response {
     }
 }
 
-/// The `x-operator` header, checked like the CLI's `--operator`.
-fn operator(headers: &HeaderMap) -> Result<OperatorName, crate::Error> {
+/// Who a mutation is recorded under: the named operator whose token was
+/// presented, else the `x-operator` header, checked like the CLI's
+/// `--operator`.
+fn operator(principal: &Principal, headers: &HeaderMap) -> Result<OperatorName, crate::Error> {
+    if let Some(name) = &principal.operator {
+        return Ok(name.clone());
+    }
     let name = match headers.get(OPERATOR_HEADER) {
         None => "",
         Some(value) => value.to_str().map_err(|_| {
@@ -233,13 +267,14 @@ struct ReasonQuery {
 
 async fn intervene(
     state: AdminState,
+    principal: Principal,
     headers: HeaderMap,
     target: Result<Target, crate::Error>,
     reason: Option<String>,
     skip: bool,
 ) -> Response {
     let result = async {
-        let operator = operator(&headers)?;
+        let operator = operator(&principal, &headers)?;
         let target = target?;
         if skip {
             ops::skip(&state.pool, &target, &operator, reason.as_deref()).await
@@ -253,42 +288,46 @@ async fn intervene(
 
 async fn room_retry_now(
     State(state): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Path(room_id): Path<String>,
     Query(query): Query<ReasonQuery>,
 ) -> Response {
     let target = Target::from_parts(Some(&room_id), None);
-    intervene(state, headers, target, query.reason, false).await
+    intervene(state, principal, headers, target, query.reason, false).await
 }
 
 async fn room_skip(
     State(state): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Path(room_id): Path<String>,
     Query(query): Query<ReasonQuery>,
 ) -> Response {
     let target = Target::from_parts(Some(&room_id), None);
-    intervene(state, headers, target, query.reason, true).await
+    intervene(state, principal, headers, target, query.reason, true).await
 }
 
 async fn event_retry_now(
     State(state): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Path(event_id): Path<String>,
     Query(query): Query<ReasonQuery>,
 ) -> Response {
     let target = Target::from_parts(None, Some(&event_id));
-    intervene(state, headers, target, query.reason, false).await
+    intervene(state, principal, headers, target, query.reason, false).await
 }
 
 async fn event_skip(
     State(state): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Path(event_id): Path<String>,
     Query(query): Query<ReasonQuery>,
 ) -> Response {
     let target = Target::from_parts(None, Some(&event_id));
-    intervene(state, headers, target, query.reason, true).await
+    intervene(state, principal, headers, target, query.reason, true).await
 }
 
 async fn leases(State(state): State<AdminState>) -> Response {
@@ -323,11 +362,14 @@ struct ReplayQuery {
     until_ms: Option<i64>,
     limit: Option<u64>,
     dry_run: bool,
+    /// Replay rows older than `ops.replay_max_age` too.
+    force: bool,
     reason: Option<String>,
 }
 
 async fn replay(
     State(state): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Query(query): Query<ReplayQuery>,
 ) -> Response {
@@ -344,17 +386,27 @@ async fn replay(
         let operator = if query.dry_run {
             None
         } else {
-            Some(operator(&headers)?)
+            Some(operator(&principal, &headers)?)
         };
-        let letters = ops::replay_dead_letters(
+        let guard = ReplayGuard {
+            max_age_ms: state.replay_max_age_ms,
+            force: query.force,
+        };
+        let replay = ops::replay_dead_letters(
             &state.pool,
             &filter,
             query.dry_run,
             operator.as_ref(),
             query.reason.as_deref(),
+            guard,
         )
         .await?;
-        Ok(serde_json::json!({ "dry_run": query.dry_run, "replayed": letters }))
+        Ok(serde_json::json!({
+            "dry_run": query.dry_run,
+            "replayed": replay.replayed,
+            "too_old": replay.too_old,
+            "forced": replay.forced,
+        }))
     }
     .await;
     respond(result)
@@ -370,11 +422,12 @@ struct PurgeQuery {
 
 async fn purge(
     State(state): State<AdminState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Query(query): Query<PurgeQuery>,
 ) -> Response {
     let result = async {
-        let operator = operator(&headers)?;
+        let operator = operator(&principal, &headers)?;
         let retention = match (&query.retention, query.retention_ms) {
             (Some(text), None) => ops::parse_duration("retention", text)?,
             (None, Some(ms)) => ms,
@@ -393,7 +446,7 @@ async fn purge(
 
 #[cfg(test)]
 mod tests {
-    use super::{MIN_TOKEN_BYTES, SAMPLE_TOKEN, check_token, check_tokens, constant_time_eq};
+    use super::{MIN_TOKEN_BYTES, SAMPLE_TOKEN, check_token, check_tokens};
     use service_kit::Secret;
 
     #[test]
@@ -440,13 +493,5 @@ mod tests {
                 check_token(token, listen).unwrap();
             }
         }
-    }
-
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
-        assert!(!constant_time_eq(b"", b"x"));
     }
 }

@@ -7,6 +7,7 @@
 //! 200 only once the producer is connected and has the topics' metadata
 //! ([`warm_up`]), retried until the broker answers.
 
+use crate::access::{Access, Credentials, hosts::AllowedHosts, operators::Operators};
 use crate::console::{
     ConsoleConfig,
     history::{History, LagSources},
@@ -15,7 +16,7 @@ use crate::{
     Error, Relay, RelaySettings,
     config::{DirectConfig, OutboxWorkerConfig, RelayServiceConfig},
     direct::DirectSinks,
-    metrics::RelayMetrics,
+    metrics::{ConsoleMetrics, RelayMetrics},
     publish::{MqPublisher, Publishers},
 };
 use outbox_schema::names;
@@ -82,6 +83,7 @@ pub struct App {
     pool: MySqlPool,
     readiness: Arc<admin_http::Readiness>,
     http: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     router: axum::Router,
     history: History,
     metrics: RelayMetrics,
@@ -100,9 +102,16 @@ impl App {
         if RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?.uses_direct() {
             crate::direct::check_config(&config.direct)?;
         }
+        let replay_max_age_ms = config.ops.replay_max_age_ms()?;
+        let tls = crate::admin_tls::load(&config.admin_tls)?;
+        let mut access = admin_access(&config)?;
+        access.secure_cookies = tls.is_some();
         let pool = config.mysql.connect().await?;
         let mut registry = Registry::default();
         let metrics = RelayMetrics::register(&mut registry);
+        access.throttle = Arc::new(crate::access::throttle::LoginThrottle::new(
+            ConsoleMetrics::register(&mut registry),
+        ));
         let relay = build_relay_with(
             pool.clone(),
             &config.outbox_worker,
@@ -113,19 +122,21 @@ impl App {
         )?;
         let history = History::default();
         let lag_sources = lag_sources(&config.rocketmq)?;
-        let console = crate::console::router(ConsoleConfig {
+        let console_config = ConsoleConfig {
             pool: pool.clone(),
             admin_token: config.admin_token.clone(),
             read_token: config.admin_read_token.clone(),
             history: history.clone(),
             broker_lag: !lag_sources.groups.is_empty(),
             groups: timeline_groups(&config.rocketmq),
-        });
+        };
+        let console =
+            crate::console::router_with(console_config, access.clone(), replay_max_age_ms);
         let readiness = Arc::new(admin_http::Readiness::default());
         let retention_ms =
             i64::try_from(relay.settings().retention.as_millis()).unwrap_or(i64::MAX);
         let router = admin_http::router(readiness.clone(), Arc::new(registry)).merge(
-            crate::admin::router(pool.clone(), config.admin_token.clone(), retention_ms)
+            crate::admin::router_with(pool.clone(), access, retention_ms, replay_max_age_ms)
                 .merge(console),
         );
         let http = admin_http::bind(&config.http_listen).await?;
@@ -134,6 +145,7 @@ impl App {
             pool,
             readiness,
             http,
+            tls,
             router,
             history,
             metrics,
@@ -149,8 +161,9 @@ impl App {
     /// Runs until `shutdown`, then drains in order.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let http_shutdown = CancellationToken::new();
-        let http = tokio::spawn(admin_http::serve(
+        let http = tokio::spawn(crate::admin_tls::serve(
             self.http,
+            self.tls,
             self.router,
             http_shutdown.clone(),
         ));
@@ -175,6 +188,29 @@ impl App {
         self.pool.close().await;
         relay_result
     }
+}
+
+/// The gate of the console and `/admin/*` from the config, checked: the
+/// allowed hosts and the named operators (the throttle's metrics are
+/// registered by the caller).
+fn admin_access(config: &RelayServiceConfig) -> Result<Access, Error> {
+    let operators = Operators::load(&config.admin_operators_file)?;
+    if !operators.is_empty() && config.admin_token.is_empty() {
+        return Err(Error::Config(
+            "admin_operators_file is set but admin_token is empty; the console and /admin \
+             are off without admin_token"
+                .into(),
+        ));
+    }
+    Ok(Access {
+        hosts: AllowedHosts::from_config(&config.admin_allowed_hosts, &config.http_listen)?,
+        credentials: Credentials {
+            admin: config.admin_token.clone(),
+            read_only: config.admin_read_token.clone(),
+            operators,
+        },
+        ..Access::default()
+    })
 }
 
 /// The consumer groups whose lag the console reads, each on its topic: the

@@ -152,6 +152,59 @@ pub struct RelayServiceConfig {
     /// Read-only token of the operator console: its sessions see every page
     /// and are refused every mutation (403); empty = no read-only access.
     pub admin_read_token: Secret,
+    /// `Host` names the console and `/admin/*` answer to (port ignored);
+    /// empty = `localhost`, `127.0.0.1`, `[::1]`. A specific `http_listen`
+    /// address is always added (`crate::access::hosts`).
+    pub admin_allowed_hosts: Vec<String>,
+    /// File of named operators, `name = <sha256 hex of the token>` per line
+    /// (`outbox-relay operator-hash`); empty = none.
+    pub admin_operators_file: String,
+    /// TLS of the admin listener (`cert_file`, `key_file`, optional
+    /// `client_ca_file`); off when `cert_file` is empty. With it, console
+    /// cookies are `Secure`.
+    pub admin_tls: service_kit::grpc_tls::ServerTls,
+    /// Operator command settings.
+    pub ops: OpsConfig,
+}
+
+/// The `ops` section: limits of the operator commands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpsConfig {
+    /// Dead letters committed longer ago than this are not replayed without
+    /// `--force` / `force=true`: consumers may have purged their dedup
+    /// record and apply the event twice. At most [`MAX_REPLAY_AGE_SECS`].
+    pub replay_max_age: ConfigDuration,
+}
+
+/// The consumers' default `consumer.dedup_retention` (7 days,
+/// crates/consumer-runtime's `ConsumerConfig`): a replay older than this
+/// may meet a consumer that forgot it applied the event, so
+/// `ops.replay_max_age` may not exceed it.
+pub const MAX_REPLAY_AGE_SECS: i64 = 7 * 86_400;
+
+impl Default for OpsConfig {
+    fn default() -> Self {
+        Self {
+            replay_max_age: ConfigDuration::from_secs(MAX_REPLAY_AGE_SECS),
+        }
+    }
+}
+
+impl OpsConfig {
+    /// `replay_max_age` in ms, checked: positive and not above the
+    /// consumers' dedup retention.
+    pub fn replay_max_age_ms(&self) -> Result<i64, crate::Error> {
+        let ms = self.replay_max_age.as_millis();
+        if ms <= 0 || ms > MAX_REPLAY_AGE_SECS * 1_000 {
+            return Err(crate::Error::Config(format!(
+                "ops.replay_max_age `{}` must be positive and at most 7d, the consumers' \
+                 default consumer.dedup_retention (an older replay may be applied twice)",
+                self.replay_max_age
+            )));
+        }
+        Ok(ms)
+    }
 }
 
 impl RelayServiceConfig {
@@ -165,7 +218,7 @@ impl RelayServiceConfig {
             service: "outbox-relay",
             env_prefix: "RELAY",
             file,
-            list_keys: &["rocketmq.name_servers"],
+            list_keys: &["rocketmq.name_servers", "admin_allowed_hosts"],
             secret_keys: SECRET_KEYS,
         }
         .load_with_env(env)
@@ -183,6 +236,13 @@ impl Default for RelayServiceConfig {
             http_listen: "127.0.0.1:7201".into(),
             admin_token: Secret::default(),
             admin_read_token: Secret::default(),
+            admin_allowed_hosts: crate::access::hosts::DEFAULT_ALLOWED_HOSTS
+                .iter()
+                .map(|&name| name.to_owned())
+                .collect(),
+            admin_operators_file: String::new(),
+            admin_tls: service_kit::grpc_tls::ServerTls::default(),
+            ops: OpsConfig::default(),
         }
     }
 }

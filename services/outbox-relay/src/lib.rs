@@ -4,7 +4,9 @@
 //! leases and claim tokens, with retries, backoff and dead letters. A library
 //! with a thin binary; room-service embeds the same [`Relay`].
 
+pub mod access;
 pub mod admin;
+pub mod admin_tls;
 pub mod app;
 mod chain;
 pub mod config;

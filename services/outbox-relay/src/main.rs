@@ -2,11 +2,15 @@
 //! against `room_outbox` (`outbox_relay::ops`, the same code the admin HTTP
 //! endpoints run) and prints it as tables, or as JSON with `--json`:
 //! `status`, `room`, `retry-now`, `skip`, `leases`, `audit`,
-//! `dead-letters list|replay`, `purge`. Mutations need `--operator`.
+//! `dead-letters list|replay`, `purge`. Mutations need `--operator`. Two
+//! more manage console access: `console revoke-sessions` ends every console
+//! session, `operator-hash --name <name>` turns a token read from stdin
+//! into an `admin_operators_file` line.
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use outbox_relay::{
+    access::{operators, sessions},
     app::App,
     config::RelayServiceConfig,
     ops::{self, AuditFilter, DeadLetterFilter, OperatorName, Target, render::Render},
@@ -78,6 +82,17 @@ enum Command {
     /// Dead letters (rows in `failed`).
     #[command(subcommand)]
     DeadLetters(DeadLetterCommand),
+    /// Operator console sessions.
+    #[command(subcommand)]
+    Console(ConsoleCommand),
+    /// Print the `admin_operators_file` line of a named operator, hashing
+    /// the token read from stdin (never an argument: it would be in the
+    /// shell history and the process list).
+    OperatorHash {
+        /// The operator's name, as the audit trail will record it.
+        #[arg(long)]
+        name: String,
+    },
     /// Delete delivered rows older than the retention window, in bounded batches.
     Purge {
         /// Keep rows younger than this (default: outbox_worker.retention).
@@ -89,6 +104,12 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+enum ConsoleCommand {
+    /// End every console session on every replica (copied cookies included).
+    RevokeSessions,
+}
+
+#[derive(Debug, Subcommand)]
 enum DeadLetterCommand {
     /// List dead letters.
     List(FilterArgs),
@@ -96,9 +117,13 @@ enum DeadLetterCommand {
     Replay {
         #[command(flatten)]
         filter: FilterArgs,
-        /// Only show what would be replayed.
+        /// Only show what would be replayed (and what ops.replay_max_age refuses).
         #[arg(long)]
         dry_run: bool,
+        /// Replay dead letters older than ops.replay_max_age too (consumers
+        /// may apply them twice).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         who: WhoArgs,
     },
@@ -238,27 +263,42 @@ async fn main() -> anyhow::Result<()> {
         Command::DeadLetters(DeadLetterCommand::Replay {
             filter,
             dry_run,
+            force,
             who,
         }) => {
             let operator = if dry_run { None } else { Some(who.operator()?) };
-            let replayed = ops::replay_dead_letters(
+            let guard = ops::ReplayGuard {
+                max_age_ms: config.ops.replay_max_age_ms()?,
+                force,
+            };
+            let replay = ops::replay_dead_letters(
                 &pool(&config).await?,
                 &filter.into(),
                 dry_run,
                 operator.as_ref(),
                 who.reason.as_deref(),
+                guard,
             )
             .await?;
+            print_replay(json, dry_run, &replay)?;
+        }
+        Command::Console(ConsoleCommand::RevokeSessions) => {
+            let generation = sessions::revoke_all(&pool(&config).await?).await?;
             if json {
-                print_json(&serde_json::json!({ "dry_run": dry_run, "replayed": replayed }))?;
+                print_json(&serde_json::json!({ "generation": generation }))?;
             } else {
-                let verb = if dry_run { "would replay" } else { "replayed" };
-                print!(
-                    "{verb} {} dead letters\n{}",
-                    replayed.len(),
-                    replayed.render()
-                );
+                println!("every console session ended (session generation {generation})");
             }
+        }
+        Command::OperatorHash { name } => {
+            let mut token = String::new();
+            std::io::stdin()
+                .read_line(&mut token)
+                .context("read the token from stdin")?;
+            println!(
+                "{}",
+                operators::hash_line(&name, token.trim_end_matches(['\r', '\n']))?
+            );
         }
         Command::Purge { retention, who } => {
             let operator = who.operator()?;
@@ -293,6 +333,32 @@ fn print(json: bool, report: &(impl serde::Serialize + Render)) -> anyhow::Resul
         print!("{}", report.render());
         Ok(())
     }
+}
+
+fn print_replay(json: bool, dry_run: bool, replay: &ops::Replay) -> anyhow::Result<()> {
+    if json {
+        return print_json(&serde_json::json!({
+            "dry_run": dry_run,
+            "replayed": replay.replayed,
+            "too_old": replay.too_old,
+            "forced": replay.forced,
+        }));
+    }
+    let verb = if dry_run { "would replay" } else { "replayed" };
+    print!(
+        "{verb} {} dead letters\n{}",
+        replay.replayed.len(),
+        replay.replayed.render()
+    );
+    let label = if dry_run {
+        "refused unless --force"
+    } else {
+        "forced past ops.replay_max_age"
+    };
+    for row in &replay.too_old {
+        println!("{label}: event {}: {}", row.event_id, row.why);
+    }
+    Ok(())
 }
 
 fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use outbox_relay::{app::App, config::RelayServiceConfig};
+use outbox_relay::{access::throttle, app::App, config::RelayServiceConfig};
 use service_kit::{Secret, db::MysqlConfig};
 use std::process::Command;
 use testkit::binary::{ConfigCase, assert_dump_redacts, assert_start_refused};
@@ -321,7 +321,14 @@ async fn admin_http_requires_the_token_and_serves_operations() {
     let client = reqwest::Client::new();
 
     // Every admin route refuses a missing or wrong token, and refusing does
-    // nothing (the dead letter is still failed afterwards).
+    // nothing (the dead letter is still failed afterwards). After the
+    // throttle's limit of wrong tokens the refusal is 429; the guesses come
+    // from 127.0.0.2 so this test's own calls below are not throttled.
+    let guesser = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let mut attempts = 0;
     let routes = [
         (reqwest::Method::GET, "/admin/status"),
         (
@@ -343,14 +350,20 @@ async fn admin_http_requires_the_token_and_serves_operations() {
     ];
     for (method, path) in &routes {
         for (what, header) in credentials {
-            let mut request = client.request(method.clone(), format!("{base}{path}"));
+            let mut request = guesser.request(method.clone(), format!("{base}{path}"));
             if let Some(header) = header {
                 request = request.header("authorization", header);
             }
             let response = request.send().await.unwrap();
+            let expected = if attempts < throttle::CLIENT_LIMIT {
+                401
+            } else {
+                429
+            };
+            attempts += 1;
             assert_eq!(
                 response.status(),
-                401,
+                expected,
                 "{method} {path} with a {what} token"
             );
             let body = response.text().await.unwrap();

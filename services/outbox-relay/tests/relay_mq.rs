@@ -12,6 +12,12 @@ use service_kit::time::now_ms;
 use std::{collections::HashSet, time::Duration};
 use tokio_util::sync::CancellationToken;
 
+/// The default `ops.replay_max_age`, not forced.
+const WEEK_GUARD: ops::ReplayGuard = ops::ReplayGuard {
+    max_age_ms: 7 * 86_400_000,
+    force: false,
+};
+
 #[tokio::test]
 async fn publishes_every_row_in_room_order_with_key_and_headers() {
     let db = testkit::TestDb::new().await;
@@ -231,9 +237,10 @@ async fn a_failing_head_holds_its_room_only_then_dead_letters_and_replays() {
         ..Default::default()
     };
     assert_eq!(
-        ops::replay_dead_letters(&db.pool, &filter, true, None, None)
+        ops::replay_dead_letters(&db.pool, &filter, true, None, None, WEEK_GUARD)
             .await
             .unwrap()
+            .replayed
             .len(),
         1,
         "dry run lists it"
@@ -257,9 +264,11 @@ async fn a_failing_head_holds_its_room_only_then_dead_letters_and_replays() {
             false,
             Some(&ops::OperatorName::new("oncall").unwrap()),
             Some("payload fixed"),
+            WEEK_GUARD,
         )
         .await
         .unwrap()
+        .replayed
         .len(),
         1
     );

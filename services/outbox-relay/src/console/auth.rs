@@ -1,27 +1,31 @@
-//! Who may use the console, without server-side session state.
+//! Who may use the console, with one row of server-side state.
 //!
-//! - **Login** posts the admin token (or the read-only `admin_read_token`)
-//!   in a form body — never a URL — and receives a session cookie
-//!   (`HttpOnly`, `SameSite=Strict`, `Path=/console`) that says the role and
-//!   the expiry, signed with HMAC-SHA256 under a key derived from the admin
-//!   token: nothing is stored, nothing grows, every relay replica accepts it,
-//!   and rotating the admin token ends every session.
+//! - **Login** posts a token in a form body — never a URL — and receives a
+//!   session cookie (`HttpOnly`, `SameSite=Strict`, `Path=/console`, and
+//!   `Secure` when the listener serves TLS) that says the role, the named
+//!   operator if any, the expiry and the session generation, signed with
+//!   HMAC-SHA256 under a key derived from both the admin token and the
+//!   read-only token: rotating either ends every session.
+//! - **Revocation**: a cookie is valid only while its generation is the one
+//!   in `relay_console_sessions` (`crate::access::sessions`), so a logout or
+//!   `outbox-relay console revoke-sessions` ends every console session on
+//!   every replica, copied cookies included. A named operator's session also
+//!   ends when the name leaves `admin_operators_file`.
 //! - **CSRF**: every form carries a token that is an HMAC of the session
-//!   cookie, so it is bound to the session and cannot be made elsewhere; a
-//!   POST is refused without it, and refused outright when the browser says
-//!   it is cross-site (`Sec-Fetch-Site`) or its `Origin` is not this host.
+//!   cookie; a POST is refused without it, and refused outright when the
+//!   browser says it is cross-site (`Sec-Fetch-Site`) or its `Origin` is not
+//!   an allowed host addressed as this request is (`admin_allowed_hosts`).
 //! - **Bearer**: scripts may send `Authorization: Bearer <token>` instead of
 //!   a cookie (a browser never attaches it on its own, so it needs no CSRF
-//!   token); the same role rule applies.
-//! - **Roles**: a read-only session sees every page; every mutation is
-//!   refused with 403.
+//!   token); the same role rule and the same login throttle apply.
 //!
 //! Tokens are compared in constant time and never logged or echoed.
 
-use crate::admin::constant_time_eq;
+use crate::access::{Principal, hosts::AllowedHosts};
+pub use crate::access::{Role, bearer_token};
 use axum::http::{HeaderMap, header};
 use hmac::{Hmac, Mac};
-use service_kit::Secret;
+use service_kit::{Secret, operator::OperatorName};
 use sha2::Sha256;
 
 /// The session cookie's name.
@@ -31,38 +35,22 @@ pub const SESSION_MS: i64 = 8 * 3_600_000;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// What a session may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Every page and every mutation (the admin token).
-    Operator,
-    /// Every page, no mutation (`admin_read_token`).
-    ReadOnly,
-}
-
-impl Role {
-    fn code(self) -> &'static str {
-        match self {
-            Role::Operator => "rw",
-            Role::ReadOnly => "ro",
-        }
-    }
-
-    /// How pages name it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Role::Operator => "operator",
-            Role::ReadOnly => "read-only",
-        }
+fn code(role: Role) -> &'static str {
+    match role {
+        Role::Operator => "rw",
+        Role::ReadOnly => "ro",
     }
 }
 
-/// An authenticated request: its role, and the CSRF token its forms carry
-/// (empty for bearer requests, which need none).
+/// An authenticated request: its role, its named operator, and the CSRF
+/// token its forms carry (empty for bearer requests, which need none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
     /// The role.
     pub role: Role,
+    /// The named operator (`admin_operators_file`), whom the audit records
+    /// instead of the form's operator field.
+    pub operator: Option<OperatorName>,
     /// The CSRF token bound to this session's cookie.
     pub csrf: String,
     /// True when authenticated by cookie (a browser): mutations then need
@@ -70,12 +58,20 @@ pub struct Session {
     pub by_cookie: bool,
 }
 
-/// The console's keys: the two tokens and the signing key derived from the
-/// admin token.
+/// What a genuine, unexpired cookie says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claims {
+    /// The role.
+    pub role: Role,
+    /// The named operator, if any.
+    pub operator: Option<OperatorName>,
+    /// The session generation it was issued in.
+    pub generation: u64,
+}
+
+/// The cookie signing key, derived from the admin and read-only tokens.
 #[derive(Clone)]
 pub struct Keys {
-    admin: Secret,
-    read_only: Secret,
     signing: Vec<u8>,
 }
 
@@ -86,30 +82,17 @@ impl std::fmt::Debug for Keys {
 }
 
 impl Keys {
-    /// Keys of `admin` (required, non-empty) and the optional `read_only` token.
+    /// Keys of `admin` (required, non-empty) and the optional `read_only`
+    /// token; the read token's length is hashed in first so the two can
+    /// never be re-split into another pair with the same key.
     pub fn new(admin: &Secret, read_only: &Secret) -> Self {
         let mut mac = mac_with(admin.expose().as_bytes());
-        mac.update(b"hyapp relay console session key v1");
+        mac.update(b"hyapp relay console session key v2");
+        mac.update(&(read_only.expose().len() as u64).to_be_bytes());
+        mac.update(read_only.expose().as_bytes());
         Self {
-            admin: admin.clone(),
-            read_only: read_only.clone(),
             signing: mac.finalize().into_bytes().to_vec(),
         }
-    }
-
-    /// The role `token` grants, if any.
-    pub fn role_of(&self, token: &str) -> Option<Role> {
-        if token.is_empty() {
-            return None;
-        }
-        if constant_time_eq(token.as_bytes(), self.admin.expose().as_bytes()) {
-            return Some(Role::Operator);
-        }
-        let read_only = self.read_only.expose();
-        if !read_only.is_empty() && constant_time_eq(token.as_bytes(), read_only.as_bytes()) {
-            return Some(Role::ReadOnly);
-        }
-        None
     }
 
     fn sign(&self, text: &str) -> String {
@@ -118,60 +101,62 @@ impl Keys {
         hex(&mac.finalize().into_bytes())
     }
 
-    /// A session cookie value for `role`, valid until `now + SESSION_MS`.
-    pub fn issue(&self, role: Role, now_ms: i64) -> String {
-        let body = format!("v1.{}.{}", role.code(), now_ms + SESSION_MS);
+    /// A session cookie value for `principal` in `generation`, valid until
+    /// `now + SESSION_MS`.
+    pub fn issue(&self, principal: &Principal, generation: u64, now_ms: i64) -> String {
+        let operator = principal
+            .operator
+            .as_ref()
+            .map(OperatorName::as_str)
+            .unwrap_or_default();
+        let body = format!(
+            "v2.{}.{}.{generation}.{operator}",
+            code(principal.role),
+            now_ms + SESSION_MS
+        );
         let signature = self.sign(&body);
         format!("{body}.{signature}")
     }
 
-    /// The role of a cookie value that is ours, untampered and unexpired.
-    pub fn verify(&self, cookie: &str, now_ms: i64) -> Option<Role> {
+    /// What a cookie value that is ours, untampered and unexpired says.
+    pub fn verify(&self, cookie: &str, now_ms: i64) -> Option<Claims> {
         let (body, signature) = cookie.rsplit_once('.')?;
-        if !constant_time_eq(self.sign(body).as_bytes(), signature.as_bytes()) {
+        if !crate::access::constant_time_eq(self.sign(body).as_bytes(), signature.as_bytes()) {
             return None;
         }
-        let mut parts = body.split('.');
-        let (Some("v1"), Some(role), Some(expiry), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        // The operator comes last: its name may hold dots.
+        let mut parts = body.splitn(5, '.');
+        let (Some("v2"), Some(role), Some(expiry), Some(generation), Some(operator)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
             return None;
         };
         if expiry.parse::<i64>().ok()? <= now_ms {
             return None;
         }
-        match role {
-            "rw" => Some(Role::Operator),
-            "ro" => Some(Role::ReadOnly),
-            _ => None,
-        }
+        let role = match role {
+            "rw" => Role::Operator,
+            "ro" => Role::ReadOnly,
+            _ => return None,
+        };
+        let operator = match operator {
+            "" => None,
+            name => Some(OperatorName::new(name).ok()?),
+        };
+        Some(Claims {
+            role,
+            operator,
+            generation: generation.parse().ok()?,
+        })
     }
 
     /// The CSRF token of a session cookie.
     pub fn csrf_of(&self, cookie: &str) -> String {
         self.sign(&format!("csrf|{cookie}"))
-    }
-
-    /// The session of a request: a valid bearer header, else a valid cookie.
-    pub fn session(&self, headers: &HeaderMap, now_ms: i64) -> Option<Session> {
-        if let Some(token) = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-        {
-            return self.role_of(token).map(|role| Session {
-                role,
-                csrf: String::new(),
-                by_cookie: false,
-            });
-        }
-        let cookie = cookie_value(headers)?;
-        let role = self.verify(&cookie, now_ms)?;
-        Some(Session {
-            role,
-            csrf: self.csrf_of(&cookie),
-            by_cookie: true,
-        })
     }
 }
 
@@ -185,7 +170,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Our cookie's value among the request's cookies.
-fn cookie_value(headers: &HeaderMap) -> Option<String> {
+pub fn cookie_value(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -196,25 +181,34 @@ fn cookie_value(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-/// The `Set-Cookie` value of a new session.
-pub fn set_cookie(value: &str) -> String {
+fn secure_attribute(secure: bool) -> &'static str {
+    if secure { "; Secure" } else { "" }
+}
+
+/// The `Set-Cookie` value of a new session; `Secure` over TLS.
+pub fn set_cookie(value: &str, secure: bool) -> String {
     format!(
-        "{COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_MS / 1_000
+        "{COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_MS / 1_000,
+        secure_attribute(secure)
     )
 }
 
 /// The `Set-Cookie` value that ends the session in the browser.
-pub fn clear_cookie() -> String {
-    format!("{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
+pub fn clear_cookie(secure: bool) -> String {
+    format!(
+        "{COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        secure_attribute(secure)
+    )
 }
 
 /// Why a POST came from somewhere else, if it did: the browser's
 /// `Sec-Fetch-Site` says cross-site or same-site (another port or
-/// subdomain), or `Origin` names another host than the one addressed.
-/// Requests without either header (scripts) pass this check and still need
-/// a token.
-pub fn cross_site(headers: &HeaderMap) -> Option<&'static str> {
+/// subdomain), or `Origin` is not an allowed host addressed exactly as this
+/// request's `Host` (a rebound name passes "Origin equals Host" but is not
+/// allowed). Requests without either header (scripts) pass this check and
+/// still need a token.
+pub fn cross_site(headers: &HeaderMap, hosts: &AllowedHosts) -> Option<&'static str> {
     let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     if let Some(site) = text("sec-fetch-site")
         && site != "same-origin"
@@ -227,7 +221,9 @@ pub fn cross_site(headers: &HeaderMap) -> Option<&'static str> {
         let same = origin
             .strip_prefix("http://")
             .or_else(|| origin.strip_prefix("https://"))
-            .is_some_and(|rest| !host.is_empty() && rest == host);
+            .is_some_and(|rest| {
+                !host.is_empty() && rest.eq_ignore_ascii_case(host) && hosts.allows(rest)
+            });
         if !same {
             return Some("the request's Origin is not this console");
         }
@@ -239,7 +235,7 @@ pub fn cross_site(headers: &HeaderMap) -> Option<&'static str> {
 pub fn csrf_ok(session: &Session, presented: &str) -> bool {
     !session.by_cookie
         || (!presented.is_empty()
-            && constant_time_eq(presented.as_bytes(), session.csrf.as_bytes()))
+            && crate::access::constant_time_eq(presented.as_bytes(), session.csrf.as_bytes()))
 }
 
 #[cfg(test)]
@@ -250,43 +246,61 @@ mod tests {
         Keys::new(&Secret::new("admin-token"), &Secret::new("read-token"))
     }
 
-    #[test]
-    fn sessions_verify_only_untampered_and_unexpired() {
-        let keys = keys();
-        let cookie = keys.issue(Role::ReadOnly, 1_000);
-        assert_eq!(keys.verify(&cookie, 2_000), Some(Role::ReadOnly));
-        assert_eq!(keys.verify(&cookie, 1_000 + SESSION_MS), None, "expired");
-        let forged = cookie.replace(".ro.", ".rw.");
-        assert_eq!(keys.verify(&forged, 2_000), None, "role changed");
-        let other = Keys::new(&Secret::new("rotated"), &Secret::default());
-        assert_eq!(other.verify(&cookie, 2_000), None, "token rotated");
-        assert_eq!(keys.verify("garbage", 2_000), None);
-        assert!(!cookie.contains("admin-token") && !cookie.contains("read-token"));
+    fn principal(role: Role, operator: Option<&str>) -> Principal {
+        Principal {
+            role,
+            operator: operator.map(|name| OperatorName::new(name).unwrap()),
+        }
     }
 
     #[test]
-    fn tokens_grant_their_roles() {
+    fn sessions_verify_only_untampered_and_unexpired() {
         let keys = keys();
-        assert_eq!(keys.role_of("admin-token"), Some(Role::Operator));
-        assert_eq!(keys.role_of("read-token"), Some(Role::ReadOnly));
-        assert_eq!(keys.role_of("admin-tokeN"), None);
-        assert_eq!(keys.role_of(""), None);
-        let no_reader = Keys::new(&Secret::new("admin-token"), &Secret::default());
-        assert_eq!(no_reader.role_of(""), None);
+        let cookie = keys.issue(&principal(Role::ReadOnly, None), 3, 1_000);
+        let claims = keys.verify(&cookie, 2_000).unwrap();
+        assert_eq!((claims.role, claims.generation), (Role::ReadOnly, 3));
+        assert_eq!(keys.verify(&cookie, 1_000 + SESSION_MS), None, "expired");
+        let forged = cookie.replace(".ro.", ".rw.");
+        assert_eq!(keys.verify(&forged, 2_000), None, "role changed");
+        let admin_rotated = Keys::new(&Secret::new("rotated"), &Secret::new("read-token"));
+        assert_eq!(admin_rotated.verify(&cookie, 2_000), None, "admin rotated");
+        let read_rotated = Keys::new(&Secret::new("admin-token"), &Secret::new("read-2"));
+        assert_eq!(read_rotated.verify(&cookie, 2_000), None, "read rotated");
+        assert_eq!(keys.verify("garbage", 2_000), None);
+        assert!(!cookie.contains("admin-token") && !cookie.contains("read-token"));
+        let named = keys.issue(&principal(Role::Operator, Some("ali.ce@x")), 0, 1_000);
+        let claims = keys.verify(&named, 2_000).unwrap();
+        assert_eq!(claims.operator.unwrap().as_str(), "ali.ce@x");
+        assert_eq!(keys.verify(&named.replace("ali.ce", "bob.ce"), 2_000), None);
     }
 
     #[test]
     fn cross_site_requests_are_named() {
+        let hosts = AllowedHosts::default();
         let mut headers = HeaderMap::new();
         headers.insert("host", "127.0.0.1:7201".parse().unwrap());
-        assert_eq!(cross_site(&headers), None);
+        assert_eq!(cross_site(&headers, &hosts), None);
         headers.insert("origin", "http://127.0.0.1:7201".parse().unwrap());
         headers.insert("sec-fetch-site", "same-origin".parse().unwrap());
-        assert_eq!(cross_site(&headers), None);
+        assert_eq!(cross_site(&headers, &hosts), None);
         headers.insert("origin", "http://evil.example".parse().unwrap());
-        assert!(cross_site(&headers).unwrap().contains("Origin"));
+        assert!(cross_site(&headers, &hosts).unwrap().contains("Origin"));
+        headers.insert("host", "evil.example".parse().unwrap());
+        assert!(cross_site(&headers, &hosts).is_some(), "rebound name");
+        headers.insert("host", "127.0.0.1:7201".parse().unwrap());
         headers.insert("origin", "http://127.0.0.1:7201".parse().unwrap());
         headers.insert("sec-fetch-site", "cross-site".parse().unwrap());
-        assert!(cross_site(&headers).unwrap().contains("Sec-Fetch-Site"));
+        assert!(
+            cross_site(&headers, &hosts)
+                .unwrap()
+                .contains("Sec-Fetch-Site")
+        );
+    }
+
+    #[test]
+    fn cookies_are_secure_over_tls() {
+        assert!(set_cookie("v", true).ends_with("; Secure"));
+        assert!(!set_cookie("v", false).contains("Secure"));
+        assert!(clear_cookie(true).contains("Max-Age=0; Secure"));
     }
 }

@@ -5,11 +5,13 @@
 //! logged.
 
 use super::{
-    Console, auth, form, history, html, optional, pages, plain, redirect, secure, to_login,
+    Console, auth, form, history, html, optional, pages, plain, redirect, replay_pages, secure,
 };
-use crate::ops::{self, DeadLetterFilter, Target};
-use auth::Role;
+use crate::access::{Client, sessions};
+use crate::ops::{self, DeadLetterFilter, OperatorName, Target};
+use auth::{Role, Session};
 use axum::{
+    Extension,
     body::Bytes,
     extract::{Query, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
@@ -38,30 +40,43 @@ pub(super) struct LoginForm {
 
 pub(super) async fn login(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(why) = auth::cross_site(&headers) {
+    if let Some(why) = auth::cross_site(&headers, &console.access.hosts) {
         tracing::warn!(reason = why, "console login refused: cross-site");
         return plain(StatusCode::FORBIDDEN, why);
     }
     let token = form::<LoginForm>(&body)
         .map(|form| form.token)
         .unwrap_or_default();
-    match console.keys.role_of(&token) {
-        Some(role) => {
-            let cookie = console.keys.issue(role, now_ms());
-            tracing::info!(role = role.label(), "console login");
-            redirect("/console", Some(auth::set_cookie(&cookie)))
-        }
-        None => {
+    let principal = match console.access.authenticate(client, &token) {
+        Ok(principal) => principal,
+        Err(denied) => {
+            if let Some(throttled) = denied.throttled_response() {
+                tracing::warn!("console login refused: throttled");
+                return throttled;
+            }
             tracing::warn!("console login refused: wrong token");
-            html(
+            return html(
                 StatusCode::UNAUTHORIZED,
                 html::login_page(Some("Wrong token.")),
-            )
+            );
         }
-    }
+    };
+    let generation = match sessions::current(&console.config.pool).await {
+        Ok(generation) => generation,
+        Err(error) => return console.unavailable(&error),
+    };
+    let cookie = console.keys.issue(&principal, generation, now_ms());
+    tracing::info!(
+        role = principal.role.label(),
+        operator = principal.operator.as_ref().map(OperatorName::as_str),
+        "console login"
+    );
+    let set_cookie = auth::set_cookie(&cookie, console.access.secure_cookies);
+    redirect("/console", Some(set_cookie))
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -70,26 +85,52 @@ pub(super) struct CsrfForm {
     csrf: String,
 }
 
+/// Ends the session — and, by moving the session generation on, every
+/// console session of every operator on every replica (copied cookies
+/// included; `crate::access::sessions` says why).
 pub(super) async fn logout(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let csrf = form::<CsrfForm>(&body)
         .map(|form| form.csrf)
         .unwrap_or_default();
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
-    if auth::cross_site(&headers).is_some() || !auth::csrf_ok(&session, &csrf) {
+    if auth::cross_site(&headers, &console.access.hosts).is_some()
+        || !auth::csrf_ok(&session, &csrf)
+    {
         return plain(StatusCode::FORBIDDEN, "missing or wrong CSRF token");
     }
-    redirect("/console/login", Some(auth::clear_cookie()))
+    if let Err(error) = sessions::revoke_all(&console.config.pool).await {
+        return console.unavailable(&error);
+    }
+    tracing::info!("console logout: every console session ended");
+    let clear = auth::clear_cookie(console.access.secure_cookies);
+    redirect("/console/login", Some(clear))
 }
 
-pub(super) async fn overview(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+/// The operator an action is recorded under: the session's named operator
+/// (the form's field is ignored: it could say anyone), else the form's.
+fn acting_operator(session: &Session, form_operator: &str) -> Result<OperatorName, crate::Error> {
+    match &session.operator {
+        Some(name) => Ok(name.clone()),
+        None => ops::audit::operator_name(form_operator.trim(), "operator"),
+    }
+}
+
+pub(super) async fn overview(
+    State(console): State<Console>,
+    Extension(client): Extension<Client>,
+    headers: HeaderMap,
+) -> Response {
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
     let pool = &console.config.pool;
     let result = async {
@@ -133,9 +174,14 @@ pub(super) async fn overview(State(console): State<Console>, headers: HeaderMap)
     }
 }
 
-pub(super) async fn stuck(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+pub(super) async fn stuck(
+    State(console): State<Console>,
+    Extension(client): Extension<Client>,
+    headers: HeaderMap,
+) -> Response {
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
     let pool = &console.config.pool;
     let result = async {
@@ -153,6 +199,7 @@ pub(super) async fn stuck(State(console): State<Console>, headers: HeaderMap) ->
             &heads,
             &session.csrf,
             session.role == Role::ReadOnly,
+            session.operator.as_ref().map(OperatorName::as_str),
         ))
     }
     .await;
@@ -170,6 +217,7 @@ pub(super) struct InterveneForm {
 
 pub(super) async fn intervene(
     console: Console,
+    client: Client,
     headers: HeaderMap,
     body: Bytes,
     skip: bool,
@@ -179,7 +227,7 @@ pub(super) async fn intervene(
         .as_ref()
         .map(|form| form.csrf.clone())
         .unwrap_or_default();
-    let session = match console.mutation(&headers, &csrf) {
+    let session = match console.mutation(&headers, client, &csrf).await {
         Ok(session) => session,
         Err(refused) => return *refused,
     };
@@ -187,7 +235,7 @@ pub(super) async fn intervene(
     let pool = &console.config.pool;
     let result = async {
         let form = parsed?;
-        let operator = ops::audit::operator_name(form.operator.trim(), "operator")?;
+        let operator = acting_operator(&session, &form.operator)?;
         let target = Target::from_parts(Some(&form.room_id), None)?;
         let reason = optional(&form.reason);
         let done = if skip {
@@ -203,18 +251,20 @@ pub(super) async fn intervene(
 
 pub(super) async fn retry_now(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    intervene(console, headers, body, false).await
+    intervene(console, client, headers, body, false).await
 }
 
 pub(super) async fn skip(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    intervene(console, headers, body, true).await
+    intervene(console, client, headers, body, true).await
 }
 
 /// The ops filter of a form's fields; empty fields are "any".
@@ -244,11 +294,13 @@ fn filter_of(form: &FilterForm) -> Result<DeadLetterFilter, crate::Error> {
 
 pub(super) async fn dead_letters(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     Query(form): Query<FilterForm>,
 ) -> Response {
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
     let result = async {
         let letters = ops::list_dead_letters(&console.config.pool, &filter_of(&form)?).await?;
@@ -260,26 +312,35 @@ pub(super) async fn dead_letters(
 
 pub(super) async fn dry_run(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     Query(mut form): Query<FilterForm>,
 ) -> Response {
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
     // Freeze the set: the replay form carries this moment and this count.
     if form.until_ms.is_empty() {
         form.until_ms = (now_ms() + 1).to_string();
     }
     let result = async {
-        let letters =
-            ops::replay_dead_letters(&console.config.pool, &filter_of(&form)?, true, None, None)
-                .await?;
-        form.limit = letters.len().max(1).to_string();
-        Ok(pages::dry_run(
+        let replay = ops::replay_dead_letters(
+            &console.config.pool,
+            &filter_of(&form)?,
+            true,
+            None,
+            None,
+            console.replay_guard(false),
+        )
+        .await?;
+        form.limit = replay.replayed.len().max(1).to_string();
+        Ok(replay_pages::dry_run(
             &form,
-            &letters,
+            &replay,
             &session.csrf,
             session.role == Role::ReadOnly,
+            session.operator.as_ref().map(OperatorName::as_str),
         ))
     }
     .await;
@@ -292,12 +353,15 @@ pub(super) struct ReplayForm {
     csrf: String,
     operator: String,
     reason: String,
+    /// The force box: replay rows older than `ops.replay_max_age` too.
+    force: Option<String>,
     #[serde(flatten)]
     filter: FilterForm,
 }
 
 pub(super) async fn replay(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -306,23 +370,34 @@ pub(super) async fn replay(
         .as_ref()
         .map(|form| form.csrf.clone())
         .unwrap_or_default();
-    let session = match console.mutation(&headers, &csrf) {
+    let session = match console.mutation(&headers, client, &csrf).await {
         Ok(session) => session,
         Err(refused) => return *refused,
     };
     let result = async {
         let form = parsed?;
-        let operator = ops::audit::operator_name(form.operator.trim(), "operator")?;
+        let operator = acting_operator(&session, &form.operator)?;
         let reason = optional(&form.reason);
-        let letters = ops::replay_dead_letters(
+        let force = match form.force.as_deref() {
+            None | Some("") => false,
+            Some("true" | "on") => true,
+            Some(other) => {
+                return Err(crate::Error::InvalidInput(format!(
+                    "force `{}` is not true",
+                    other.escape_debug()
+                )));
+            }
+        };
+        let replay = ops::replay_dead_letters(
             &console.config.pool,
             &filter_of(&form.filter)?,
             false,
             Some(&operator),
             reason.as_deref(),
+            console.replay_guard(force),
         )
         .await?;
-        Ok(pages::replayed(&letters))
+        Ok(replay_pages::replayed(&replay))
     }
     .await;
     console.render(&session, "Replay", result)
@@ -338,11 +413,13 @@ pub(super) struct AuditForm {
 
 pub(super) async fn audit(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     Query(form): Query<AuditForm>,
 ) -> Response {
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
     let filter = ops::AuditFilter {
         since: optional(&form.since),
@@ -364,11 +441,13 @@ pub(super) struct RoomForm {
 
 pub(super) async fn room_timeline(
     State(console): State<Console>,
+    Extension(client): Extension<Client>,
     headers: HeaderMap,
     Query(form): Query<RoomForm>,
 ) -> Response {
-    let Some(session) = console.session(&headers) else {
-        return to_login();
+    let session = match console.session(&headers, client).await {
+        Ok(session) => session,
+        Err(refusal) => return refusal,
     };
     let Some(room_id) = optional(&form.room_id) else {
         return html(

@@ -11,7 +11,8 @@
 //! | `GET /console/rooms?room_id=` | a room's timeline with consumption per group |
 //!
 //! Every page and action calls the same `ops` functions as the CLI and
-//! `/admin/*` — one implementation, one audit trail. Responses carry a
+//! `/admin/*` — one implementation, one audit trail. Every route is behind
+//! `crate::access::guard` (allowed hosts) and logins behind its throttle. Responses carry a
 //! strict Content-Security-Policy and `Cache-Control: no-store`; tokens and
 //! form bodies are never logged.
 
@@ -20,7 +21,10 @@ mod handlers;
 pub mod history;
 pub mod html;
 pub mod pages;
+pub mod replay_pages;
 
+use crate::access::{self, Access, Client};
+use crate::ops::ReplayGuard;
 use auth::{Keys, Role, Session};
 use axum::{
     Router,
@@ -54,15 +58,38 @@ pub struct ConsoleConfig {
 struct Console {
     config: ConsoleConfig,
     keys: Keys,
+    access: Access,
+    replay_max_age_ms: i64,
 }
 
-/// The console's routes, or an empty router when no admin token is set.
+/// The console's routes with the default gate: loopback hosts, no named
+/// operators, no TLS, the default `ops.replay_max_age`.
 pub fn router(config: ConsoleConfig) -> Router {
+    let access = Access {
+        credentials: access::Credentials {
+            admin: config.admin_token.clone(),
+            read_only: config.read_token.clone(),
+            operators: access::operators::Operators::default(),
+        },
+        ..Access::default()
+    };
+    let max_age = crate::config::MAX_REPLAY_AGE_SECS * 1_000;
+    router_with(config, access, max_age)
+}
+
+/// The console's routes behind `access` (whose credentials must be the
+/// config's tokens), or an empty router when no admin token is set.
+pub fn router_with(config: ConsoleConfig, access: Access, replay_max_age_ms: i64) -> Router {
     if config.admin_token.is_empty() {
         return Router::new();
     }
     let keys = Keys::new(&config.admin_token, &config.read_token);
-    let state = Console { config, keys };
+    let state = Console {
+        config,
+        keys,
+        access: access.clone(),
+        replay_max_age_ms,
+    };
     Router::new()
         .route("/console", get(handlers::overview))
         .route("/console/style.css", get(handlers::style))
@@ -79,6 +106,7 @@ pub fn router(config: ConsoleConfig) -> Router {
         .route("/console/dead-letters/replay", post(handlers::replay))
         .route("/console/audit", get(handlers::audit))
         .route("/console/rooms", get(handlers::room_timeline))
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(state)
 }
 
@@ -131,8 +159,67 @@ fn redirect(location: &'static str, cookie: Option<String>) -> Response {
 }
 
 impl Console {
-    fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        self.keys.session(headers, now_ms())
+    /// The session of a request, or what to answer instead: a bearer token
+    /// (throttled: 429), else a cookie whose generation is current and whose
+    /// named operator is still listed; otherwise to the login page. A
+    /// database that cannot say the generation is a 503, not a logout.
+    async fn session(&self, headers: &HeaderMap, client: Client) -> Result<Session, Response> {
+        if let Some(token) = auth::bearer_token(headers) {
+            return match self.access.authenticate(client, token) {
+                Ok(principal) => Ok(Session {
+                    role: principal.role,
+                    operator: principal.operator,
+                    csrf: String::new(),
+                    by_cookie: false,
+                }),
+                Err(denied) => {
+                    tracing::warn!("console request refused: wrong bearer token");
+                    Err(denied.throttled_response().unwrap_or_else(to_login))
+                }
+            };
+        }
+        let cookie = auth::cookie_value(headers).ok_or_else(to_login)?;
+        let claims = self.keys.verify(&cookie, now_ms()).ok_or_else(to_login)?;
+        let generation = access::sessions::current(&self.config.pool)
+            .await
+            .map_err(|error| {
+                tracing::warn!(%error, "console session check failed");
+                plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "session store unavailable; retry",
+                )
+            })?;
+        let operators = &self.access.credentials.operators;
+        let operator_listed = claims
+            .operator
+            .as_ref()
+            .is_none_or(|name| operators.contains(name.as_str()));
+        if claims.generation != generation || !operator_listed {
+            return Err(to_login());
+        }
+        Ok(Session {
+            role: claims.role,
+            operator: claims.operator,
+            csrf: self.keys.csrf_of(&cookie),
+            by_cookie: true,
+        })
+    }
+
+    /// The answer when the session store cannot be read or written.
+    fn unavailable(&self, error: &crate::Error) -> Response {
+        tracing::warn!(%error, "console session store failed");
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session store unavailable; retry",
+        )
+    }
+
+    /// The replay guard of a form's force box.
+    fn replay_guard(&self, force: bool) -> ReplayGuard {
+        ReplayGuard {
+            max_age_ms: self.replay_max_age_ms,
+            force,
+        }
     }
 
     fn page(&self, session: &Session, title: &str, refresh: Option<u32>, body: &str) -> String {
@@ -179,14 +266,24 @@ impl Console {
     }
 
     /// The session of a mutation, or the refusal: not same-origin (403), no
-    /// session (401), no or wrong CSRF token (403), read-only (403).
-    fn mutation(&self, headers: &HeaderMap, csrf: &str) -> Result<Session, Box<Response>> {
-        if let Some(why) = auth::cross_site(headers) {
+    /// session (401, or the throttle's 429), no or wrong CSRF token (403),
+    /// read-only (403).
+    async fn mutation(
+        &self,
+        headers: &HeaderMap,
+        client: Client,
+        csrf: &str,
+    ) -> Result<Session, Box<Response>> {
+        if let Some(why) = auth::cross_site(headers, &self.access.hosts) {
             tracing::warn!(reason = why, "console mutation refused: cross-site");
             return Err(Box::new(plain(StatusCode::FORBIDDEN, why)));
         }
-        let Some(session) = self.session(headers) else {
-            return Err(Box::new(plain(StatusCode::UNAUTHORIZED, "log in first")));
+        let session = match self.session(headers, client).await {
+            Ok(session) => session,
+            Err(refusal) if refusal.status() == StatusCode::SEE_OTHER => {
+                return Err(Box::new(plain(StatusCode::UNAUTHORIZED, "log in first")));
+            }
+            Err(refusal) => return Err(Box::new(refusal)),
         };
         if !auth::csrf_ok(&session, csrf) {
             tracing::warn!("console mutation refused: missing or wrong csrf token");

@@ -1,6 +1,6 @@
 //! The console's pages as HTML, from the reports the `ops` functions return
-//! (the same data the CLI prints): overview, stuck rooms, dead letters and
-//! their replay, the audit trail and a room's timeline. Pure functions of
+//! (the same data the CLI prints): overview, stuck rooms, dead letters
+//! (their replay: `replay_pages`), the audit trail and a room's timeline. Pure functions of
 //! their input; every value goes through `html::escape`.
 
 use super::history::{GroupLag, Minute};
@@ -217,7 +217,7 @@ pub fn overview(view: &Overview<'_>) -> String {
     out
 }
 
-fn dead_letter_table(id: &str, letters: &[DeadLetter]) -> String {
+pub(super) fn dead_letter_table(id: &str, letters: &[DeadLetter]) -> String {
     let rows: Vec<Vec<String>> = letters
         .iter()
         .map(|letter| {
@@ -257,7 +257,13 @@ pub struct StuckHead<'a> {
 }
 
 /// The stuck rooms page's body: each retrying head with its actions.
-pub fn stuck(heads: &[StuckHead<'_>], csrf: &str, read_only: bool) -> String {
+/// `operator` is the session's named operator: then the forms ask no name.
+pub fn stuck(
+    heads: &[StuckHead<'_>],
+    csrf: &str,
+    read_only: bool,
+    operator: Option<&str>,
+) -> String {
     let mut out = String::from(
         "<p>Rooms whose head is <code>retryable</code>: nothing of the room is published before it. \
          A failed head is a dead letter and no longer holds its room: see Dead letters.</p>",
@@ -302,14 +308,14 @@ pub fn stuck(heads: &[StuckHead<'_>], csrf: &str, read_only: bool) -> String {
                 "/console/stuck/retry-now",
                 "Retry now",
                 &row.room_id,
-                csrf,
+                (csrf, operator),
                 false,
             ));
             out.push_str(&action_form(
                 "/console/stuck/skip",
                 "Skip",
                 &row.room_id,
-                csrf,
+                (csrf, operator),
                 true,
             ));
         }
@@ -318,16 +324,22 @@ pub fn stuck(heads: &[StuckHead<'_>], csrf: &str, read_only: bool) -> String {
     out
 }
 
+/// A retry-now or skip form; `(csrf, operator)` as [`stuck`] takes them.
 fn action_form(
     action: &str,
     label: &str,
     room_id: &str,
-    csrf: &str,
+    (csrf, operator): (&str, Option<&str>),
     reason_required: bool,
 ) -> String {
+    let who = match operator {
+        Some(name) => format!("<span class=\"muted\">as {}</span>", escape(name)),
+        None => "<input name=\"operator\" placeholder=\"operator\" required \
+                 pattern=\"[A-Za-z0-9_.:@-]{1,64}\">"
+            .to_owned(),
+    };
     format!(
-        "<form class=\"inline\" method=\"post\" action=\"{action}\">{csrf}{room}\
-         <input name=\"operator\" placeholder=\"operator\" required pattern=\"[A-Za-z0-9_.:@-]{{1,64}}\">\
+        "<form class=\"inline\" method=\"post\" action=\"{action}\">{csrf}{room}{who}\
          <input name=\"reason\" placeholder=\"reason{optional}\" maxlength=\"512\"{required}>\
          <button type=\"submit\">{label}</button></form>",
         action = escape(action),
@@ -380,46 +392,6 @@ pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> String {
         "<p><a id=\"dry-run\" href=\"/console/dead-letters/dry-run?{}\">Dry run: what a replay would change</a></p>",
         escape(&filter.query())
     );
-    out
-}
-
-/// A dry run's result and the replay form for exactly that set (its
-/// filter, frozen at the dry run's time and count).
-pub fn dry_run(filter: &FilterForm, letters: &[DeadLetter], csrf: &str, read_only: bool) -> String {
-    let mut out = format!(
-        "<p id=\"dry-run-count\">A replay would put <b>{}</b> dead letters back to pending \
-         (same event ids, fresh retry budget):</p>",
-        letters.len()
-    );
-    out.push_str(&dead_letter_table("would-replay", letters));
-    if letters.is_empty() {
-        return out;
-    }
-    if read_only {
-        out.push_str("<p class=\"muted\">Read-only session: no replay.</p>");
-        return out;
-    }
-    let _ = write!(
-        out,
-        "<form method=\"post\" action=\"/console/dead-letters/replay\">{csrf}{fields}\
-         <input name=\"operator\" placeholder=\"operator\" required pattern=\"[A-Za-z0-9_.:@-]{{1,64}}\">\
-         <input name=\"reason\" placeholder=\"reason (optional)\" maxlength=\"512\">\
-         <button type=\"submit\" id=\"replay\">Replay these {count}</button></form>",
-        csrf = hidden("csrf", csrf),
-        fields = filter.hidden_fields(),
-        count = letters.len()
-    );
-    out
-}
-
-/// A replay's result.
-pub fn replayed(letters: &[DeadLetter]) -> String {
-    let mut out = format!(
-        "<p class=\"ok\" id=\"result\">Replayed {} dead letters: back to pending.</p>",
-        letters.len()
-    );
-    out.push_str(&dead_letter_table("replayed", letters));
-    out.push_str("<p><a href=\"/console/audit\">Audit log</a></p>");
     out
 }
 

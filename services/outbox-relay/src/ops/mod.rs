@@ -25,7 +25,10 @@ pub mod status;
 pub mod timeline;
 
 pub use audit::{AuditFilter, AuditRecord};
-pub use dead_letters::{DeadLetter, DeadLetterFilter, list_dead_letters, replay_dead_letters};
+pub use dead_letters::{
+    DeadLetter, DeadLetterFilter, Replay, ReplayGuard, TooOld, list_dead_letters,
+    replay_dead_letters,
+};
 pub use intervene::{Intervention, retry_now, skip};
 pub use leases::{LeaseReport, leases};
 pub use purge::{PURGE_BATCH, purge_delivered};

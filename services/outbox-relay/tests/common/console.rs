@@ -97,3 +97,57 @@ pub async fn post(
     let response = request.send().await.unwrap();
     (response.status().as_u16(), response.text().await.unwrap())
 }
+
+/// The console and `/admin/*` behind `access`, served as the relay serves
+/// them: client addresses known to the throttle, over TLS when `tls` is
+/// set, the probes beside them. Returns the bound address.
+pub async fn serve_gated(
+    pool: &MySqlPool,
+    access: outbox_relay::access::Access,
+    tls: &service_kit::grpc_tls::ServerTls,
+) -> std::net::SocketAddr {
+    let max_age = 7 * 86_400_000;
+    let config = ConsoleConfig {
+        pool: pool.clone(),
+        admin_token: access.credentials.admin.clone(),
+        read_token: access.credentials.read_only.clone(),
+        history: History::default(),
+        broker_lag: false,
+        groups: groups(),
+    };
+    let probes = service_kit::admin_http::router(
+        std::sync::Arc::default(),
+        std::sync::Arc::new(prometheus_client::registry::Registry::default()),
+    );
+    let router = probes
+        .merge(outbox_relay::admin::router_with(
+            pool.clone(),
+            access.clone(),
+            max_age,
+            max_age,
+        ))
+        .merge(console::router_with(config, access, max_age));
+    let tls = outbox_relay::admin_tls::load(tls).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(outbox_relay::admin_tls::serve(
+        listener,
+        tls,
+        router,
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    addr
+}
+
+/// The gate of the tests: the console tokens, default hosts, a fresh
+/// throttle.
+pub fn access() -> outbox_relay::access::Access {
+    outbox_relay::access::Access {
+        credentials: outbox_relay::access::Credentials {
+            admin: Secret::new(ADMIN),
+            read_only: Secret::new(READER),
+            operators: Default::default(),
+        },
+        ..Default::default()
+    }
+}
