@@ -221,6 +221,10 @@ impl ConsumerSettings {
             return Err(Error::Config("consumer.group is empty".into()));
         }
         let defaults = ConsumerConfig::default();
+        service_kit::mq::check_extra_properties(
+            "consumer.client_properties",
+            section.client_properties.keys(),
+        )?;
         let mut client_properties: Vec<(String, String)> = mq
             .client_properties()?
             .into_iter()

@@ -100,6 +100,33 @@ pub fn check_listen(key: &str, value: &str) -> Result<(), Error> {
         .map_err(|_| Error::Config(format!("{key} `{value}` is not a host:port socket address")))
 }
 
+/// Whether `host` (a URL's host, brackets allowed around IPv6) is this
+/// machine: `localhost`, 127.0.0.0/8 or ::1. Connections to anything else
+/// cross a network the services do not trust (README.md#trust-boundary), so
+/// the MySQL, Redis and Kafka settings refuse an unverified or plaintext
+/// transport there unless their `allow_insecure_transport` says otherwise.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
+}
+
+/// The host of a `host:port` or `[v6]:port` address (a Kafka bootstrap entry).
+pub fn host_of_address(address: &str) -> &str {
+    let address = address.trim();
+    if let Some(rest) = address.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(host, _)| host);
+    }
+    match address.rsplit_once(':') {
+        // Two colons or more without brackets: a bare IPv6 address.
+        Some((host, _)) if !host.contains(':') => host,
+        Some(_) => address,
+        None => address,
+    }
+}
+
 /// Renders a config for `--dump-config`. Secrets are [`crate::Secret`]s, which
 /// serialize as `***`, so the dump is safe to paste into a ticket.
 pub fn dump<T: serde::Serialize>(config: &T) -> String {
@@ -123,6 +150,27 @@ pub fn debug_as_dump<T: serde::Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        for host in [
+            "localhost",
+            "LOCALHOST",
+            "127.0.0.1",
+            "127.8.9.10",
+            "::1",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["db", "10.0.0.5", "localhost.example", "mysql", "::2", ""] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+        assert_eq!(host_of_address("kafka:9092"), "kafka");
+        assert_eq!(host_of_address("[::1]:9092"), "::1");
+        assert_eq!(host_of_address("127.0.0.1:9092"), "127.0.0.1");
+        assert_eq!(host_of_address("broker"), "broker");
+    }
     use crate::{Secret, duration::ConfigDuration};
     use serde::{Deserialize, Serialize};
 

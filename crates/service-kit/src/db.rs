@@ -6,7 +6,11 @@
 //! the first connection: a verifying mode needs a CA file that exists, a CA
 //! file needs a verifying mode (sqlx ignores it otherwise), and TLS settings
 //! in the URL's query must agree with the keys, so no setting is silently
-//! overridden by another.
+//! overridden by another. Off this machine (a host other than loopback or
+//! a unix socket) a mode below `verify_ca` is refused unless
+//! `mysql.allow_insecure_transport` is set (development stacks only): the
+//! network between a service and its database is not trusted, and a
+//! `preferred` connection downgrades to plain text without a word.
 
 use crate::{Error, duration::ConfigDuration};
 use serde::{Deserialize, Serialize};
@@ -197,6 +201,10 @@ pub struct MysqlConfig {
     /// PEM file of the CA(s) the server's certificate must chain to; needed
     /// by, and only used with, `verify_ca` and `verify_identity`.
     pub ssl_ca: String,
+    /// Development only: accept an `ssl_mode` below `verify_ca` for a server
+    /// that is not on this machine. Off by default, and refused by
+    /// deploy-check in the Kubernetes manifests.
+    pub allow_insecure_transport: bool,
 }
 
 /// `mysql.ssl_mode`, the MySQL client's `--ssl-mode` values.
@@ -211,7 +219,9 @@ pub enum MysqlSslMode {
     Preferred,
     /// TLS or no connection; the certificate is not checked.
     Required,
-    /// TLS with the certificate checked against `ssl_ca`, any host name.
+    /// TLS with the certificate checked against `ssl_ca`, any host name
+    /// (sqlx 0.8.6 with rustls 0.23.46 checks the name too; see
+    /// crates/testkit/tests/mysql_tls.rs).
     VerifyCa,
     /// TLS with the certificate checked against `ssl_ca` and the URL's host
     /// name: what a database reached over a network should use.
@@ -255,6 +265,7 @@ impl std::fmt::Debug for MysqlConfig {
             .field("run_migrations", &self.run_migrations)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_ca", &self.ssl_ca)
+            .field("allow_insecure_transport", &self.allow_insecure_transport)
             .finish()
     }
 }
@@ -269,6 +280,7 @@ impl Default for MysqlConfig {
             run_migrations: false,
             ssl_mode: MysqlSslMode::Preferred,
             ssl_ca: String::new(),
+            allow_insecure_transport: false,
         }
     }
 }
@@ -282,6 +294,7 @@ impl MysqlConfig {
         self.check_tls()?;
         let mut options = MySqlConnectOptions::from_str(&self.url)
             .map_err(|error| Error::Config(format!("mysql.url: {error}")))?;
+        self.check_transport(&options)?;
         if !self.password.is_empty() {
             options = options.password(self.password.expose());
         }
@@ -344,6 +357,22 @@ impl MysqlConfig {
         Ok(())
     }
 
+    /// Refuses a transport that does not verify the server when the server
+    /// is reached over a network, unless the operator opted out explicitly.
+    fn check_transport(&self, options: &MySqlConnectOptions) -> Result<(), Error> {
+        let host = options.get_host();
+        let local = options.get_socket().is_some() || crate::config::is_loopback_host(host);
+        if local || self.ssl_mode.verifies() || self.allow_insecure_transport {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "mysql.ssl_mode `{}` does not verify the server, and mysql.url's host `{host}` \
+             is not this machine: use verify_identity (or verify_ca) with mysql.ssl_ca, or \
+             set mysql.allow_insecure_transport: true (development stacks only)",
+            self.ssl_mode.as_str()
+        )))
+    }
+
     /// Connects a pool (lazily validated by a first ping) and runs migrations when configured.
     pub async fn connect(&self) -> Result<MySqlPool, Error> {
         let options = self.connect_options()?;
@@ -380,68 +409,4 @@ fn url_query(url: &str) -> impl Iterator<Item = (&str, &str)> {
 }
 
 #[cfg(test)]
-mod tls_tests {
-    use super::*;
-
-    fn refusal(config: &MysqlConfig) -> String {
-        match config.connect_options() {
-            Ok(_) => panic!("accepted {config:?}"),
-            Err(error) => error.to_string(),
-        }
-    }
-
-    #[test]
-    fn verifying_modes_need_an_existing_ca_file() {
-        for mode in [MysqlSslMode::VerifyCa, MysqlSslMode::VerifyIdentity] {
-            let config = MysqlConfig {
-                ssl_mode: mode,
-                ..MysqlConfig::default()
-            };
-            assert!(refusal(&config).contains("mysql.ssl_ca is required"));
-            let config = MysqlConfig {
-                ssl_mode: mode,
-                ssl_ca: "/nonexistent/ca.pem".into(),
-                ..MysqlConfig::default()
-            };
-            assert!(refusal(&config).contains("mysql.ssl_ca `/nonexistent/ca.pem`"));
-        }
-    }
-
-    #[test]
-    fn a_ca_file_without_a_verifying_mode_is_refused() {
-        let config = MysqlConfig {
-            ssl_mode: MysqlSslMode::Required,
-            ssl_ca: "/etc/hostname".into(),
-            ..MysqlConfig::default()
-        };
-        assert!(refusal(&config).contains("does not check the certificate"));
-    }
-
-    #[test]
-    fn url_tls_settings_must_agree_with_the_keys() {
-        let config = MysqlConfig {
-            url: "mysql://root@db:3306/hyapp?ssl-mode=DISABLED".into(),
-            ..MysqlConfig::default()
-        };
-        let error = refusal(&config);
-        assert!(
-            error.contains("ssl-mode=DISABLED") && error.contains("mysql.ssl_mode"),
-            "{error}"
-        );
-        let config = MysqlConfig {
-            url: "mysql://root@db:3306/hyapp?sslca=/other.pem".into(),
-            ..MysqlConfig::default()
-        };
-        assert!(refusal(&config).contains("mysql.ssl_ca"));
-
-        let agreeing = MysqlConfig {
-            url: "mysql://root@db:3306/hyapp?ssl-mode=REQUIRED&charset=utf8mb4".into(),
-            ssl_mode: MysqlSslMode::Required,
-            ..MysqlConfig::default()
-        };
-        agreeing.connect_options().expect("agreeing URL accepted");
-        MysqlConfig::default()
-            .connect_options()
-            .expect("defaults accepted");
-    }
-}
+mod tls_tests;

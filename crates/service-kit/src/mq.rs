@@ -12,7 +12,12 @@
 //! names the CA file, an optional client certificate and its key. The
 //! broker's host name is always verified. Every combination that cannot work
 //! is refused when the properties are built, which every service does at
-//! start-up.
+//! start-up, and so is `plaintext` or `sasl_plaintext` to a broker that is
+//! not on this machine, unless `rocketmq.allow_insecure_transport` is set
+//! (development stacks only). Extra client properties (a consumer's
+//! `client_properties`) may not set what this section owns
+//! ([`check_extra_properties`]): a typed key cannot be overridden by a
+//! free-form one, e.g. to turn the certificate check off.
 
 use crate::{Error, Secret, duration::ConfigDuration};
 use serde::{Deserialize, Serialize};
@@ -40,6 +45,10 @@ pub struct MqConfig {
     pub sasl_mechanism: String,
     /// TLS settings for `ssl` / `sasl_ssl`.
     pub tls: KafkaTls,
+    /// Development only: accept `plaintext` or `sasl_plaintext` to brokers
+    /// that are not on this machine. Off by default, and refused by
+    /// deploy-check in the Kubernetes manifests.
+    pub allow_insecure_transport: bool,
     /// Producer: how long a publish may take before it counts as failed.
     pub send_timeout: ConfigDuration,
     /// Producer: client-side retries within `send_timeout`.
@@ -126,6 +135,7 @@ impl Default for MqConfig {
             security_protocol: String::new(),
             sasl_mechanism: "PLAIN".into(),
             tls: KafkaTls::default(),
+            allow_insecure_transport: false,
             send_timeout: ConfigDuration::from_secs(3),
             retry: 2,
             room_outbox: RoomOutboxTopicConfig::default(),
@@ -204,6 +214,7 @@ impl MqConfig {
                 "rocketmq.tls is set but security_protocol is {protocol}: use ssl or sasl_ssl, or remove rocketmq.tls"
             )));
         }
+        self.check_transport(protocol)?;
         Ok(properties)
     }
 
@@ -213,6 +224,30 @@ impl MqConfig {
     pub fn sends_password_in_clear(&self) -> bool {
         matches!(self.protocol(), Ok("sasl_plaintext"))
             && self.sasl_mechanism.eq_ignore_ascii_case("PLAIN")
+    }
+
+    /// Refuses an unencrypted protocol to a broker reached over a network,
+    /// unless the operator opted out explicitly.
+    fn check_transport(&self, protocol: &str) -> Result<(), Error> {
+        if protocol.ends_with("ssl") || self.allow_insecure_transport {
+            return Ok(());
+        }
+        let addresses: Vec<&str> = if self.name_servers.is_empty() {
+            vec![self.name_server_domain.as_str()]
+        } else {
+            self.name_servers.iter().map(String::as_str).collect()
+        };
+        let remote = addresses.into_iter().find(|address| {
+            !crate::config::is_loopback_host(crate::config::host_of_address(address))
+        });
+        match remote {
+            None => Ok(()),
+            Some(address) => Err(Error::Config(format!(
+                "rocketmq.security_protocol {protocol} is not encrypted and broker `{address}` \
+                 is not this machine: use sasl_ssl (or ssl), or set \
+                 rocketmq.allow_insecure_transport: true (development stacks only)"
+            ))),
+        }
     }
 
     fn protocol(&self) -> Result<&str, Error> {
@@ -289,140 +324,37 @@ impl MqConfig {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Whether a librdkafka property belongs to the `rocketmq` section (broker
+/// addresses, the protocol, SASL, TLS and its certificate checks), so that
+/// no free-form property list may set it.
+pub fn is_owned_property(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    matches!(
+        key.as_str(),
+        "bootstrap.servers" | "metadata.broker.list" | "security.protocol"
+    ) || key.starts_with("ssl")
+        || key.starts_with("sasl.")
+        || key.starts_with("enable.ssl.")
+        || key.starts_with("enable.sasl.")
+        || key.starts_with("https.")
+}
 
-    #[test]
-    fn maps_the_original_rocketmq_keys_onto_kafka_properties() {
-        let config = MqConfig {
-            name_servers: vec!["b1:9092".into(), "b2:9092".into()],
-            access_key: "user".into(),
-            secret_key: Secret::new("pw"),
-            namespace: "prod".into(),
-            ..MqConfig::default()
-        };
-        let properties = config.client_properties().unwrap();
-        assert!(properties.contains(&("bootstrap.servers", "b1:9092,b2:9092".into())));
-        assert!(properties.contains(&("security.protocol", "sasl_ssl".into())));
-        assert!(properties.contains(&("sasl.username", "user".into())));
-        assert_eq!(config.topic("hyapp_room_outbox"), "prod.hyapp_room_outbox");
-        assert!(
-            !format!("{config:?}").contains("pw\""),
-            "secret must not be in Debug"
-        );
-    }
-
-    #[test]
-    fn missing_servers_and_bad_protocol_name_the_key() {
-        let error = MqConfig::default()
-            .client_properties()
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("rocketmq.name_servers"), "{error}");
-        let config = MqConfig {
-            name_servers: vec!["b:1".into()],
-            security_protocol: "tls".into(),
-            ..MqConfig::default()
-        };
-        assert!(
-            config
-                .client_properties()
-                .unwrap_err()
-                .to_string()
-                .contains("rocketmq.security_protocol")
-        );
-        let config = MqConfig {
-            name_servers: vec!["b:1".into()],
-            security_protocol: "sasl_plaintext".into(),
-            ..MqConfig::default()
-        };
-        assert!(
-            config
-                .client_properties()
-                .unwrap_err()
-                .to_string()
-                .contains("rocketmq.access_key")
-        );
-    }
-
-    fn secure(protocol: &str) -> MqConfig {
-        MqConfig {
-            name_servers: vec!["broker.example:9093".into()],
-            access_key: "user".into(),
-            secret_key: Secret::new("pw"),
-            security_protocol: protocol.into(),
-            ..MqConfig::default()
-        }
-    }
-
-    fn refusal(config: &MqConfig) -> String {
-        match config.client_properties() {
-            Ok(properties) => panic!("accepted: {:?}", properties.len()),
-            Err(error) => error.to_string(),
-        }
-    }
-
-    fn pem_file(name: &str, body: &str) -> String {
-        let dir = std::env::temp_dir().join(format!("mq-tls-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
-        std::fs::write(&path, body).unwrap();
-        path.display().to_string()
-    }
-
-    #[test]
-    fn scram_over_tls_maps_to_librdkafka_properties_with_hostname_verification() {
-        let ca = pem_file(
-            "ca.pem",
-            "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
-        );
-        let mut config = secure("sasl_ssl");
-        config.sasl_mechanism = "scram-sha-512".into();
-        config.tls.ca_file = ca.clone();
-        let properties = config.client_properties().unwrap();
-        assert!(properties.contains(&("sasl.mechanism", "SCRAM-SHA-512".into())));
-        assert!(properties.contains(&("ssl.ca.location", ca)));
-        assert!(properties.contains(&("ssl.endpoint.identification.algorithm", "https".into())));
-        assert!(!config.sends_password_in_clear());
-    }
-
-    #[test]
-    fn settings_that_cannot_work_are_refused_naming_the_key() {
-        let mut config = secure("sasl_ssl");
-        config.sasl_mechanism = "GSSAPI".into();
-        assert!(refusal(&config).contains("rocketmq.sasl_mechanism `GSSAPI`"));
-
-        let mut config = secure("sasl_plaintext");
-        config.tls.ca_file = "/etc/ca.pem".into();
-        assert!(
-            refusal(&config)
-                .contains("rocketmq.tls is set but security_protocol is sasl_plaintext")
-        );
-
-        let mut config = secure("ssl");
-        config.tls.cert_file = "/etc/client.pem".into();
-        assert!(refusal(&config).contains("must be set together"));
-
-        let mut config = secure("ssl");
-        config.tls.key_password = Secret::new("k");
-        assert!(refusal(&config).contains("rocketmq.tls.key_password"));
-
-        let mut config = secure("ssl");
-        config.tls.ca_file = "/nonexistent/ca.pem".into();
-        assert!(refusal(&config).contains("rocketmq.tls.ca_file `/nonexistent/ca.pem`"));
-
-        let mut config = secure("ssl");
-        config.tls.ca_file = pem_file("junk.pem", "not a certificate");
-        assert!(refusal(&config).contains("holds no PEM"));
-    }
-
-    #[test]
-    fn plain_over_plaintext_is_flagged_as_sending_the_password_in_clear() {
-        assert!(secure("sasl_plaintext").sends_password_in_clear());
-        let mut scram = secure("sasl_plaintext");
-        scram.sasl_mechanism = "SCRAM-SHA-256".into();
-        assert!(!scram.sends_password_in_clear());
-        assert!(!secure("sasl_ssl").sends_password_in_clear());
+/// Refuses a property of `section` (e.g. `consumer.client_properties`) that
+/// [`is_owned_property`]: applied last, it would silently replace what the
+/// `rocketmq` section configured, e.g. `enable.ssl.certificate.verification`.
+pub fn check_extra_properties<'a>(
+    section: &str,
+    keys: impl IntoIterator<Item = &'a String>,
+) -> Result<(), Error> {
+    match keys.into_iter().find(|key| is_owned_property(key)) {
+        None => Ok(()),
+        Some(key) => Err(Error::Config(format!(
+            "{section}.{key} may not be set there: broker addresses, security.protocol, \
+             sasl.* and ssl.* come only from the rocketmq section (security_protocol, \
+             sasl_mechanism, access_key, secret_key, tls)"
+        ))),
     }
 }
+
+#[cfg(test)]
+mod tests;

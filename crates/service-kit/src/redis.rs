@@ -7,6 +7,13 @@
 //! with a CA file, against that file only. The host name in the URL is
 //! always checked. Errors name the config key, and everything is checked
 //! when the settings are built, so a service refuses a bad value at start-up.
+//!
+//! [`check_transport`], which every service runs at start-up beside
+//! [`client_config`], refuses a Redis that is not on this machine unless it
+//! is reached over `rediss://` with a password (AUTH or an ACL user), or the
+//! service's `allow_insecure_transport` key says otherwise (development
+//! stacks only): the network to Redis is not trusted, and the leases and
+//! the commit nudge live there.
 
 use crate::Error;
 use fred::rustls::pki_types::{CertificateDer, pem::PemObject};
@@ -22,6 +29,40 @@ pub struct RedisKeys {
     pub url: &'static str,
     /// Key of the CA file.
     pub tls_ca_file: &'static str,
+}
+
+/// Refuses `url` when its host is not this machine and it is either plain
+/// `redis://` or carries no password, unless `allow_insecure` (the value of
+/// the key `allow_key`, named in the message). Never prints the password.
+pub fn check_transport(
+    keys: RedisKeys,
+    allow_key: &str,
+    url: &str,
+    allow_insecure: bool,
+) -> Result<(), Error> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(()); // client_config refuses it, naming the scheme
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let (userinfo, host_port) = authority.rsplit_once('@').unwrap_or(("", authority));
+    let has_password = userinfo
+        .split_once(':')
+        .is_some_and(|(_, password)| !password.is_empty());
+    let host = crate::config::host_of_address(host_port);
+    if allow_insecure || crate::config::is_loopback_host(host) {
+        return Ok(());
+    }
+    let missing = match (scheme == "rediss", has_password) {
+        (true, true) => return Ok(()),
+        (false, _) => "is not TLS (use rediss://)",
+        (true, false) => "carries no password (rediss://user:password@host, from a Secret)",
+    };
+    Err(Error::Config(format!(
+        "{} `{}` {missing} and its host `{host}` is not this machine; or set {allow_key}: \
+         true (development stacks only)",
+        keys.url,
+        crate::secret::redact_url(url)
+    )))
 }
 
 /// The fred client config for `url`, trusting `tls_ca_file` when it is not
@@ -151,6 +192,38 @@ mod tests {
         let empty = refusal("rediss://127.0.0.1:6380", not_pem.to_str().unwrap());
         let _ = std::fs::remove_file(&not_pem);
         assert!(empty.contains("no certificate"), "{empty}");
+    }
+
+    #[test]
+    fn a_remote_redis_needs_tls_and_a_password_unless_allowed() {
+        let allow = "redis.allow_insecure_transport";
+        let check = |url: &str, allowed: bool| check_transport(KEYS, allow, url, allowed);
+        for (url, why) in [
+            ("redis://:hunter2@redis.internal:6379", "is not TLS"),
+            ("redis://redis.internal:6379", "is not TLS"),
+            ("rediss://redis.internal:6380", "carries no password"),
+            ("rediss://room@redis.internal:6380/0", "carries no password"),
+        ] {
+            let error = check(url, false).unwrap_err().to_string();
+            assert!(
+                error.contains(why)
+                    && error.contains("`redis.internal`")
+                    && error.contains("redis.url")
+                    && error.contains(allow)
+                    && !error.contains("hunter2"),
+                "{error}"
+            );
+            check(url, true).expect("explicitly allowed");
+        }
+        for url in [
+            "rediss://:hunter2@redis.internal:6380",
+            "rediss://room:hunter2@redis.internal:6380/0",
+            "redis://127.0.0.1:6379",
+            "redis://localhost:6379/1",
+            "redis://[::1]:6379",
+        ] {
+            check(url, false).expect(url);
+        }
     }
 
     #[test]

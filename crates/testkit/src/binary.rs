@@ -358,6 +358,24 @@ pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
             "/nonexistent/sasl-password",
             "rocketmq.secret_key",
         ),
+        ConfigCase::file(
+            "plaintext to a broker off this machine",
+            &CONSUMER_BASE.replace("[\"127.0.0.1:1\"]", "[\"kafka.internal:1\"]"),
+            "rocketmq.allow_insecure_transport",
+        ),
+        env(
+            "unverified MySQL off this machine",
+            "MYSQL__URL",
+            "mysql://root@db.internal:1/none",
+            "mysql.allow_insecure_transport",
+        ),
+        ConfigCase::file(
+            "a security property among the client properties",
+            &format!(
+                "{CONSUMER_BASE}consumer:\n  client_properties:\n    security.protocol: \"plaintext\"\n"
+            ),
+            "consumer.client_properties.security.protocol may not be set",
+        ),
     ]
     .into_iter()
     .chain(trace_export_cases(CONSUMER_BASE, prefix))

@@ -2,10 +2,16 @@
 //! interceptor that refuses a call without `authorization: Bearer <token>`
 //! or with another token `UNAUTHENTICATED`, comparing in constant time. A
 //! leaf module, so the config can check the token without the gRPC service.
+//! A token shorter than [`MIN_TOKEN_LEN`] is refused at start-up: the entry
+//! applies room events, and a short or word-like token can be guessed.
 
 use service_kit::Secret;
 use std::sync::Arc;
 use tonic::{Request, Status};
+
+/// Fewest characters a `grpc_auth_token` may have: 32 visible ASCII
+/// characters, e.g. the 64 hex digits of `openssl rand -hex 32`.
+pub const MIN_TOKEN_LEN: usize = 32;
 
 /// The `authorization: Bearer <token>` check of every call, when a token is configured.
 #[derive(Clone)]
@@ -35,6 +41,13 @@ impl BearerToken {
                 "grpc_auth_token must be visible ASCII without spaces (it travels as a header)"
                     .into(),
             ));
+        }
+        let length = token.expose().len();
+        if length < MIN_TOKEN_LEN {
+            return Err(crate::Error::Config(format!(
+                "grpc_auth_token is {length} characters; at least {MIN_TOKEN_LEN} are required \
+                 (e.g. `openssl rand -hex 32`)"
+            )));
         }
         Ok(Self {
             expected: Some(format!("Bearer {}", token.expose()).into_bytes().into()),
@@ -92,15 +105,35 @@ mod tests {
             .map_err(|status| status.code())
     }
 
+    const TOKEN: &str = "s3cret-0123456789abcdef0123456789a";
+    const BEARER: &str = "Bearer s3cret-0123456789abcdef0123456789a";
+
+    #[test]
+    fn a_token_shorter_than_the_minimum_is_refused_without_printing_it() {
+        let short = "s3cret-0123456789abcdef01234567";
+        assert_eq!(short.len(), MIN_TOKEN_LEN - 1);
+        let error = BearerToken::new(&Secret::new(short))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("grpc_auth_token is 31 characters; at least 32"),
+            "{error}"
+        );
+        assert!(!error.contains(short), "{error}");
+        BearerToken::new(&Secret::new(&short[..8])).unwrap_err();
+        BearerToken::new(&Secret::new(TOKEN)).expect("32 characters accepted");
+    }
+
     #[test]
     fn only_the_exact_bearer_token_passes() {
-        let mut check = BearerToken::new(&Secret::new("s3cret")).unwrap();
-        assert_eq!(call(&mut check, Some("Bearer s3cret")), Ok(()));
+        let mut check = BearerToken::new(&Secret::new(TOKEN)).unwrap();
+        assert_eq!(call(&mut check, Some(BEARER)), Ok(()));
+        let longer = format!("{BEARER}2");
         for wrong in [
             None,
-            Some("Bearer s3cre"),
-            Some("Bearer s3cret2"),
-            Some("s3cret"),
+            Some(&BEARER[..BEARER.len() - 1]),
+            Some(longer.as_str()),
+            Some(TOKEN),
         ] {
             assert_eq!(
                 call(&mut check, wrong),
@@ -111,6 +144,6 @@ mod tests {
         let mut off = BearerToken::new(&Secret::default()).unwrap();
         assert_eq!(call(&mut off, None), Ok(()));
         assert!(BearerToken::new(&Secret::new("two words")).is_err());
-        assert!(!format!("{check:?}").contains("s3cret"));
+        assert!(!format!("{check:?}").contains(TOKEN));
     }
 }

@@ -118,7 +118,7 @@ async fn a_token_is_required_when_configured() {
     // TLS without client certificates: the token is what authenticates.
     let entry = Running::start(|config| {
         config.grpc_listen = "127.0.0.1:0".into();
-        config.grpc_auth_token = Secret::new("entry-token");
+        config.grpc_auth_token = Secret::new("entry-token-0123456789abcdef012345");
         config.grpc_tls = ServerTls {
             cert_file: pki.server_cert.display().to_string(),
             key_file: pki.server_key.display().to_string(),
@@ -130,7 +130,11 @@ async fn a_token_is_required_when_configured() {
         ca_file: pki.ca.display().to_string(),
         ..ClientTls::default()
     });
-    for refused in [None, Some("Bearer wrong-token"), Some("entry-token")] {
+    for refused in [
+        None,
+        Some("Bearer wrong-token"),
+        Some("entry-token-0123456789abcdef012345"),
+    ] {
         let status = client
             .consume_room_event(with_authorization(refused))
             .await
@@ -138,7 +142,9 @@ async fn a_token_is_required_when_configured() {
         assert_eq!(status.code(), tonic::Code::Unauthenticated, "{refused:?}");
     }
     let reply = client
-        .consume_room_event(with_authorization(Some("Bearer entry-token")))
+        .consume_room_event(with_authorization(Some(
+            "Bearer entry-token-0123456789abcdef012345",
+        )))
         .await
         .unwrap();
     assert!(!reply.into_inner().duplicate);

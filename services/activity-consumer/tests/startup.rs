@@ -27,6 +27,15 @@ fn invalid_configs_are_refused_naming_the_key() {
             "0.0.0.0:7301",
             "grpc_auth_token",
         ),
+        ConfigCase {
+            name: "a bearer token shorter than 32 characters",
+            yaml: CONSUMER_BASE.to_string(),
+            env: vec![
+                ("ACTIVITY__GRPC_LISTEN".into(), "0.0.0.0:7301".into()),
+                ("ACTIVITY__GRPC_AUTH_TOKEN".into(), "short-token".into()),
+            ],
+            names: "grpc_auth_token is 11 characters; at least 32",
+        },
         ConfigCase::env(
             "TLS certificate without its key",
             CONSUMER_BASE,

@@ -60,6 +60,9 @@ pub struct OutboxWorkerConfig {
     /// PEM file of the CA(s) a `rediss://` nudge server's certificate must
     /// chain to; empty = the system's roots.
     pub redis_tls_ca_file: String,
+    /// Development only: accept a nudge Redis off this machine without TLS
+    /// or a password (service_kit::redis::check_transport).
+    pub redis_allow_insecure_transport: bool,
     /// Delivered rows older than this are purged by `purge`.
     pub retention: ConfigDuration,
     /// Node id in logs and leases; empty = hostname + pid.
@@ -83,6 +86,7 @@ impl Default for OutboxWorkerConfig {
             nudge_enabled: true,
             redis_url: "redis://127.0.0.1:6379".into(),
             redis_tls_ca_file: String::new(),
+            redis_allow_insecure_transport: false,
             retention: ConfigDuration::from_secs(7 * 86_400),
             node_id: String::new(),
         }

@@ -29,6 +29,19 @@ pub fn client_config(redis_url: &str, tls_ca_file: &str) -> Result<Config, servi
     service_kit::redis::client_config(KEYS, redis_url, tls_ca_file)
 }
 
+/// The start-up check of the subscriber's settings: the transport rule
+/// (service_kit::redis::check_transport), then the client settings. The
+/// reconnects' [`client_config`] only rebuilds the latter.
+pub fn check(worker: &crate::config::OutboxWorkerConfig) -> Result<Config, service_kit::Error> {
+    service_kit::redis::check_transport(
+        KEYS,
+        "outbox_worker.redis_allow_insecure_transport",
+        &worker.redis_url,
+        worker.redis_allow_insecure_transport,
+    )?;
+    client_config(&worker.redis_url, &worker.redis_tls_ca_file)
+}
+
 /// Subscribes to the nudge channel and wakes `notify` on every message, until
 /// `shutdown`. Reconnects with backoff; never returns an error.
 pub async fn listen(

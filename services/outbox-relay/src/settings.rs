@@ -121,7 +121,7 @@ impl RelaySettings {
         if worker.nudge_enabled {
             // Checked now (scheme, CA file) so a bad value stops the start-up
             // instead of leaving the relay polling-only with a warning per retry.
-            crate::nudge::client_config(&worker.redis_url, &worker.redis_tls_ca_file)?;
+            crate::nudge::check(worker)?;
         }
         let node_id = if worker.node_id.is_empty() {
             default_node_id()

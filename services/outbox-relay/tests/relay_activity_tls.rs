@@ -14,7 +14,7 @@ use service_kit::grpc_tls::{ClientTls, ServerTls};
 use std::time::{Duration, Instant};
 use testkit::pki::TestPki;
 
-const TOKEN: &str = "relay-activity-token";
+const TOKEN: &str = "relay-activity-token-0123456789abcdef";
 
 fn direct_relay_to(
     pool: &sqlx::MySqlPool,
