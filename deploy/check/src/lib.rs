@@ -15,11 +15,13 @@
 //! test can feed a deliberately wrong reference and see it reported.
 
 pub mod alert_eval;
+pub mod images;
 pub mod instances;
 pub mod pod_env;
 pub mod promql;
 pub mod readme;
 pub mod source;
+pub mod transport;
 pub mod yaml;
 
 mod compose;

@@ -20,6 +20,10 @@ pub const SAMPLE_POD_IP: &str = "10.244.3.17";
 /// A sample value for every value source that is not a literal.
 const SAMPLE_SECRET: &str = "sample-secret-value";
 
+/// The sample of a Redis URL taken from a Secret: TLS and an ACL user.
+const SAMPLE_REDIS_URL: &str =
+    "rediss://sample-user:sample-secret-value@redis.hyapp-infra.svc.cluster.local:6380";
+
 /// The fields `valueFrom.fieldRef` may read in an env variable, with whether
 /// the value differs between pods of one Deployment. Labels and annotations
 /// (`metadata.labels['key']`) are shared by the pods of one template.
@@ -84,6 +88,10 @@ pub fn resolve(
                     (String::new(), false)
                 }
             }
+        } else if name.ends_with("REDIS__URL") || name.ends_with("REDIS_URL") {
+            // A Redis URL comes whole from a Secret (it carries the password):
+            // a sample of the shape the services require off loopback.
+            (SAMPLE_REDIS_URL.to_string(), false)
         } else {
             // secretKeyRef, configMapKeyRef, resourceFieldRef: the same in every pod.
             (SAMPLE_SECRET.to_string(), false)

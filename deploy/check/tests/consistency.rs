@@ -401,6 +401,10 @@ fn every_deploy_file_is_checked() {
         "grafana",
         "README.md",
         "check",
+        // tests/images_and_certs.rs runs certs/issue.sh and checks the
+        // images and compose's use of probe.sh.
+        "certs",
+        "probe.sh",
     ]
     .iter()
     .map(ToString::to_string)
@@ -870,6 +874,7 @@ fn services_load_their_deploy_configs() {
     let dir = std::env::temp_dir().join(format!("deploy-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let documents = k8s_documents();
+    let pki = testkit::pki::TestPki::generate(&["localhost"]);
     for doc in documents.iter().filter(|doc| doc["kind"] == "ConfigMap") {
         for (file, text) in doc["data"].as_object().unwrap() {
             let name = file.trim_end_matches(".yaml");
@@ -890,13 +895,45 @@ fn services_load_their_deploy_configs() {
                 .filter(|(variable, _)| app.env_path(variable).is_some())
                 .collect();
             let path = dir.join(file);
-            std::fs::write(&path, text.as_str().unwrap()).unwrap();
+            let text = with_sample_mounted_files(text.as_str().unwrap(), &pki, &dir);
+            std::fs::write(&path, text).unwrap();
             if let Err(error) = load_any(name, app, &path, &env) {
                 problems.push(format!("k8s {file}: {error}"));
             }
         }
     }
     assert_clean(problems);
+}
+
+/// `text` with every file a pod mounts under `/etc/hyapp/tls/` (CA bundles,
+/// certificates and keys from Secrets) moved to a sample under `dir`: a PEM
+/// key for a name with `key` in it, a PEM certificate otherwise, so the
+/// services' start-up checks read real files.
+fn with_sample_mounted_files(text: &str, pki: &testkit::pki::TestPki, dir: &Path) -> String {
+    let mut text = text.to_owned();
+    for mount in ["/etc/hyapp/tls/"] {
+        let names: BTreeSet<String> = text
+            .match_indices(mount)
+            .map(|(at, _)| {
+                text[at + mount.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+                    .collect()
+            })
+            .collect();
+        let samples = dir.join("mounted");
+        std::fs::create_dir_all(&samples).unwrap();
+        for name in names {
+            let source = if name.contains("key") {
+                &pki.server_key
+            } else {
+                &pki.ca
+            };
+            std::fs::copy(source, samples.join(&name)).unwrap();
+        }
+        text = text.replace(mount, &format!("{}/", samples.display()));
+    }
+    text
 }
 
 #[test]

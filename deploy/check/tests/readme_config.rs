@@ -294,7 +294,16 @@ fn env_problems(reference: &Reference) -> Vec<String> {
                 path.replace('.', "__").to_ascii_uppercase()
             );
             let documented = env.list_keys.contains(&path);
-            let result = dump_json(service, &[(variable.clone(), "10,20".into())]);
+            // `10,20` as broker addresses would be refused as plaintext off
+            // this machine: the transport rule is not what is tested here.
+            let insecure = format!("{}__ROCKETMQ__ALLOW_INSECURE_TRANSPORT", env.prefix);
+            let result = dump_json(
+                service,
+                &[
+                    (variable.clone(), "10,20".into()),
+                    (insecure, "true".into()),
+                ],
+            );
             let taken = result.as_ref().is_ok_and(|dumped| {
                 readme::values_at(dumped, &path)
                     .first()
