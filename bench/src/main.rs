@@ -12,6 +12,7 @@ mod e2e_scenarios;
 mod failover;
 mod fixtures;
 mod gateway;
+mod gateway_auth;
 mod hot_room;
 mod memory_scenarios;
 mod plots;
@@ -25,6 +26,7 @@ mod room_load;
 mod room_scenarios;
 mod routing_hint;
 mod scale_out_scenarios;
+mod security;
 
 use clap::Parser;
 use report::Report;
@@ -91,6 +93,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if selected("scale-out-routing-hint") {
         routing_hint::routing_hint(&env, &mut report).await?;
+    }
+    if selected("gateway-auth") {
+        gateway_auth::gateway_auth(&env, &mut report).await?;
     }
     if selected("failover") {
         failover::failover(&env, &mut report).await?;

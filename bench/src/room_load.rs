@@ -68,12 +68,28 @@ pub struct Serving {
 impl Serving {
     /// Builds and starts an App from `config`.
     pub async fn start(config: room_service::Config) -> anyhow::Result<Self> {
+        Self::start_reached(config, None).await
+    }
+
+    /// [`Serving::start`], reached over TLS with `tls` when given (the
+    /// listener then serves TLS, `https://localhost:<port>`).
+    pub async fn start_reached(
+        config: room_service::Config,
+        tls: Option<&service_kit::grpc_tls::ClientTls>,
+    ) -> anyhow::Result<Self> {
         let config = config.validate()?;
         let node_id = config.node_id.clone();
         let advertised = config.clone();
         let app = room_service::App::build(config).await?;
         let address = advertised.advertised_url(app.grpc_addr());
-        let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr())).await?;
+        let client = match tls {
+            None => RoomServiceClient::connect(format!("http://{}", app.grpc_addr())).await?,
+            Some(tls) => {
+                let url = format!("https://localhost:{}", app.grpc_addr().port());
+                // Lazily: the handshake needs the server, which runs below.
+                RoomServiceClient::new(tls.endpoint("tls", "endpoint", &url)?.connect_lazy())
+            }
+        };
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

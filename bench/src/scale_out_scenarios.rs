@@ -61,6 +61,18 @@ impl Cluster {
         count: usize,
         lease_ttl: Option<ConfigDuration>,
     ) -> anyhow::Result<Self> {
+        Self::start_secured(env, count, lease_ttl, None).await
+    }
+
+    /// [`Cluster::start`], with every instance behind `security` when given:
+    /// its listener settings applied to each config, its client TLS used to
+    /// reach them.
+    pub async fn start_secured(
+        env: &BenchEnv,
+        count: usize,
+        lease_ttl: Option<ConfigDuration>,
+        security: Option<&crate::security::Security>,
+    ) -> anyhow::Result<Self> {
         let (pool, db) = fixtures::fresh_database(env).await?;
         pool.close().await;
         let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default()).await?;
@@ -76,7 +88,11 @@ impl Cluster {
                 config.redis.lease_ttl = lease_ttl;
                 config.redis.liveness_ttl = ConfigDuration::from_millis(0);
             }
-            nodes.push(Serving::start(config).await?);
+            let client_tls = security.map(|security| {
+                security.apply(&mut config);
+                security.gateway.clone()
+            });
+            nodes.push(Serving::start_reached(config, client_tls.as_ref()).await?);
         }
         Ok(Self {
             nodes,

@@ -8,6 +8,7 @@
 //! `HYAPP_TEST_REDIS_URL` (default `redis://127.0.0.1:6379`),
 //! `HYAPP_TEST_KAFKA_BOOTSTRAP` (no default: the broker only exists inside a test run).
 
+pub mod assertions;
 pub mod binary;
 pub mod browser;
 pub mod otlp;

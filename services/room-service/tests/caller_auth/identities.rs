@@ -1,14 +1,11 @@
 //! Certificates and assertions for the caller-authentication tests, made at
 //! test time: a CA with a room-service certificate (server and peer client:
 //! `room-service`, `localhost`, `127.0.0.1`), a gateway client (`gateway`),
-//! an intruder signed by the same CA (`intruder`), a gateway-named client
-//! of an unrelated CA; and an Ed25519 key signing user assertions, with its
-//! JWKS file.
+//! an intruder signed by the same CA (`intruder`) and a gateway-named
+//! client of an unrelated CA. (The assertion signer is `testkit::assertions`.)
 
 use std::path::{Path, PathBuf};
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -134,74 +131,5 @@ impl Identities {
             key_file: pair.map(|pair| text(&pair.key)).unwrap_or_default(),
             domain: domain.to_owned(),
         }
-    }
-}
-
-/// Unpadded base64url (RFC 4648 §5), as JWK members are written.
-fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let mut buffer = [0u8; 3];
-        buffer[..chunk.len()].copy_from_slice(chunk);
-        let n = (u32::from(buffer[0]) << 16) | (u32::from(buffer[1]) << 8) | u32::from(buffer[2]);
-        for index in 0..=chunk.len() {
-            out.push(char::from(
-                ALPHABET[((n >> (18 - 6 * index)) & 63) as usize],
-            ));
-        }
-    }
-    out
-}
-
-/// Signs user assertions; `jwks` is the file room-service is given.
-pub struct Signer {
-    key: EncodingKey,
-    kid: String,
-    pub jwks: PathBuf,
-}
-
-pub const ISSUER: &str = "hyapp-gateway";
-pub const AUDIENCE: &str = "room-service";
-
-impl Signer {
-    /// A fresh Ed25519 key named `kid`, its JWKS written under `dir`.
-    pub fn generate(dir: &Path, kid: &str) -> Signer {
-        let pair = KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-        let key = EncodingKey::from_ed_der(&pair.serialize_der());
-        let jwk: Jwk = serde_json::from_value(serde_json::json!({
-            "kty": "OKP",
-            "crv": "Ed25519",
-            "alg": "EdDSA",
-            "kid": kid,
-            "x": base64_url(&pair.public_key_raw()),
-        }))
-        .unwrap();
-        let set = JwkSet { keys: vec![jwk] };
-        let jwks = write(
-            dir,
-            &format!("{kid}.jwks.json"),
-            &serde_json::to_string(&set).unwrap(),
-        );
-        Signer {
-            key,
-            kid: kid.to_owned(),
-            jwks,
-        }
-    }
-
-    /// An assertion for `sub` with `audience`, expiring `expires_in` seconds from now.
-    pub fn assertion(&self, sub: &str, audience: &str, expires_in: i64) -> String {
-        let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(self.kid.clone());
-        let now = service_kit::time::now_ms() / 1000;
-        let claims = serde_json::json!({
-            "sub": sub,
-            "iss": ISSUER,
-            "aud": audience,
-            "iat": now,
-            "exp": now + expires_in,
-        });
-        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
     }
 }
