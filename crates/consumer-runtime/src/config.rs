@@ -405,6 +405,8 @@ mod tests {
     fn resolve_applies_namespace_defaults_and_fallbacks() {
         let mq = MqConfig {
             name_servers: vec!["b:9092".into()],
+            // Only resolved, never connected: the transport rule is not under test.
+            allow_insecure_transport: true,
             namespace: "prod".into(),
             ..MqConfig::default()
         };
@@ -430,6 +432,8 @@ mod tests {
     fn dead_letter_producer_takes_what_the_consumer_decodes() {
         let mq = MqConfig {
             name_servers: vec!["b:9092".into()],
+            // Only resolved, never connected: the transport rule is not under test.
+            allow_insecure_transport: true,
             ..MqConfig::default()
         };
         let resolve = |max_message_bytes| {

@@ -12,11 +12,14 @@ pub const MARK: &str = "PLANTED";
 
 /// A `consumer:` section whose client properties are named like secrets
 /// (plus one that is not), for the services that carry a `consumer` section.
+/// Not `sasl.*`/`ssl.*`, which start-up refuses there (they belong to the
+/// `rocketmq` section): a librdkafka plugin's own properties
+/// (`plugin.library.paths`) may hold secrets too.
 pub const CONSUMER_PROPERTIES_YAML: &str = "consumer:
   client_properties:
-    sasl.password: \"PLANTED-p1\"
-    ssl.key.password: \"PLANTED-p2\"
-    sasl.jaas.config: \"PlainLoginModule required username='u' password='PLANTED-p3';\"
+    interceptor.password: \"PLANTED-p1\"
+    interceptor.client.secret: \"PLANTED-p2\"
+    interceptor.jaas.config: \"LoginModule required username='u' password='PLANTED-p3';\"
     client.rack: \"rack-1\"
 ";
 
@@ -28,7 +31,11 @@ pub const CONSUMER_PROPERTIES_YAML: &str = "consumer:
 pub fn assert_client_properties_redacted(dump: &str) {
     let dump: serde_json::Value = serde_json::from_str(dump).expect("dump is JSON");
     let properties = &dump["consumer"]["client_properties"];
-    for key in ["sasl.password", "ssl.key.password", "sasl.jaas.config"] {
+    for key in [
+        "interceptor.password",
+        "interceptor.client.secret",
+        "interceptor.jaas.config",
+    ] {
         assert_eq!(properties[key], "***", "{key} in {properties}");
     }
     assert_eq!(properties["client.rack"], "rack-1", "{properties}");
@@ -221,6 +228,7 @@ fn planted_value(index: usize, key: &str) -> String {
         };
         format!("{scheme}://user:{MARK}-{index}@127.0.0.1:1/0")
     } else {
-        format!("007{index}-{MARK}")
+        // Longer than the 32 characters a bearer token needs at least.
+        format!("007{index}-{MARK}-0123456789abcdef01234567")
     }
 }
