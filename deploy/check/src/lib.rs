@@ -18,6 +18,7 @@ pub mod alert_eval;
 pub mod images;
 pub mod instances;
 pub mod pod_env;
+pub mod grpc_callers;
 pub mod promql;
 pub mod readme;
 pub mod source;

@@ -11,7 +11,9 @@
 //!   env variable is a `secretKeyRef`;
 //! - no `allow_insecure_transport` key is set anywhere;
 //! - every pod spec says `automountServiceAccountToken: false`;
-//! - the kustomization pins the image tag (not `latest`, not absent).
+//! - the kustomization pins the image tag (not `latest`, not absent);
+//! - room-service's gRPC port runs mutual TLS with identities
+//!   (`grpc_callers`).
 
 use crate::yaml;
 use serde_json::Value;
@@ -38,6 +40,11 @@ pub fn check_k8s_transport(documents: &[Value], kustomization: &Value) -> Vec<St
                 };
                 let at = format!("ConfigMap {name} {file}");
                 problems.extend(check_service_config(&at, &config));
+                if file == crate::grpc_callers::ROOM_SERVICE_FILE {
+                    problems.extend(crate::grpc_callers::check_room_service_callers(
+                        &at, &config,
+                    ));
+                }
             }
         }
         if let Some(pod) = pod_spec(kind, document) {

@@ -660,7 +660,7 @@ fn k8s_scale_out_mistakes_are_caught() {
         problems.clone(),
         "env POD_IP does not start with ROOM__, and no later variable uses it",
     );
-    assert_caught(problems, "every instance advertises http://$(POD_IP):7101");
+    assert_caught(problems, "every instance advertises https://$(POD_IP):7101");
 
     // Without an advertise URL the pods would advertise their unresolvable names.
     let problems = k8s_with(|documents| {
@@ -687,7 +687,7 @@ fn k8s_scale_out_mistakes_are_caught() {
     });
     assert_caught(
         problems.clone(),
-        "advertises http://room-service-6d9f7c8b5-x7k2q:7101",
+        "advertises https://room-service-6d9f7c8b5-x7k2q:7101",
     );
     assert_caught(
         problems.clone(),
@@ -905,19 +905,21 @@ fn services_load_their_deploy_configs() {
     assert_clean(problems);
 }
 
-/// `text` with every file a pod mounts under `/etc/hyapp/tls/` (CA bundles,
-/// certificates and keys from Secrets) moved to a sample under `dir`: a PEM
-/// key for a name with `key` in it, a PEM certificate otherwise, so the
-/// services' start-up checks read real files.
+/// `text` with every file a pod mounts under `/etc/hyapp/tls/` or
+/// `/etc/hyapp/grpc-tls/` (CA bundles, certificates and keys from Secrets)
+/// moved to a sample under `dir`: a PEM key for a name with `key` in it, the
+/// matching server certificate for `tls.crt`, a CA certificate otherwise, so
+/// the services' start-up checks read real files (a certificate and its key
+/// must belong together).
 fn with_sample_mounted_files(text: &str, pki: &testkit::pki::TestPki, dir: &Path) -> String {
     let mut text = text.to_owned();
-    for mount in ["/etc/hyapp/tls/"] {
+    for mount in ["/etc/hyapp/tls/", "/etc/hyapp/grpc-tls/"] {
         let names: BTreeSet<String> = text
             .match_indices(mount)
             .map(|(at, _)| {
                 text[at + mount.len()..]
                     .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+                    .take_while(|c| c.is_ascii_alphanumeric() || "._-/".contains(*c))
                     .collect()
             })
             .collect();
@@ -926,10 +928,14 @@ fn with_sample_mounted_files(text: &str, pki: &testkit::pki::TestPki, dir: &Path
         for name in names {
             let source = if name.contains("key") {
                 &pki.server_key
+            } else if name == "tls.crt" {
+                &pki.server_cert
             } else {
                 &pki.ca
             };
-            std::fs::copy(source, samples.join(&name)).unwrap();
+            let sample = samples.join(&name);
+            std::fs::create_dir_all(sample.parent().unwrap()).unwrap();
+            std::fs::copy(source, sample).unwrap();
         }
         text = text.replace(mount, &format!("{}/", samples.display()));
     }

@@ -197,3 +197,53 @@ fn a_mounted_token_and_an_unpinned_image_are_named() {
         "{found}"
     );
 }
+
+#[test]
+fn room_services_port_without_mutual_tls_and_identities_is_named() {
+    let (map, file) = ("room-service-config", "room-service.yaml");
+    let at = "ConfigMap room-service-config room-service.yaml";
+    let cases: [(&dyn Fn(&str) -> String, &str); 5] = [
+        (
+            &|text| {
+                text.lines()
+                    .filter(|line| !line.contains("client_ca_file"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            },
+            "grpc_tls.client_ca_file is missing",
+        ),
+        (
+            &|text| {
+                text.replace(
+                    r#"peer_identities: ["room-service"]"#,
+                    "peer_identities: []",
+                )
+            },
+            "grpc_auth.peer_identities must list",
+        ),
+        (
+            &|text| text.replace(r#"hosts: ["10.0.0.0/8"]"#, r#"hosts: ["*"]"#),
+            "peer_addresses.hosts holds `*`",
+        ),
+        (
+            &|text| format!("{text}\ngrpc_reflection: true\n"),
+            "grpc_reflection is on",
+        ),
+        (
+            &|text| {
+                text.replace(
+                    "grpc_auth:\n",
+                    "grpc_auth:\n  allow_unauthenticated: true\n",
+                )
+            },
+            "grpc_auth.allow_unauthenticated is on",
+        ),
+    ];
+    for (edit, needle) in cases {
+        let found = problems_with(|documents, _| edit_config(documents, map, file, edit));
+        assert!(
+            found.contains(&format!("{at}: {needle}")),
+            "{needle}: {found}"
+        );
+    }
+}
