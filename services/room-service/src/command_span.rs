@@ -100,3 +100,27 @@ pub async fn run<T>(
     span.finish(failed.as_deref());
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has_room_id(room_id: &str) -> bool {
+        attributes("hyapp.room.v1.RoomService", "JoinRoom", room_id)
+            .iter()
+            .any(|attribute| attribute.key.as_str() == "room_id")
+    }
+
+    #[test]
+    fn only_a_room_id_the_api_would_accept_becomes_an_attribute() {
+        assert!(has_room_id("room-1"));
+        for hostile in [
+            "a/b",
+            "",
+            "room\nforged=1",
+            &"r".repeat(MAX_ROOM_ID_LEN + 1),
+        ] {
+            assert!(!has_room_id(hostile), "{hostile:?}");
+        }
+    }
+}

@@ -107,20 +107,22 @@ async fn mutual_tls_admits_only_the_named_identities_to_each_service() {
     let anonymous = node.channel(&ids.client(None, ""));
     for channel in [plaintext, foreign, anonymous] {
         let (refused, command_id) = attempt(channel).await;
-        // Refused by the handshake: a transport failure, not an answer.
-        assert!(
-            matches!(
-                refused.code(),
-                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-            ),
-            "{refused}"
-        );
+        // Refused by the handshake or the HTTP/2 preface: a transport
+        // failure (its code depends on where the connection broke), never
+        // an answer of the service, which names a reason.
         assert_eq!(reason(&refused), "", "{refused}");
         assert_eq!(
             count(&db.pool, "room_command_log", "command_id", &command_id).await,
             0
         );
     }
+    assert!(
+        !room_state(&mut gateway, &room)
+            .await
+            .members
+            .contains(&"mallory".to_owned()),
+        "a refused caller joined"
+    );
     let (refused, command_id) = attempt(node.channel(&ids.client(Some(&ids.intruder), ""))).await;
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused}");
     assert_eq!(reason(&refused), "caller_not_allowed");
@@ -165,13 +167,6 @@ async fn mutual_tls_admits_only_the_named_identities_to_each_service() {
         .await
         .unwrap_err();
     assert_eq!(reason(&refused), "", "{refused}");
-    assert!(
-        matches!(
-            refused.code(),
-            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-        ),
-        "{refused}"
-    );
     node.stop().await;
 }
 
