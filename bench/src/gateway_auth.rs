@@ -20,8 +20,8 @@ use testkit::assertions::{AUDIENCE, AssertionSigner, ISSUER};
 use crate::{
     fixtures::BenchEnv,
     report::{Report, Row},
-    room_load::{MIXED_SEED, MixedOutcome, Routing, millis_at, mixed_workload},
-    scale_out_scenarios::Cluster,
+    room_load::{MIXED_SEED, MixedOutcome, Routing, millis_at},
+    scale_out_scenarios::mixed_on,
     security::Security,
 };
 
@@ -33,9 +33,9 @@ pub async fn gateway_auth(env: &BenchEnv, report: &mut Report) -> anyhow::Result
         (1_000, 10, 20_000)
     };
     println!("gateway-auth: {rooms} rooms, {seconds}s on 3 instances, plaintext vs mutual TLS");
-    let plain = run(env, rooms, seconds, None).await?;
+    let plain = mixed_on(env, 3, rooms, seconds, Routing::Random, None).await?;
     let security = Security::generate();
-    let secured = run(env, rooms, seconds, Some(&security)).await?;
+    let secured = mixed_on(env, 3, rooms, seconds, Routing::Random, Some(&security)).await?;
     let note = |outcome: &MixedOutcome| {
         format!(
             "p50 {:.1} ms, p99 {:.1} ms, {} calls",
@@ -82,25 +82,6 @@ fn ratio_row(metric: &str, measured: f64, baseline: f64, note: String) -> Row {
         pass: None,
         note: format!("baseline: plaintext; identities checked on every call; {note}"),
     }
-}
-
-async fn run(
-    env: &BenchEnv,
-    rooms: usize,
-    seconds: u64,
-    security: Option<&Security>,
-) -> anyhow::Result<MixedOutcome> {
-    let cluster = Cluster::start_secured(env, 3, None, security).await?;
-    let outcome = mixed_workload(
-        &cluster.targets(),
-        rooms,
-        seconds,
-        MIXED_SEED,
-        Routing::Random,
-    )
-    .await;
-    cluster.stop(env).await?;
-    outcome
 }
 
 /// µs per assertion verified (and checked against its acting user), over

@@ -11,16 +11,16 @@
 use crate::{
     fixtures::BenchEnv,
     report::{Report, Row},
-    room_load::{MIXED_SEED, MixedOutcome, Routing, millis_at, mixed_workload},
-    scale_out_scenarios::Cluster,
+    room_load::{MIXED_SEED, MixedOutcome, Routing, millis_at},
+    scale_out_scenarios::mixed_on,
 };
 
 /// Runs both routings and adds their rows.
 pub async fn routing_hint(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
     let (rooms, seconds) = if env.smoke { (64, 1) } else { (1_000, 10) };
     println!("scale-out-routing-hint: {rooms} rooms, {seconds}s on 3 instances, random vs hint");
-    let random = run(env, rooms, seconds, Routing::Random).await?;
-    let hinted = run(env, rooms, seconds, Routing::Hint).await?;
+    let random = mixed_on(env, 3, rooms, seconds, Routing::Random, None).await?;
+    let hinted = mixed_on(env, 3, rooms, seconds, Routing::Hint, None).await?;
     let share = |outcome: &MixedOutcome| {
         outcome.forwarded.len() as f64 * 100.0 / outcome.all.len().max(1) as f64
     };
@@ -72,16 +72,4 @@ pub async fn routing_hint(env: &BenchEnv, report: &mut Report) -> anyhow::Result
         });
     }
     Ok(())
-}
-
-async fn run(
-    env: &BenchEnv,
-    rooms: usize,
-    seconds: u64,
-    routing: Routing,
-) -> anyhow::Result<MixedOutcome> {
-    let cluster = Cluster::start(env, 3, None).await?;
-    let outcome = mixed_workload(&cluster.targets(), rooms, seconds, MIXED_SEED, routing).await;
-    cluster.stop(env).await?;
-    outcome
 }

@@ -149,8 +149,8 @@ pub async fn mixed_one_vs_three(env: &BenchEnv, report: &mut Report) -> anyhow::
     println!(
         "scale-out-mixed: {rooms} rooms, {seconds}s on 1 instance, then on 3 (random routing)"
     );
-    let one = mixed_on(env, 1, rooms, seconds).await?;
-    let three = mixed_on(env, 3, rooms, seconds).await?;
+    let one = mixed_on(env, 1, rooms, seconds, Routing::Random, None).await?;
+    let three = mixed_on(env, 3, rooms, seconds, Routing::Random, None).await?;
     let forwarded_share = three.forwarded.len() as f64 / three.all.len().max(1) as f64;
     report.add(Row {
         scenario: "scale-out mixed, 1 instance".into(),
@@ -204,21 +204,19 @@ pub async fn mixed_one_vs_three(env: &BenchEnv, report: &mut Report) -> anyhow::
     Ok(())
 }
 
-async fn mixed_on(
+/// The mixed workload (seed [`MIXED_SEED`]) through `instances` fresh
+/// instances behind `security` (plaintext when `None`), routed by `routing`:
+/// the one cluster run every mixed-workload scenario measures.
+pub async fn mixed_on(
     env: &BenchEnv,
     instances: usize,
     rooms: usize,
     seconds: u64,
+    routing: Routing,
+    security: Option<&crate::security::Security>,
 ) -> anyhow::Result<MixedOutcome> {
-    let cluster = Cluster::start(env, instances, None).await?;
-    let outcome = mixed_workload(
-        &cluster.targets(),
-        rooms,
-        seconds,
-        MIXED_SEED,
-        Routing::Random,
-    )
-    .await;
+    let cluster = Cluster::start_secured(env, instances, None, security).await?;
+    let outcome = mixed_workload(&cluster.targets(), rooms, seconds, MIXED_SEED, routing).await;
     cluster.stop(env).await?;
     outcome
 }
