@@ -15,10 +15,10 @@
 //! test can feed a deliberately wrong reference and see it reported.
 
 pub mod alert_eval;
+pub mod grpc_callers;
 pub mod images;
 pub mod instances;
 pub mod pod_env;
-pub mod grpc_callers;
 pub mod promql;
 pub mod readme;
 pub mod source;

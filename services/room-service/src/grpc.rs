@@ -31,7 +31,7 @@ use hyapp_api::room::{
 use tonic::{Request, Response, Status};
 
 use crate::Error;
-use crate::auth::{Caller, CallerAuth};
+use crate::auth::CallerAuth;
 use crate::command_span;
 use crate::error::Subject;
 use crate::forward::{CallContext, SERVED_BY, SERVED_BY_ADDRESS, Served};
@@ -104,14 +104,23 @@ impl GrpcRoomService {
         Self { rooms, auth }
     }
 
-    /// Admits the caller and its assertion, or the refusal as a status.
-    fn caller<T>(&self, request: &Request<T>, room_id: &str) -> Result<Caller, Status> {
-        self.auth.gateway(request).map_err(|error| {
-            error.into_status(Subject {
-                room_id,
-                command_id: "",
+    /// Admits a read's caller, and its assertion for `acting` (the user a
+    /// heartbeat keeps present), or the refusal as a status.
+    fn admit_read<T>(
+        &self,
+        request: &Request<T>,
+        room_id: &str,
+        acting: Option<&str>,
+    ) -> Result<(), Status> {
+        self.auth
+            .gateway(request)
+            .and_then(|caller| caller.may_act_as(acting))
+            .map_err(|error| {
+                error.into_status(Subject {
+                    room_id,
+                    command_id: "",
+                })
             })
-        })
     }
 
     /// Validates with `validate_fn` and runs the command inside its span
@@ -262,15 +271,8 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatReply>, Status> {
-        let caller = self.caller(&request, &request.get_ref().room_id)?;
-        caller
-            .may_act_as(Some(&request.get_ref().user_id))
-            .map_err(|error| {
-                error.into_status(Subject {
-                    room_id: &request.get_ref().room_id,
-                    command_id: "",
-                })
-            })?;
+        let message = request.get_ref();
+        self.admit_read(&request, &message.room_id, Some(&message.user_id))?;
         let call = CallContext::from_request(request.metadata(), Instant::now());
         reads::heartbeat(&self.rooms, request.get_ref(), &call).await
     }
@@ -279,7 +281,7 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<GetRoomRequest>,
     ) -> Result<Response<RoomSnapshot>, Status> {
-        self.caller(&request, &request.get_ref().room_id)?;
+        self.admit_read(&request, &request.get_ref().room_id, None)?;
         let call = CallContext::from_request(request.metadata(), Instant::now());
         reads::get_room(&self.rooms, request.get_ref(), &call).await
     }
@@ -288,7 +290,7 @@ impl RoomService for GrpcRoomService {
         &self,
         request: Request<ListRoomsRequest>,
     ) -> Result<Response<ListRoomsReply>, Status> {
-        self.caller(&request, "")?;
+        self.admit_read(&request, "", None)?;
         reads::list_rooms(&self.rooms, request.get_ref()).await
     }
 }

@@ -241,14 +241,24 @@ impl Metrics {
         metrics
     }
 
+    /// Counts a forward that was not attempted (the lease named an address
+    /// `peer_addresses` does not admit): no call, so no duration.
+    pub fn record_forward_refused(&self) {
+        self.count_forward("address_refused");
+    }
+
     /// Records one forwarded call.
     pub fn record_forward(&self, outcome: &str, seconds: f64) {
+        self.count_forward(outcome);
+        self.forward_seconds.observe(seconds);
+    }
+
+    fn count_forward(&self, outcome: &str) {
         self.forwarded
             .get_or_create(&ForwardLabels {
                 outcome: outcome.to_owned(),
             })
             .inc();
-        self.forward_seconds.observe(seconds);
     }
 
     /// Records one read where it executed.

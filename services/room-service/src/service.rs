@@ -149,7 +149,7 @@ impl Rooms {
             // networks is not dialled, nor handed to the gateway as a hint.
             let shown: String = address.chars().take(120).collect();
             tracing::warn!(room_id, address = %shown, why, "room lease names an address outside peer_addresses; not dialled");
-            self.deps.metrics.record_forward("address_refused", 0.0);
+            self.deps.metrics.record_forward_refused();
             return Err(refused.without_holder_address());
         }
         let address = address.clone();

@@ -101,16 +101,24 @@ impl Config {
                 "grpc_tls is set without client_ca_file: RoomPeer is only callable with a peer certificate when TLS is on, so set grpc_tls.client_ca_file (mutual TLS) and grpc_auth's identities".into(),
             );
         }
-        let off_loopback = !service_kit::config::is_loopback_host(
-            service_kit::config::host_of_address(&self.grpc_listen),
-        );
-        if off_loopback && !mutual_tls && !auth.allow_unauthenticated {
+        if self.grpc_reachable_from_other_hosts() && !mutual_tls && !auth.allow_unauthenticated {
             return invalid(format!(
                 "grpc_listen `{}` is reachable from other hosts without mutual TLS: anyone reaching it could act as any user. Set grpc_tls (with client_ca_file) and grpc_auth, or grpc_auth.allow_unauthenticated: true for a development stack",
                 self.grpc_listen
             ));
         }
         check_assertion(&auth.user_assertion)
+    }
+}
+
+impl Config {
+    /// Whether `grpc_listen` is bound beyond loopback: the rules for who may
+    /// call (`grpc_auth`) and whom forwarding may dial (`peer_addresses`)
+    /// tighten then.
+    pub(super) fn grpc_reachable_from_other_hosts(&self) -> bool {
+        !service_kit::config::is_loopback_host(service_kit::config::host_of_address(
+            &self.grpc_listen,
+        ))
     }
 }
 

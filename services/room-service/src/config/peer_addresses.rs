@@ -169,10 +169,7 @@ impl Config {
     /// refuse every real peer; "any" would dial whatever Redis says).
     pub(super) fn check_peer_addresses(&self) -> Result<(), Error> {
         PeerAddressPolicy::new(&self.peer_addresses, &self.advertise_url)?;
-        let off_loopback = !service_kit::config::is_loopback_host(
-            service_kit::config::host_of_address(&self.grpc_listen),
-        );
-        if off_loopback && self.peer_addresses.hosts.is_empty() {
+        if self.grpc_reachable_from_other_hosts() && self.peer_addresses.hosts.is_empty() {
             return Err(Error::Config(format!(
                 "grpc_listen `{}` is reachable from other hosts, so peer_addresses.hosts must name where the other instances are (an IP network, a .dns-suffix or a host): a lease's address is only dialled when it matches",
                 self.grpc_listen
