@@ -10,7 +10,6 @@
 
 use crate::infra;
 use crate::localdb;
-use crate::stack;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 
@@ -148,7 +147,7 @@ pub fn fake_wallet_failure(variant: u8) -> (&'static str, &'static str, &'static
 
 /// `METHOD` of a fake's admin endpoint; `Err` unless it answered 2xx.
 pub fn admin_call(port: u16, method: &str, path: &str, body: &str) -> Result<(), String> {
-    match stack::http_request(port, method, path, Some(body)) {
+    match crate::probe::http_request(port, method, path, Some(body)) {
         Some(status) if (200..300).contains(&status) => Ok(()),
         other => Err(format!(
             "{method} 127.0.0.1:{port}{path} answered {other:?}"

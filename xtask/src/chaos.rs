@@ -193,7 +193,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         dir.display()
     ));
     let tansu = infra::ensure_broker_with(|build| interrupt::run_interruptible(build, stop))?;
-    let built = stack::build_binaries(stop)?;
+    let built = crate::binaries::build_binaries(stop)?;
     if !built.contains("chaos") {
         return Err("the chaos crate did not compile (see the cargo output above)".into());
     }
@@ -239,7 +239,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     }
 
     crate::step("workload and fault schedule running");
-    let mut workload = Command::new(stack::target_dir().join("debug/chaos"));
+    let mut workload = Command::new(crate::binaries::target_dir().join("debug/chaos"));
     workload.arg("workload");
     for room_service in &room_services {
         workload.args(["--grpc", room_service]);
@@ -274,7 +274,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     }
 
     crate::step("faults over; checking the ledger once the system settles");
-    let mut check = Command::new(stack::target_dir().join("debug/chaos"));
+    let mut check = Command::new(crate::binaries::target_dir().join("debug/chaos"));
     check
         .arg("check")
         .args([

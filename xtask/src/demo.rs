@@ -50,7 +50,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let (tansu, built) = infra::with_broker_built(
         &root.join("target/broker-build.log"),
         |build| interrupt::run_interruptible(build, stop),
-        || stack::build_binaries(stop),
+        || crate::binaries::build_binaries(stop),
     )?;
     if !built.contains("demo") {
         return Err("the demo crate did not compile (see the cargo output above)".into());
@@ -85,7 +85,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
 
 fn run_with_database(
     plan: &Plan,
-    built: &stack::Built,
+    built: &crate::binaries::Built,
     tansu: &std::path::Path,
     admin_token: &str,
     stop: &StopFlag,
@@ -99,7 +99,7 @@ fn run_with_database(
         Err(problems) => crate::detail(&format!("UNEXPECTED LISTENERS: {problems}")),
     }
     crate::step("running the scripted session (demo crate)");
-    let mut command = Command::new(stack::target_dir().join("debug/demo"));
+    let mut command = Command::new(crate::binaries::target_dir().join("debug/demo"));
     command
         .args(["--grpc", &format!("http://127.0.0.1:{}", p.room_grpc)])
         .args([
@@ -188,7 +188,7 @@ fn run_with_database(
         eprintln!(
             "xtask: {name} exited during the demo ({status}); last lines of {}:\n{}",
             log.display(),
-            stack::log_tail(&log, 20)
+            crate::logs::log_tail(&log, 20)
         );
     }
     match status {

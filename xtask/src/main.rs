@@ -21,6 +21,7 @@
 
 mod backends;
 mod bench;
+mod binaries;
 mod chaos;
 mod chromium;
 mod debian;
@@ -30,6 +31,8 @@ mod faults;
 mod infra;
 mod interrupt;
 mod localdb;
+mod logs;
+mod probe;
 mod promtool;
 mod schedule;
 mod services;

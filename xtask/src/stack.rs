@@ -1,15 +1,15 @@
-//! The local stack shared by `cargo xtask up` and `cargo xtask demo`: broker
-//! and topics, the binaries built once (`cargo build --bins`, the dev profile
-//! the tests already built), the services started in phases and each awaited
+//! The local stack shared by `cargo xtask up`, `demo` and `chaos`: broker
+//! and topics, the binaries `crate::binaries` built, the services started in phases and each awaited
 //! on its probe, and an ordered stop (room-service first so it drains, then
 //! the relay, the consumers, the fakes, the broker).
 
+use crate::binaries::{Built, target_dir};
 use crate::infra::{self, Broker, BrokerStorage};
 use crate::interrupt::{self, StopFlag};
+use crate::logs::log_tail;
+use crate::probe::http_status;
 use crate::services::{self, Overrides, Phase, Ports, Spec};
 use crate::topology;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -66,65 +66,6 @@ pub struct Stack {
     pub running: Vec<Running>,
     /// Optional services that did not start: `(name, reason with log tail)`.
     pub unavailable: Vec<(&'static str, String)>,
-}
-
-/// Directory cargo builds into.
-pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| infra::workspace_root().join("target"))
-}
-
-/// Binaries that built (names), from `cargo build --bins --keep-going`.
-pub type Built = std::collections::BTreeSet<String>;
-
-/// Builds every workspace binary in the dev profile. A package that does not
-/// compile does not stop the others (`--keep-going`); the caller decides
-/// whether its absence is fatal. Cargo's diagnostics go to the terminal.
-pub fn build_binaries(stop: &StopFlag) -> Result<Built, String> {
-    crate::step("building the binaries (cargo build --bins; dev profile, shared with the tests)");
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command
-        .args(["build", "--bins", "--keep-going"])
-        .arg("--message-format=json-render-diagnostics")
-        .current_dir(infra::workspace_root())
-        .stdout(Stdio::piped());
-    let mut child = command
-        .spawn()
-        .map_err(|error| format!("cannot run cargo build: {error}"))?;
-    let stdout = child.stdout.take().ok_or("cargo build has no stdout")?;
-    // Artifact messages name each executable, fresh or rebuilt.
-    let reader = std::thread::spawn(move || {
-        let mut built = Built::new();
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
-            if let Some(name) = executable_name(&line) {
-                built.insert(name);
-            }
-        }
-        built
-    });
-    let status = interrupt::wait_child(&mut child, stop)?;
-    let built = reader.join().unwrap_or_default();
-    match status {
-        None => Err("interrupted".into()),
-        Some(status) if !status.success() => {
-            crate::detail(&format!(
-                "cargo build failed for some packages ({status}); continuing with what built: {}",
-                built.iter().cloned().collect::<Vec<_>>().join(", ")
-            ));
-            Ok(built)
-        }
-        Some(_) => Ok(built),
-    }
-}
-
-/// The file name of `"executable":"…"` in a cargo JSON message.
-fn executable_name(line: &str) -> Option<String> {
-    let start = line.find("\"executable\":\"")? + "\"executable\":\"".len();
-    let path = &line[start..start + line[start..].find('"')?];
-    Path::new(path)
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
 }
 
 /// Starts the broker (in memory), creates the topics and starts every service.
@@ -288,67 +229,6 @@ fn wait_ready(spec: &Spec, running: &mut Running, stop: &StopFlag) -> Result<Dur
     }
 }
 
-/// Status code of `GET http://127.0.0.1:{port}{path}`, std-only.
-pub fn http_status(port: u16, path: &str) -> Option<u16> {
-    http_request(port, "GET", path, None)
-}
-
-/// Status code of `METHOD http://127.0.0.1:{port}{path}` with an optional JSON body, std-only.
-pub fn http_request(port: u16, method: &str, path: &str, json: Option<&str>) -> Option<u16> {
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let body = json.unwrap_or("");
-    let content_type = if json.is_some() {
-        "Content-Type: application/json\r\n"
-    } else {
-        ""
-    };
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{content_type}\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut head = [0u8; 32];
-    let read = stream.read(&mut head).ok()?;
-    let line = String::from_utf8_lossy(&head[..read]);
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// The last `lines` lines of a log file, indented.
-pub fn log_tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    let tail = &all[all.len().saturating_sub(lines)..];
-    if tail.is_empty() {
-        return "    (log is empty)".into();
-    }
-    tail.iter()
-        .map(|line| format!("    {}", strip_ansi(line)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Removes terminal colour sequences (`ESC [ … m`) the services' text logs carry.
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for next in chars.by_ref() {
-                if next.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 impl Stack {
     /// SIGKILLs service `name` (no drain, as a crash would) and reaps it.
     pub fn kill(&mut self, name: &str) -> Result<(), String> {
@@ -489,25 +369,5 @@ impl Stack {
 impl Drop for Stack {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn executables_are_read_from_cargo_messages() {
-        let line = r#"{"reason":"compiler-artifact","executable":"/w/target/debug/room-service","fresh":true}"#;
-        assert_eq!(executable_name(line).as_deref(), Some("room-service"));
-        assert_eq!(executable_name(r#"{"executable":null}"#), None);
-    }
-
-    #[test]
-    fn colours_are_stripped() {
-        assert_eq!(
-            strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m ready"),
-            "2026  INFO ready"
-        );
     }
 }

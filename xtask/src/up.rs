@@ -30,7 +30,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     localdb::mysql_exec(&format!("CREATE DATABASE IF NOT EXISTS `{DATABASE}`"))?;
     crate::step("building the broker (tools/local-broker)");
     let tansu = infra::ensure_broker_with(|build| interrupt::run_interruptible(build, stop))?;
-    let built = stack::build_binaries(stop)?;
+    let built = crate::binaries::build_binaries(stop)?;
     let plan = Plan {
         ports: ports.clone(),
         database: DATABASE.into(),
@@ -47,7 +47,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
             break Err(format!(
                 "{name} exited ({status}); last lines of {}:\n{}",
                 log.display(),
-                stack::log_tail(&log, 20)
+                crate::logs::log_tail(&log, 20)
             ));
         }
         if stack.broker_exited() {

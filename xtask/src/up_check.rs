@@ -5,7 +5,6 @@
 //! service listening.
 
 use crate::services::{Ports, Probe};
-use crate::stack;
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,13 +43,13 @@ pub fn run() -> Result<(), String> {
         .spawn()
         .map_err(|error| format!("cannot start xtask up: {error}"))?;
     let started = Instant::now();
-    let tail = || stack::log_tail(&log_path, 20);
+    let tail = || crate::logs::log_tail(&log_path, 20);
     loop {
         let waiting: Vec<&str> = probes
             .iter()
             .filter(|(_, probe)| {
                 let (port, path) = probe.target();
-                stack::http_status(port, path) != Some(200)
+                crate::probe::http_status(port, path) != Some(200)
             })
             .map(|(name, _)| *name)
             .collect();
