@@ -1,16 +1,20 @@
-//! README's "Configuration reference" against the services' real key trees.
+//! The configuration reference (docs/configuration.md) against the services'
+//! real key trees.
 //!
-//! The reference is a `## Configuration reference` section of `###`
-//! subsections. A subsection with key tables names the services it applies to
-//! on a line `Used by: room-service, outbox-relay (as `direct.tencent_im.*`)`;
-//! "as `P.*`" mounts the table's keys under `P` for that service (the first
-//! path segment is replaced). A key table's header starts with `Key`; each row
-//! is `` | `full.key.path` | default | meaning | ``. A default cell that starts
-//! with a code span is checked against the serialized built-in default
-//! ([`render_default`]); prose defaults (`required`, `one rule, …`) are not.
-//! The environment table (header `Service | Prefix | … | Comma-separated lists
-//! …`) gives each service's variable prefix and the keys that take a
-//! comma-separated list from the environment.
+//! The reference is the section under a `Configuration reference` heading (a
+//! `#` title in docs/configuration.md; any level is accepted) up to the next
+//! heading of the same or a higher level; its subsections are the headings
+//! one level deeper. A subsection with key tables names the services it
+//! applies to on a line `Used by: room-service, outbox-relay (as
+//! `direct.tencent_im.*`)`; "as `P.*`" mounts the table's keys under `P` for
+//! that service (the first path segment is replaced). A key table's header
+//! starts with `Key`; each row is `` | `full.key.path` | default | meaning | ``.
+//! A default cell that starts with a code span is checked against the
+//! serialized built-in default ([`render_default`]); prose defaults
+//! (`required`, `one rule, …`) are not. The environment table (header
+//! `Service | Prefix | … | Comma-separated lists …`) gives each service's
+//! variable prefix and the keys that take a comma-separated list from the
+//! environment.
 //!
 //! Key trees come from [`config_paths`]: the dotted leaf paths of a config
 //! value, arrays of scalars and empty (open) maps being leaves, arrays of maps
@@ -19,8 +23,11 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The heading the reference lives under.
-pub const HEADING: &str = "## Configuration reference";
+/// The title of the heading the reference lives under (without its `#`s).
+pub const HEADING: &str = "Configuration reference";
+
+/// The file the reference lives in, relative to the workspace root.
+pub const PATH: &str = "docs/configuration.md";
 
 /// One documented key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,26 +94,49 @@ fn is_separator(cells: &[String]) -> bool {
         .all(|cell| !cell.is_empty() && cell.chars().all(|ch| matches!(ch, '-' | ':' | ' ')))
 }
 
-/// Parses the reference out of the whole README. `services` are the valid
+/// A Markdown heading's level and title (`## Title` → `(2, "Title")`).
+fn heading(line: &str) -> Option<(usize, &str)> {
+    let level = line.chars().take_while(|ch| *ch == '#').count();
+    let title = line[level..].strip_prefix(' ')?;
+    (1..=6).contains(&level).then_some((level, title.trim()))
+}
+
+/// The reference's level and its lines: from below its heading up to the next
+/// heading of the same or a higher level.
+fn reference_body(document: &str) -> Option<(usize, Vec<&str>)> {
+    let mut lines = document.lines();
+    let level = lines
+        .by_ref()
+        .find_map(|line| match heading(line.trim_end()) {
+            Some((level, title)) if title == HEADING => Some(level),
+            _ => None,
+        })?;
+    let body = lines
+        .take_while(|line| !heading(line.trim_end()).is_some_and(|(other, _)| other <= level))
+        .collect();
+    Some((level, body))
+}
+
+/// Parses the reference out of the whole document. `services` are the valid
 /// service names; anything else on a `Used by:` line or in the environment
 /// table is a problem, as is a key table without a `Used by:` line, a key row
 /// without a key, or a key documented twice for one service.
-pub fn parse(readme: &str, services: &[&str]) -> Result<Reference, Vec<String>> {
+pub fn parse(document: &str, services: &[&str]) -> Result<Reference, Vec<String>> {
     let mut problems = Vec::new();
-    let Some(start) = readme.find(&format!("\n{HEADING}\n")) else {
-        return Err(vec![format!("README has no `{HEADING}` section")]);
+    let Some((level, body)) = reference_body(document) else {
+        return Err(vec![format!("{PATH} has no `{HEADING}` heading")]);
     };
-    let body = &readme[start + HEADING.len() + 2..];
-    let body = body.find("\n## ").map_or(body, |end| &body[..end]);
 
     let mut reference = Reference::default();
     let mut section = String::from("(intro)");
     // service → mount prefix (None: keys as written).
     let mut used_by: Option<Vec<(String, Option<String>)>> = None;
     let mut header: Option<Vec<String>> = None;
-    for line in body.lines() {
+    for line in body {
         let trimmed = line.trim();
-        if let Some(title) = trimmed.strip_prefix("### ") {
+        if let Some((sub_level, title)) = heading(trimmed)
+            && sub_level == level + 1
+        {
             section = title.to_string();
             used_by = None;
             header = None;
@@ -342,14 +372,14 @@ pub fn check_keys(
     let missing: Vec<&str> = actual.difference(documented).map(String::as_str).collect();
     if !missing.is_empty() {
         problems.push(format!(
-            "{service}: keys not documented in README's configuration reference: {}",
+            "{service}: keys not documented in the configuration reference ({PATH}): {}",
             missing.join(", ")
         ));
     }
     let unknown: Vec<&str> = documented.difference(actual).map(String::as_str).collect();
     if !unknown.is_empty() {
         problems.push(format!(
-            "{service}: README documents keys the service does not have: {}",
+            "{service}: {PATH} documents keys the service does not have: {}",
             unknown.join(", ")
         ));
     }
@@ -402,6 +432,30 @@ mod tests {
         assert_eq!(reference.keys["a"][1].default, None);
         assert_eq!(reference.env["a"].prefix, "A");
         assert!(reference.env["a"].list_keys.contains("l"));
+    }
+
+    #[test]
+    fn a_title_reference_ends_at_the_next_title() {
+        // docs/configuration.md's form: the reference is the `#` title, its
+        // sections `##`; a `###` inside a section is not a section of its own.
+        let document = README
+            .replace(
+                "# X\n\n## Configuration reference",
+                "# Configuration reference",
+            )
+            .replace("### `s`", "## `s`\n\n### Detail")
+            .replace("## Next", "# Next");
+        let reference = parse(&document, &["a", "b"]).unwrap();
+        assert_eq!(
+            reference.paths("a"),
+            BTreeSet::from(["s.x".to_string(), "s.y".to_string()])
+        );
+        assert_eq!(reference.keys["a"][0].section, "`s`");
+        let problems = parse("# Configuration\n\n| Key | x |\n", &["a"]).unwrap_err();
+        assert!(
+            problems[0].contains("no `Configuration reference` heading"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Keeps README's "Configuration reference" true for all five services.
+//! Keeps the configuration reference (docs/configuration.md) true for all
+//! five services.
 //!
 //! Each service's keys are taken from two places: the serialized `Default` of
 //! its real config type (a dev-dependency; also the source of the documented
@@ -12,9 +13,9 @@
 //! the service, every documented key real), documented defaults are compared
 //! with the built-in ones, and the environment table is exercised: each
 //! documented prefix must override `http_listen`, and each list key must take
-//! a comma-separated value exactly when the README says so.
+//! a comma-separated value exactly when the reference says so.
 //!
-//! The `*_is_caught` tests feed a deliberately wrong README and expect the
+//! The `*_is_caught` tests feed a deliberately wrong reference and expect the
 //! problem named.
 
 use deploy_check::readme::{self, Reference};
@@ -41,8 +42,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn readme_text() -> String {
-    deploy_check::source::read(&root().join("README.md")).unwrap()
+fn reference_text() -> String {
+    deploy_check::source::read(&root().join(readme::PATH)).unwrap()
 }
 
 fn defaults(service: &str) -> Value {
@@ -59,7 +60,7 @@ fn defaults(service: &str) -> Value {
 
 fn parse(text: &str) -> Reference {
     readme::parse(text, &SERVICES)
-        .unwrap_or_else(|problems| panic!("README reference:\n  {}", problems.join("\n  ")))
+        .unwrap_or_else(|problems| panic!("{}:\n  {}", readme::PATH, problems.join("\n  ")))
 }
 
 /// Key and default problems of `reference` against `actual` keys per service.
@@ -88,7 +89,8 @@ fn default_keys() -> BTreeMap<&'static str, BTreeSet<String>> {
 fn assert_clean(problems: Vec<String>) {
     assert!(
         problems.is_empty(),
-        "README's configuration reference is out of date:\n  {}",
+        "the configuration reference ({}) is out of date:\n  {}",
+        readme::PATH,
         problems.join("\n  ")
     );
 }
@@ -202,7 +204,7 @@ fn dump_json(service: &str, env: &[(String, String)]) -> Result<Value, String> {
 
 #[test]
 fn every_dumped_key_is_documented_and_every_documented_key_exists() {
-    let reference = parse(&readme_text());
+    let reference = parse(&reference_text());
     let mut actual = BTreeMap::new();
     let mut problems = Vec::new();
     for service in SERVICES {
@@ -232,12 +234,12 @@ fn every_dumped_key_is_documented_and_every_documented_key_exists() {
 
 #[test]
 fn environment_table_matches_the_binaries() {
-    assert_clean(env_problems(&parse(&readme_text())));
+    assert_clean(env_problems(&parse(&reference_text())));
 }
 
 #[test]
 fn a_wrong_prefix_or_list_key_is_caught() {
-    let text = readme_text();
+    let text = reference_text();
     let row = text
         .lines()
         .find(|line| line.starts_with("| room-service | `ROOM__` |"))
@@ -312,10 +314,10 @@ fn env_problems(reference: &Reference) -> Vec<String> {
             });
             match (documented, taken) {
                 (true, false) => problems.push(format!(
-                    "{service}: README lists `{path}` as a comma-separated environment list, but {variable}=10,20 gave {result:?}"
+                    "{service}: the configuration reference lists `{path}` as a comma-separated environment list, but {variable}=10,20 gave {result:?}"
                 )),
                 (false, true) => problems.push(format!(
-                    "{service}: {variable}=10,20 sets the list `{path}`, but README's environment table does not list it"
+                    "{service}: {variable}=10,20 sets the list `{path}`, but the configuration reference's environment table does not list it"
                 )),
                 _ => {}
             }
@@ -326,7 +328,7 @@ fn env_problems(reference: &Reference) -> Vec<String> {
                 .is_some_and(|value| value.is_array())
             {
                 problems.push(format!(
-                    "{service}: README's environment table lists `{path}`, which is not a list key"
+                    "{service}: the configuration reference's environment table lists `{path}`, which is not a list key"
                 ));
             }
         }
@@ -336,7 +338,7 @@ fn env_problems(reference: &Reference) -> Vec<String> {
 
 #[test]
 fn a_missing_key_is_caught() {
-    let text = readme_text();
+    let text = reference_text();
     let row = text
         .lines()
         .find(|line| line.starts_with("| `outbox_worker.claim_lease` |"))
@@ -353,7 +355,7 @@ fn a_missing_key_is_caught() {
 
 #[test]
 fn a_documented_key_that_does_not_exist_is_caught() {
-    let text = readme_text();
+    let text = reference_text();
     let bogus = "| `consumer.max_batches` | `64` | Misspelt. |\n";
     let text = text.replacen(
         "| `consumer.group` |",
@@ -363,7 +365,7 @@ fn a_documented_key_that_does_not_exist_is_caught() {
     assert_caught(
         problems(&parse(&text), &default_keys()),
         &[
-            "notice-consumer: README documents keys",
+            "notice-consumer: docs/configuration.md documents keys",
             "consumer.max_batches",
         ],
     );
@@ -371,7 +373,7 @@ fn a_documented_key_that_does_not_exist_is_caught() {
 
 #[test]
 fn a_wrong_default_is_caught() {
-    let text = readme_text().replacen(
+    let text = reference_text().replacen(
         "| `outbox_worker.batch_size` | `100` |",
         "| `outbox_worker.batch_size` | `500` |",
         1,
@@ -384,7 +386,7 @@ fn a_wrong_default_is_caught() {
 
 #[test]
 fn a_section_used_by_the_wrong_service_is_caught() {
-    let text = readme_text().replacen(
+    let text = reference_text().replacen(
         "Used by: room-service, im-bridge, outbox-relay (as `direct.im_bridge.*`).",
         "Used by: room-service, im-bridge, notice-consumer, outbox-relay (as `direct.im_bridge.*`).",
         1,
@@ -392,7 +394,7 @@ fn a_section_used_by_the_wrong_service_is_caught() {
     assert_caught(
         problems(&parse(&text), &default_keys()),
         &[
-            "notice-consumer: README documents keys",
+            "notice-consumer: docs/configuration.md documents keys",
             "im_bridge.kick_mute",
         ],
     );
