@@ -15,11 +15,14 @@
 //! patterns it looks for. A reference that cannot be changed is listed in
 //! [`ALLOWED`] with its reason; the list is checked for staleness, so an
 //! entry cannot outlive its reason. The scanners are std-only and text-based; the
-//! `*_is_caught` tests below show each one catches what it forbids.
+//! `*_is_caught` tests below show each one catches what it forbids. Links
+//! between the Markdown files, the README's length and the pictures drawn
+//! from sources are checked by `doc_links.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod markdown;
+
+use markdown::{anchors, github_anchor, root, text_files};
+use std::collections::BTreeSet;
 
 /// This file, relative to the workspace root (it contains the patterns).
 const SELF_PATH: &str = "deploy/check/tests/doc_references.rs";
@@ -31,84 +34,6 @@ const DESIGN_PATH: &str = "docs/design.md";
 /// even a released migration's comments can change, through
 /// `service_kit::db::COMMENT_ONLY_EDITS`.
 const ALLOWED: &[(&str, &str, &str)] = &[];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// Repository files, relative to `root`: tracked plus new, not-ignored files.
-fn repository_files(root: &Path) -> Vec<PathBuf> {
-    let listed = Command::new("git")
-        .args([
-            "ls-files",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-            "-z",
-        ])
-        .current_dir(root)
-        .output();
-    match listed {
-        Ok(output) if output.status.success() => output
-            .stdout
-            .split(|byte| *byte == 0)
-            .filter(|name| !name.is_empty())
-            .map(|name| PathBuf::from(String::from_utf8_lossy(name).into_owned()))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        _ => {
-            let mut files = Vec::new();
-            walk(root, root, &mut files);
-            files.sort();
-            files
-        }
-    }
-}
-
-fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path
-                .file_name()
-                .is_some_and(|name| name == "target" || name == ".git")
-            {
-                continue;
-            }
-            walk(root, &path, out);
-        } else if let Ok(relative) = path.strip_prefix(root) {
-            out.push(relative.to_path_buf());
-        }
-    }
-}
-
-/// `(relative path, text)` of every scanned file: UTF-8 text only (binary
-/// files and files deleted from the working tree are skipped), this file excluded.
-fn text_files() -> Vec<(String, String)> {
-    let root = root();
-    repository_files(&root)
-        .into_iter()
-        .filter_map(|relative| {
-            let name = relative.to_string_lossy().replace('\\', "/");
-            if name == SELF_PATH {
-                return None;
-            }
-            let bytes = std::fs::read(root.join(&relative)).ok()?;
-            if bytes.contains(&0) {
-                return None;
-            }
-            String::from_utf8(bytes).ok().map(|text| (name, text))
-        })
-        .collect()
-}
 
 // ------------------------------------------------------- external references
 
@@ -258,7 +183,7 @@ fn apply_allowed<'a>(
 
 #[test]
 fn nothing_points_at_a_document_outside_the_repository() {
-    let files = text_files();
+    let files = text_files(SELF_PATH);
     assert!(
         files.iter().any(|(path, _)| path == "README.md"),
         "the file list should include README.md; got {} files",
@@ -343,56 +268,6 @@ fn random_seeds_are_not_references() {
 
 // ------------------------------------------------------------- design anchors
 
-/// GitHub's anchor of a heading: lowercase; letters, digits, `-` and `_`
-/// kept; spaces become `-`; everything else (punctuation, backticks) dropped.
-fn github_anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter_map(|c| match c {
-            ' ' => Some('-'),
-            '-' | '_' => Some(c),
-            c if c.is_alphanumeric() => Some(c),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Anchors of every heading of a Markdown text, outside fenced code blocks;
-/// a repeated heading gets `-1`, `-2`, … as on GitHub.
-fn anchors(markdown: &str) -> BTreeSet<String> {
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    let mut anchors = BTreeSet::new();
-    let mut in_fence = false;
-    for line in markdown.lines() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            in_fence = !in_fence;
-            continue;
-        }
-        if in_fence {
-            continue;
-        }
-        let hashes = trimmed.chars().take_while(|c| *c == '#').count();
-        let Some(title) = trimmed[hashes..].strip_prefix(' ') else {
-            continue;
-        };
-        if !(1..=6).contains(&hashes) {
-            continue;
-        }
-        let anchor = github_anchor(title.trim_end_matches('#'));
-        let count = seen.entry(anchor.clone()).or_insert(0);
-        anchors.insert(if *count == 0 {
-            anchor.clone()
-        } else {
-            format!("{anchor}-{count}")
-        });
-        *count += 1;
-    }
-    anchors
-}
-
 /// The anchors `text` links to in the design document: every
 /// `design.md#anchor` (as `docs/design.md#…` or, inside docs/, `design.md#…`),
 /// plus, in the design document itself, its `](#anchor)` links.
@@ -430,7 +305,7 @@ fn every_design_link_names_an_existing_heading() {
     let design = std::fs::read_to_string(root().join(DESIGN_PATH))
         .unwrap_or_else(|error| panic!("{DESIGN_PATH} must exist: {error}"));
     let known = anchors(&design);
-    let files = text_files();
+    let files = text_files(SELF_PATH);
     let links: usize = files
         .iter()
         .map(|(path, text)| design_links(path, text).len())
