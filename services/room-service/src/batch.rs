@@ -22,8 +22,13 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// A SendGift: it takes the saga's path (what it costs is read from
+    /// the event room-core applied, `AppliedCommand::gift_charge`).
     pub(crate) fn is_gift(&self) -> bool {
-        self.job.request.gift_charge().is_some()
+        matches!(
+            self.job.request.command,
+            room_core::Command::SendGift { .. }
+        )
     }
 }
 

@@ -12,93 +12,131 @@ use hyapp_api::room::CommandReply;
 use crate::Error;
 use crate::batch::{Pending, stored_answer};
 use crate::deps::Deps;
-use crate::store::saga::{NewSaga, SagaStart, status};
+use crate::mutation::{AppliedCommand, GiftCharge};
+use crate::store::saga::{NewSaga, SagaRow, SagaStart, status};
 use crate::wallet::DebitFailure;
 
-/// Starts the sagas of the batch's uncharged gifts and debits them. Returns
-/// the commands that leave the batch, with their answers.
+/// Starts the sagas of the batch's uncharged gifts and debits them, each for
+/// the amount room-core applied (`applied[i]` is `pending[i]` accepted).
+/// Returns the commands that leave the batch, with their answers.
 pub(crate) async fn charge_gifts(
     deps: &Deps,
     pending: &mut [Pending],
+    applied: &[AppliedCommand],
     now_ms: i64,
 ) -> Vec<(usize, Result<CommandReply, Error>)> {
     let started = Instant::now();
-    let indexes: Vec<usize> = (0..pending.len())
-        .filter(|index| pending[*index].is_gift() && !pending[*index].debited)
-        .collect();
-    let sagas: Vec<NewSaga> = indexes
+    let charges: Vec<(usize, GiftCharge<'_>)> = applied
         .iter()
-        .filter_map(|index| {
+        .enumerate()
+        .filter(|(index, _)| !pending[*index].debited)
+        .filter_map(|(index, command)| Some((index, command.gift_charge()?)))
+        .collect();
+    let sagas: Vec<NewSaga> = charges
+        .iter()
+        .map(|(index, charge)| {
             let request = &pending[*index].job.request;
-            let (sender_id, amount) = request.gift_charge()?;
-            Some(NewSaga {
+            NewSaga {
                 command_id: request.command_id.clone(),
                 room_id: request.room_id.clone(),
-                sender_id: sender_id.to_owned(),
-                amount,
-            })
+                sender_id: charge.sender_id.to_owned(),
+                amount: charge.amount,
+            }
         })
         .collect();
-    let mut removed = Vec::new();
-    let starts = match deps.store.start_sagas(&sagas, now_ms).await {
-        Ok(starts) => starts,
-        Err(error) => {
-            return indexes
-                .into_iter()
-                .map(|index| (index, Err(Error::database(&error))))
-                .collect();
+    let mut removed = match deps.store.start_sagas(&sagas, now_ms).await {
+        Ok(starts) => {
+            let (to_debit, existing) = split_started(&charges, starts);
+            let mut removed = answer_existing(deps, pending, existing).await;
+            removed.extend(debit(deps, pending, to_debit).await);
+            removed
         }
+        Err(error) => charges
+            .iter()
+            .map(|(index, _)| (*index, Err(Error::database(&error))))
+            .collect(),
     };
+    let elapsed = started.elapsed();
+    for entry in pending.iter_mut().filter(|entry| entry.is_gift()) {
+        entry.stages.wallet_debit += elapsed;
+    }
+    removed.sort_by_key(|(index, _)| *index);
+    removed
+}
+
+/// The gifts whose saga row this batch wrote (to be debited), and those
+/// whose row was already there (a retry of a gift begun before).
+fn split_started<'a>(
+    charges: &[(usize, GiftCharge<'a>)],
+    starts: Vec<SagaStart>,
+) -> (Vec<(usize, GiftCharge<'a>)>, Vec<(usize, SagaRow)>) {
     let mut to_debit = Vec::new();
     let mut existing = Vec::new();
-    for (index, start) in indexes.iter().copied().zip(starts) {
+    for ((index, charge), start) in charges.iter().copied().zip(starts) {
         match start {
-            SagaStart::Started => to_debit.push(index),
+            SagaStart::Started => to_debit.push((index, charge)),
             SagaStart::Exists(row) => existing.push((index, row)),
         }
     }
-    if !existing.is_empty() {
-        let ids: Vec<&str> = existing
-            .iter()
-            .map(|(_, row)| row.command_id.as_str())
-            .collect();
-        let stored = deps.store.lookup_commands(&ids).await;
-        for (index, row) in existing {
-            let result = match &stored {
-                Err(error) => Err(Error::database(error)),
-                Ok(stored) => match stored
-                    .iter()
-                    .find(|found| found.command_id == row.command_id)
-                {
-                    Some(found) => stored_answer(&pending[index], found),
-                    None if row.status == status::COMPENSATED => Err(Error::GiftCompensated {
-                        command_id: row.command_id,
-                    }),
-                    None if row.status == status::FAILED => Err(Error::GiftRefundFailed {
-                        command_id: row.command_id,
-                    }),
-                    None => Err(Error::GiftInFlight {
-                        command_id: row.command_id,
-                    }),
-                },
-            };
-            removed.push((index, result));
-        }
+    (to_debit, existing)
+}
+
+/// Answers the gifts whose saga existed already: from the command log when
+/// the gift committed, else by the saga's state.
+async fn answer_existing(
+    deps: &Deps,
+    pending: &[Pending],
+    existing: Vec<(usize, SagaRow)>,
+) -> Vec<(usize, Result<CommandReply, Error>)> {
+    if existing.is_empty() {
+        return Vec::new();
     }
-    let debits = to_debit.iter().map(|index| {
-        let request = &pending[*index].job.request;
-        let (sender_id, amount) = request.gift_charge().unwrap_or_default();
-        let reason = match &request.command {
-            room_core::Command::SendGift { gift_id, .. } => {
-                format!("gift {gift_id} in room {}", request.room_id)
-            }
-            _ => String::new(),
+    let ids: Vec<&str> = existing
+        .iter()
+        .map(|(_, row)| row.command_id.as_str())
+        .collect();
+    let stored = deps.store.lookup_commands(&ids).await;
+    let mut answers = Vec::with_capacity(existing.len());
+    for (index, row) in existing {
+        let result = match &stored {
+            Err(error) => Err(Error::database(error)),
+            Ok(stored) => match stored
+                .iter()
+                .find(|found| found.command_id == row.command_id)
+            {
+                Some(found) => stored_answer(&pending[index], found),
+                None if row.status == status::COMPENSATED => Err(Error::GiftCompensated {
+                    command_id: row.command_id,
+                }),
+                None if row.status == status::FAILED => Err(Error::GiftRefundFailed {
+                    command_id: row.command_id,
+                }),
+                None => Err(Error::GiftInFlight {
+                    command_id: row.command_id,
+                }),
+            },
         };
+        answers.push((index, result));
+    }
+    answers
+}
+
+/// Debits the gifts in parallel, each under its command id for its applied
+/// amount; marks the debited ones and returns those that leave the batch.
+async fn debit(
+    deps: &Deps,
+    pending: &mut [Pending],
+    to_debit: Vec<(usize, GiftCharge<'_>)>,
+) -> Vec<(usize, Result<CommandReply, Error>)> {
+    let debits = to_debit.iter().map(|(index, charge)| {
+        let request = &pending[*index].job.request;
+        let reason = format!("gift {} in room {}", charge.gift_id, request.room_id);
         deps.wallet
-            .debit(&request.command_id, sender_id, amount, reason)
+            .debit(&request.command_id, charge.sender_id, charge.amount, reason)
     });
     let results = join_all(debits).await;
-    for (index, result) in to_debit.into_iter().zip(results) {
+    let mut removed = Vec::new();
+    for ((index, _), result) in to_debit.into_iter().zip(results) {
         let command_id = pending[index].job.request.command_id.clone();
         match result {
             Ok(()) => pending[index].debited = true,
@@ -115,11 +153,6 @@ pub(crate) async fn charge_gifts(
             }
         }
     }
-    let elapsed = started.elapsed();
-    for entry in pending.iter_mut().filter(|entry| entry.is_gift()) {
-        entry.stages.wallet_debit += elapsed;
-    }
-    removed.sort_by_key(|(index, _)| *index);
     removed
 }
 

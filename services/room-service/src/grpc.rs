@@ -26,7 +26,7 @@ use hyapp_api::room::{
     CloseRoomRequest, CommandMeta, CommandReply, CreateRoomRequest, GetRoomRequest, HeartbeatReply,
     HeartbeatRequest, JoinRoomRequest, KickUserRequest, LeaveMicRequest, LeaveRoomRequest,
     ListRoomsReply, ListRoomsRequest, LockMicRequest, RoomSnapshot, SendGiftRequest,
-    SetAdminRequest, TakeMicRequest, UnlockMicRequest,
+    SetAdminRequest, TakeMicRequest, UnlockMicRequest, peer_command::Request as PeerRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -63,32 +63,110 @@ trait WriteRequest {
     fn room_id(&self) -> &str;
 }
 
-macro_rules! write_requests {
-    ($($request:ty => $command:literal),* $(,)?) => {$(
-        impl WriteRequest for $request {
-            const COMMAND: &'static str = $command;
-            fn meta(&self) -> Option<&CommandMeta> {
-                self.meta.as_ref()
+/// Every gateway write command, registered once: its `RoomService` method,
+/// request message, `PeerCommand` variant (named like the room-core command)
+/// and validator. From this table come the RPC methods, the name a refused
+/// request is logged under ([`WriteRequest`]), the `PeerCommand` variant it
+/// is forwarded in ([`validate::Forwardable`]), and the holder's dispatch of
+/// a forwarded request to the same validator ([`forwarded`], [`subject`]).
+macro_rules! gateway_commands {
+    ($($method:ident($request:ident) => $variant:ident, $validator:path;)*) => {
+        $(
+            impl WriteRequest for $request {
+                const COMMAND: &'static str = stringify!($variant);
+                fn meta(&self) -> Option<&CommandMeta> {
+                    self.meta.as_ref()
+                }
+                fn room_id(&self) -> &str {
+                    &self.room_id
+                }
             }
-            fn room_id(&self) -> &str {
-                &self.room_id
+
+            impl validate::Forwardable for $request {
+                fn into_peer(self) -> PeerRequest {
+                    PeerRequest::$variant(self)
+                }
+            }
+        )*
+
+        /// The command a forwarded `request` asks for, validated exactly as
+        /// at its entry: the gateway's request by the public API's checks, a
+        /// treasure wake-up by the consumer's. The forwarding instance's word
+        /// counts for nothing but its certificate: ids, sizes, charset and
+        /// the idempotency fingerprint are all computed here again.
+        pub(crate) fn forwarded(
+            request: &PeerRequest,
+            context: RequestContext<'_>,
+        ) -> Result<CommandRequest, Error> {
+            match request {
+                $(PeerRequest::$variant(request) => $validator(request, context),)*
+                PeerRequest::OpenTreasure(request) => {
+                    let mut command = validate::open_treasure(request, context.default_app_code)?;
+                    command.traceparent = context.traceparent.to_owned();
+                    Ok(command)
+                }
             }
         }
-    )*};
+
+        /// The room and command ids a forwarded `request` names, unvalidated:
+        /// what a refusal's `ErrorInfo` reports (it bounds them itself).
+        pub(crate) fn subject(request: &PeerRequest) -> (&str, &str) {
+            match request {
+                $(PeerRequest::$variant(request) => (
+                    request.room_id(),
+                    request.meta().map_or("", |meta| meta.command_id.as_str()),
+                ),)*
+                PeerRequest::OpenTreasure(request) => (&request.room_id, &request.command_id),
+            }
+        }
+
+        #[tonic::async_trait]
+        impl RoomService for GrpcRoomService {
+            $(
+                async fn $method(
+                    &self,
+                    request: Request<$request>,
+                ) -> Result<Response<CommandReply>, Status> {
+                    self.command(request, $validator).await
+                }
+            )*
+
+            async fn heartbeat(
+                &self,
+                request: Request<HeartbeatRequest>,
+            ) -> Result<Response<HeartbeatReply>, Status> {
+                self.heartbeat_read(request).await
+            }
+
+            async fn get_room(
+                &self,
+                request: Request<GetRoomRequest>,
+            ) -> Result<Response<RoomSnapshot>, Status> {
+                self.get_room_read(request).await
+            }
+
+            async fn list_rooms(
+                &self,
+                request: Request<ListRoomsRequest>,
+            ) -> Result<Response<ListRoomsReply>, Status> {
+                self.list_rooms_read(request).await
+            }
+        }
+    };
 }
 
-write_requests! {
-    CreateRoomRequest => "CreateRoom",
-    CloseRoomRequest => "CloseRoom",
-    JoinRoomRequest => "JoinRoom",
-    LeaveRoomRequest => "LeaveRoom",
-    KickUserRequest => "KickUser",
-    SetAdminRequest => "SetAdmin",
-    TakeMicRequest => "TakeMic",
-    LeaveMicRequest => "LeaveMic",
-    LockMicRequest => "LockMic",
-    UnlockMicRequest => "UnlockMic",
-    SendGiftRequest => "SendGift",
+gateway_commands! {
+    create_room(CreateRoomRequest) => CreateRoom, validate::create_room;
+    close_room(CloseRoomRequest) => CloseRoom, validate::close_room;
+    join_room(JoinRoomRequest) => JoinRoom, validate::join_room;
+    leave_room(LeaveRoomRequest) => LeaveRoom, validate::leave_room;
+    kick_user(KickUserRequest) => KickUser, validate::kick_user;
+    set_admin(SetAdminRequest) => SetAdmin, validate::set_admin;
+    take_mic(TakeMicRequest) => TakeMic, validate::take_mic;
+    leave_mic(LeaveMicRequest) => LeaveMic, validate::leave_mic;
+    lock_mic(LockMicRequest) => LockMic, validate::lock_mic;
+    unlock_mic(UnlockMicRequest) => UnlockMic, validate::unlock_mic;
+    send_gift(SendGiftRequest) => SendGift, validate::send_gift;
 }
 
 /// The gRPC service.
@@ -188,86 +266,9 @@ fn served<T>(served: Served<T>) -> Response<T> {
     response
 }
 
-#[tonic::async_trait]
-impl RoomService for GrpcRoomService {
-    async fn create_room(
-        &self,
-        request: Request<CreateRoomRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::create_room).await
-    }
-
-    async fn close_room(
-        &self,
-        request: Request<CloseRoomRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::close_room).await
-    }
-
-    async fn join_room(
-        &self,
-        request: Request<JoinRoomRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::join_room).await
-    }
-
-    async fn leave_room(
-        &self,
-        request: Request<LeaveRoomRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::leave_room).await
-    }
-
-    async fn kick_user(
-        &self,
-        request: Request<KickUserRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::kick_user).await
-    }
-
-    async fn set_admin(
-        &self,
-        request: Request<SetAdminRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::set_admin).await
-    }
-
-    async fn take_mic(
-        &self,
-        request: Request<TakeMicRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::take_mic).await
-    }
-
-    async fn leave_mic(
-        &self,
-        request: Request<LeaveMicRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::leave_mic).await
-    }
-
-    async fn lock_mic(
-        &self,
-        request: Request<LockMicRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::lock_mic).await
-    }
-
-    async fn unlock_mic(
-        &self,
-        request: Request<UnlockMicRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::unlock_mic).await
-    }
-
-    async fn send_gift(
-        &self,
-        request: Request<SendGiftRequest>,
-    ) -> Result<Response<CommandReply>, Status> {
-        self.command(request, validate::send_gift).await
-    }
-
-    async fn heartbeat(
+impl GrpcRoomService {
+    /// `Heartbeat`: the caller may act for the member it keeps present.
+    async fn heartbeat_read(
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatReply>, Status> {
@@ -277,7 +278,8 @@ impl RoomService for GrpcRoomService {
         reads::heartbeat(&self.rooms, request.get_ref(), &call).await
     }
 
-    async fn get_room(
+    /// `GetRoom`.
+    async fn get_room_read(
         &self,
         request: Request<GetRoomRequest>,
     ) -> Result<Response<RoomSnapshot>, Status> {
@@ -286,7 +288,8 @@ impl RoomService for GrpcRoomService {
         reads::get_room(&self.rooms, request.get_ref(), &call).await
     }
 
-    async fn list_rooms(
+    /// `ListRooms`.
+    async fn list_rooms_read(
         &self,
         request: Request<ListRoomsRequest>,
     ) -> Result<Response<ListRoomsReply>, Status> {
@@ -324,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn refused_requests_are_named_like_their_commands() {
+    fn refused_room_and_member_requests_are_named_like_their_commands() {
         let room_id = String::from("r1");
         assert_named(
             &CreateRoomRequest {
@@ -380,6 +383,11 @@ mod tests {
             },
             validate::set_admin,
         );
+    }
+
+    #[test]
+    fn refused_seat_and_gift_requests_are_named_like_their_commands() {
+        let room_id = String::from("r1");
         assert_named(
             &TakeMicRequest {
                 meta: meta(),
@@ -427,5 +435,40 @@ mod tests {
             },
             validate::send_gift,
         );
+    }
+
+    fn forwarded_join(user_id: &str) -> PeerRequest {
+        PeerRequest::JoinRoom(JoinRoomRequest {
+            meta: Some(CommandMeta {
+                command_id: "c-1".into(),
+                request_id: "r".into(),
+                app_code: String::new(),
+            }),
+            room_id: "room-1".into(),
+            user_id: user_id.into(),
+        })
+    }
+
+    #[test]
+    fn a_forwarded_request_meets_the_public_checks_and_is_fingerprinted_here() {
+        let gateway = validate::join_room(
+            match &forwarded_join("u-1") {
+                PeerRequest::JoinRoom(request) => request,
+                _ => unreachable!(),
+            },
+            context(),
+        )
+        .unwrap();
+        let holder = forwarded(&forwarded_join("u-1"), context()).unwrap();
+        assert_eq!(holder.fingerprint, gateway.fingerprint);
+        assert_eq!(holder.command, gateway.command);
+        for hostile in ["a/b".to_owned(), "u".repeat(5_000), String::new()] {
+            let error = forwarded(&forwarded_join(&hostile), context()).unwrap_err();
+            assert!(
+                matches!(&error, Error::InvalidArgument(message) if message.starts_with("user_id")),
+                "{error}"
+            );
+        }
+        assert_eq!(subject(&forwarded_join("u-1")), ("room-1", "c-1"));
     }
 }

@@ -27,6 +27,39 @@ pub struct AppliedCommand {
     pub creation_image: Option<RoomState>,
 }
 
+/// What an accepted gift costs its sender, as room-core applied it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GiftCharge<'a> {
+    /// Who pays.
+    pub sender_id: &'a str,
+    /// The gift (the debit's reason names it).
+    pub gift_id: &'a str,
+    /// `RoomGiftSent.total_value`: room-core's total, checked against the
+    /// room's rules — the one figure the saga row, the debit and the outbox
+    /// event all carry.
+    pub amount: u64,
+}
+
+impl AppliedCommand {
+    /// The wallet charge of an accepted SendGift, read from the
+    /// `RoomGiftSent` event it emitted; `None` for every other command.
+    pub fn gift_charge(&self) -> Option<GiftCharge<'_>> {
+        self.events.iter().find_map(|event| match &event.kind {
+            EventKind::RoomGiftSent {
+                sender_id,
+                gift_id,
+                total_value,
+                ..
+            } => Some(GiftCharge {
+                sender_id,
+                gift_id,
+                amount: *total_value,
+            }),
+            _ => None,
+        })
+    }
+}
+
 /// Everything one batch writes.
 #[derive(Debug)]
 pub struct Built {
@@ -157,8 +190,9 @@ pub fn build(
     }
     let committed_gifts = requests
         .iter()
-        .filter(|request| request.gift_charge().is_some())
-        .map(|request| request.command_id.clone())
+        .zip(applied)
+        .filter(|(_, command)| command.gift_charge().is_some())
+        .map(|(request, _)| request.command_id.clone())
         .collect();
     Built {
         mutation: Mutation {

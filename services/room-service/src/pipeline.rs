@@ -170,7 +170,7 @@ async fn run(
             .iter()
             .any(|entry| entry.is_gift() && !entry.debited)
         {
-            let removed = charge_gifts(deps, pending, now_ms).await;
+            let removed = charge_gifts(deps, pending, &applied, now_ms).await;
             let any_removed = !removed.is_empty();
             for (index, result) in removed.into_iter().rev() {
                 answer(pending.remove(index), result);

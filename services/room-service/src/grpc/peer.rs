@@ -1,7 +1,8 @@
 //! [`GrpcRoomPeer`], the `RoomPeer` service other instances forward to
 //! because this instance holds the room: calls are served here and never
 //! forwarded again. A forwarded command is the gateway's request itself and
-//! goes through the public API's validator here (`validate::forwarded`),
+//! goes through the public API's validator here (`super::forwarded`, from
+//! the table of gateway commands),
 //! fingerprint included; reads are measured here, where they execute.
 
 use std::sync::Arc;
@@ -13,14 +14,13 @@ use hyapp_api::room::{
 };
 use tonic::{Request, Response, Status};
 
-use super::{reads, served};
+use super::{forwarded, reads, served, subject};
 use crate::Error;
 use crate::auth::CallerAuth;
 use crate::command_span;
 use crate::error::Subject;
 use crate::forward::CallContext;
 use crate::service::Rooms;
-use crate::validate;
 
 /// The `RoomPeer` service: calls other instances forward here because this
 /// instance holds the room. They are served here and never forwarded again.
@@ -61,19 +61,19 @@ impl RoomPeer for GrpcRoomPeer {
         self.admit(&request)?;
         let call = peer_call(request.metadata());
         let caller_traceparent = super::traceparent_of(request.metadata()).to_owned();
-        let Some(forwarded) = request.into_inner().request else {
+        let Some(request) = request.into_inner().request else {
             return Err(
                 Error::InvalidArgument("PeerCommand.request must be set".into())
                     .into_status(Subject::default()),
             );
         };
-        let (room_id, command_id) = validate::subject(&forwarded);
+        let (room_id, command_id) = subject(&request);
         let span = command_span::peer(&caller_traceparent, room_id);
         let traceparent = span.traceparent();
         let executed = command_span::run(span, async {
             // Validated here as at its entry: nothing the forwarding
             // instance computed is trusted.
-            let command = validate::forwarded(&forwarded, self.rooms.context(&traceparent))?;
+            let command = forwarded(&request, self.rooms.context(&traceparent))?;
             self.rooms.execute_call(command, &call).await
         })
         .await;

@@ -290,11 +290,9 @@ pub fn send_gift(
         )));
     }
     let unit_value = request.unit_value.unsigned_abs();
-    if u64::from(count)
-        .checked_mul(unit_value)
-        .and_then(|total| i64::try_from(total).ok())
-        .is_none()
-    {
+    // Refused here, before any I/O, when no room's rules could take it;
+    // the total itself is room-core's (`RoomGiftSent.total_value`).
+    if room_core::gift_total(count, unit_value).is_none() {
         return Err(Error::InvalidArgument(format!(
             "count × unit_value ({count} × {unit_value}) overflows"
         )));
