@@ -7,6 +7,7 @@
 //! This crate does no I/O: it depends on neither sqlx nor rdkafka nor tokio.
 
 pub mod envelope;
+pub mod groups;
 pub mod ids;
 pub mod names;
 pub mod row;

@@ -4,19 +4,16 @@
 //! Production brokers may need a namespace prefix (the original
 //! `rocketmq.namespace`); [`namespaced`] applies it in one place.
 
-/// Room facts, published by the outbox relay. Key = room_id.
-pub const TOPIC_ROOM_OUTBOX: &str = "hyapp_room_outbox";
-/// Delayed treasure-box wake-ups, published at `open_at_ms`.
-pub const TOPIC_TREASURE_OPEN: &str = "hyapp_room_treasure_open";
+pub use crate::groups::{TOPIC_ROOM_OUTBOX, TOPIC_TREASURE_OPEN};
 
-/// activity-consumer's group on [`TOPIC_ROOM_OUTBOX`].
-pub const GROUP_ACTIVITY: &str = "hyapp-activity-room-outbox";
+/// activity-consumer's group on [`TOPIC_ROOM_OUTBOX`] (declared in [`crate::groups`]).
+pub const GROUP_ACTIVITY: &str = crate::groups::ACTIVITY.group;
 /// notice-consumer's group on [`TOPIC_ROOM_OUTBOX`].
-pub const GROUP_NOTICE: &str = "hyapp-notice-room-outbox";
+pub const GROUP_NOTICE: &str = crate::groups::NOTICE.group;
 /// im-bridge's group on [`TOPIC_ROOM_OUTBOX`].
-pub const GROUP_IM_BRIDGE: &str = "hyapp-room-im-bridge";
+pub const GROUP_IM_BRIDGE: &str = crate::groups::IM_BRIDGE.group;
 /// room-service's treasure-open group on [`TOPIC_TREASURE_OPEN`].
-pub const GROUP_TREASURE_OPEN: &str = "hyapp-room-treasure-open";
+pub const GROUP_TREASURE_OPEN: &str = crate::groups::TREASURE_OPEN.group;
 
 /// Room event types that go to no IM group by default: heat and rank are
 /// room-state facts clients read from the room snapshot, not messages
