@@ -1,10 +1,27 @@
 //! Durations in configuration files, written the way the original configs
 //! write them (`"500ms"`, `"1s"`, `"5m"`, `"1h"`, `"7d"`).
 //!
+//! **The one spelling of a duration**, the same in config files, environment
+//! variables, the relay's operator commands and console, the Tencent IM
+//! client's settings, xtask's flags and deploy-check ([`spelling::parse_millis`]
+//! is the one function that reads it):
+//!
+//! - an optional `-`, one or more ASCII digits, optional spaces, then a unit:
+//!   exactly `ms`, `s`, `m`, `h` or `d`; surrounding whitespace is ignored;
+//! - a bare integer is **milliseconds** — as text (`"250"`) and as a YAML or
+//!   JSON number (`250`) alike. Where a person might mean seconds (a
+//!   command-line flag) a bare integer is refused instead
+//!   ([`spelling::parse_millis_with_unit`]); it never means another unit;
+//! - nothing else: no fractions (`1.5s`), no compounds (`1h30m`), no `+`, no
+//!   other or uppercase units (`us`, `w`, `sec`, `5S`); a value beyond `i64`
+//!   milliseconds is refused.
+//!
 //! A zero or negative value is accepted by the parser and reported as
 //! [`ConfigDuration::is_positive`] == false, so the owning config can fall back
 //! to its default (`poll_interval <= 0` must never become a busy loop;
 //! docs/design.md#configuration-names) instead of refusing to start.
+
+pub mod spelling;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::time::Duration;
@@ -49,30 +66,10 @@ impl ConfigDuration {
         Duration::from_millis(u64::try_from(self.millis).unwrap_or(0))
     }
 
-    /// Parses `"<int><unit>"` with unit ms, s, m, h or d; a bare integer is milliseconds.
+    /// Parses the one spelling of a duration (this module's doc): `"<int><unit>"`
+    /// with unit ms, s, m, h or d; a bare integer is milliseconds.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        let split = text
-            .char_indices()
-            .find(|(index, c)| !(c.is_ascii_digit() || (*index == 0 && *c == '-')))
-            .map(|(index, _)| index)
-            .unwrap_or(text.len());
-        let (number, unit) = text.split_at(split);
-        let value: i64 = number
-            .parse()
-            .map_err(|_| format!("`{text}` is not a duration like \"500ms\", \"3s\", \"5m\""))?;
-        let factor = match unit.trim() {
-            "" | "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            other => return Err(format!("unknown duration unit `{other}` in `{text}`")),
-        };
-        value
-            .checked_mul(factor)
-            .map(Self::from_millis)
-            .ok_or_else(|| format!("duration `{text}` is too large"))
+        spelling::parse_millis(text).map(Self::from_millis)
     }
 }
 

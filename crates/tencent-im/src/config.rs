@@ -1,13 +1,14 @@
-//! Client configuration, the redacting [`Secret`] newtype, and the tiny duration syntax.
-//!
-//! Durations in config files are strings with a unit suffix — `"500ms"`, `"3s"`, `"10m"`,
-//! `"2h"`, `"7d"` — or a bare integer meaning milliseconds. That covers every value this
-//! crate needs without pulling in a humantime dependency.
+//! Client configuration. Its secret key is a `service_kit::Secret` and its
+//! durations are spelled as everywhere else (`service_kit::duration`:
+//! `"500ms"`, `"3s"`, `"10m"`, `"2h"`, `"7d"`, a bare integer is
+//! milliseconds), read by the same parser; only a negative value, which a
+//! std `Duration` cannot hold, is refused here.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
+use service_kit::Secret;
+use service_kit::duration::ConfigDuration;
 
 use crate::Error;
 
@@ -20,49 +21,6 @@ pub const DEFAULT_RATE_LIMIT_PER_API: u32 = 200;
 /// Default group messages per group per second: Tencent's documented limit
 /// of 40 per group, whatever the group type (Use Limits page).
 pub const DEFAULT_GROUP_MSG_PER_SECOND: u32 = 40;
-
-/// A secret string whose Debug and Display print `***`, so it cannot leak through logs.
-///
-/// It is deliberately not `Serialize`; call [`Secret::expose`] at the single point of use.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The raw secret; only the signing code should call this.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Self {
-        Secret(value)
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Self {
-        Secret(value.to_owned())
-    }
-}
 
 /// Settings for [`crate::Client`].
 #[derive(Clone, Debug, Deserialize)]
@@ -163,51 +121,29 @@ fn default_group_msg_per_second() -> u32 {
     DEFAULT_GROUP_MSG_PER_SECOND
 }
 
-/// Parses `"500ms"`, `"3s"`, `"10m"`, `"2h"`, `"7d"`, or a bare integer of milliseconds.
-pub fn parse_duration(text: &str) -> Result<Duration, Error> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| Error::Config(format!("duration {text:?} has no leading integer")))?;
-    let unit_ms: u64 = match unit.trim() {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        other => {
-            return Err(Error::Config(format!(
-                "duration unit {other:?} is not one of ms, s, m, h, d"
-            )));
-        }
-    };
-    value
-        .checked_mul(unit_ms)
+/// `duration` as a std duration, or `None` when it is negative.
+fn non_negative(duration: ConfigDuration) -> Option<Duration> {
+    u64::try_from(duration.as_millis())
+        .ok()
         .map(Duration::from_millis)
-        .ok_or_else(|| Error::Config(format!("duration {text:?} overflows")))
 }
 
-/// Serde adapter for [`parse_duration`]; accepts a string or an integer of milliseconds.
-pub fn deserialize_duration<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Millis(u64),
-        Text(String),
-    }
-    match Raw::deserialize(de)? {
-        Raw::Millis(ms) => Ok(Duration::from_millis(ms)),
-        Raw::Text(text) => parse_duration(&text).map_err(serde::de::Error::custom),
-    }
+/// Serde adapter: a duration as `ConfigDuration` reads it (a string, or an
+/// integer of milliseconds), refused when negative.
+fn deserialize_duration<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
+    let duration = ConfigDuration::deserialize(de)?;
+    non_negative(duration)
+        .ok_or_else(|| serde::de::Error::custom(format!("duration {duration} is negative")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads `text` the way a config file's duration is read.
+    fn parse_duration(text: &str) -> Result<Duration, serde_json::Error> {
+        deserialize_duration(serde_json::Value::String(text.to_owned()))
+    }
 
     #[test]
     fn durations_parse_with_every_unit() {
@@ -222,6 +158,22 @@ mod tests {
         assert_eq!(parse_duration("250").ok(), Some(Duration::from_millis(250)));
         assert!(parse_duration("3 weeks").is_err());
         assert!(parse_duration("s").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn a_bare_integer_means_what_it_means_in_every_config() {
+        for text in ["250", "0", "1500"] {
+            let millis = service_kit::duration::spelling::parse_millis(text).unwrap();
+            let expected = Duration::from_millis(millis.try_into().unwrap());
+            assert_eq!(parse_duration(text).ok(), Some(expected), "{text}");
+            let json = format!(
+                r#"{{"base_url":"http://127.0.0.1:1","sdk_app_id":1,"admin_identifier":"a",
+                "secret_key":"k","request_timeout":"{text}","usersig_ttl":{text}}}"#
+            );
+            let cfg: ClientConfig = serde_json::from_str(&json).expect("valid config");
+            assert_eq!((cfg.request_timeout, cfg.usersig_ttl), (expected, expected));
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub mod usersig;
 pub use client::{Client, ClientStats, MAX_RESPONSE_BYTES};
 pub use config::{
     ClientConfig, DEFAULT_GROUP_MSG_PER_SECOND, DEFAULT_RATE_LIMIT_PER_API,
-    DEFAULT_REQUEST_TIMEOUT, DEFAULT_USERSIG_TTL, Secret, deserialize_duration, parse_duration,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_USERSIG_TTL,
 };
 pub use error::{Error, ErrorClass, MSG_FREQ_CTRL, class_of_code, codes};
 pub use section::ImSection;
