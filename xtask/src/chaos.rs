@@ -20,6 +20,7 @@
 
 use crate::backends::Backends;
 use crate::faults;
+use crate::groups;
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
@@ -39,9 +40,6 @@ const BIG_GIFT_THRESHOLD: u64 = 3_000;
 const LIVENESS_TTL: &str = "1s";
 /// room-service's `redis.lease_ttl`, longer than [`LIVENESS_TTL`].
 const LEASE_TTL: &str = "6s";
-/// Consumer groups that record `consumer_dedup` rows.
-const DEDUP_GROUPS: &str =
-    "hyapp-room-im-bridge,hyapp-activity-room-outbox,hyapp-notice-room-outbox";
 
 /// Parsed options.
 #[derive(Debug, Clone)]
@@ -218,7 +216,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         .collect();
     let consumer_metrics: Vec<String> = specs
         .iter()
-        .filter(|spec| CONSUMERS.contains(&topology::role_of(spec.name)))
+        .filter(|spec| groups::is_consumer_service(topology::role_of(spec.name)))
         .map(|spec| {
             let port = spec.probe.target().0;
             format!("{}=http://127.0.0.1:{port}/metrics", spec.name)
@@ -292,7 +290,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         .arg("--faults")
         .arg(dir.join("faults.tsv"))
         .args(["--big-gift-threshold", &BIG_GIFT_THRESHOLD.to_string()])
-        .args(["--dedup-groups", DEDUP_GROUPS])
+        .args(["--dedup-groups", &dedup_groups()])
         .args([
             "--min-acked-per-room",
             &options.min_acked_per_room.to_string(),
@@ -366,9 +364,6 @@ fn run_schedule(
     }
 }
 
-/// The consumers whose instances share a group (their metrics go to the checker).
-const CONSUMERS: &[&str] = &["im-bridge", "activity-consumer", "notice-consumer"];
-
 /// Every service's spec plus the extra instances of `topology`: the first
 /// instance of a service is its own spec (given its identity), the others
 /// are copies on ports no other listener of the run uses.
@@ -402,10 +397,18 @@ fn scaled_specs(
 }
 
 fn dead_letter_topics() -> String {
-    services::TOPICS
+    groups::ALL
         .iter()
-        .map(|(topic, _)| *topic)
-        .filter(|topic| topic.ends_with(".dlq"))
+        .map(|group| group.dead_letter_topic)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Consumer groups that record `consumer_dedup` rows.
+fn dedup_groups() -> String {
+    groups::CONSUMERS
+        .iter()
+        .map(|group| group.group)
         .collect::<Vec<_>>()
         .join(",")
 }

@@ -17,9 +17,6 @@ pub const KINDS: &[&str] = &[
     "kill", "restart", "broker", "redis", "mysql", "im", "wallet",
 ];
 
-/// Services whose instances share a consumer group on the room outbox topic.
-const CONSUMERS: &[&str] = &["im-bridge", "activity-consumer", "notice-consumer"];
-
 /// How long a killed consumer stays down at least: past its group session
 /// timeout (25 s in the chaos stack, see `chaos::overrides`). Tansu 0.6.0 only drops a dead member when a join finds it
 /// silent for longer than the session timeout; a replacement that joins
@@ -38,7 +35,7 @@ fn down_time(target: &str, rng: &mut Rng) -> Duration {
     let service = topology::role_of(target);
     if service == "room-service" {
         Duration::from_millis(1_000 + rng.below(6_000))
-    } else if CONSUMERS.contains(&service) {
+    } else if crate::groups::is_consumer_service(service) {
         CONSUMER_DOWN + Duration::from_millis(rng.below(1500))
     } else {
         Duration::from_millis(rng.below(1500))
@@ -185,7 +182,7 @@ impl Schedule {
                 // costs a session timeout of downtime).
                 "kill" => {
                     for instances in topology.services() {
-                        let targets = if CONSUMERS.contains(&instances[0]) {
+                        let targets = if crate::groups::is_consumer_service(instances[0]) {
                             vec![pick(instances, &mut rng)]
                         } else {
                             instances.to_vec()
@@ -343,7 +340,7 @@ mod tests {
             };
             assert!(hits("kill") >= 1, "kill {service}");
             assert_eq!(hits("graceful-restart"), 1, "restart {service}");
-            if CONSUMERS.contains(&service) {
+            if crate::groups::is_consumer_service(service) {
                 // One twin per group: each consumer crash costs a session timeout.
                 assert_eq!(hits("kill"), 1, "kill {service}");
             }

@@ -377,16 +377,25 @@ impl Spec {
     }
 }
 
-/// Topics (name, partitions) created before any consumer subscribes: the two
-/// seed topics and each consumer group's dead-letter topic (`<group>.dlq`).
-pub const TOPICS: &[(&str, u32)] = &[
-    ("hyapp_room_outbox", 4),
-    ("hyapp_room_treasure_open", 2),
-    ("hyapp-room-im-bridge.dlq", 1),
-    ("hyapp-activity-room-outbox.dlq", 1),
-    ("hyapp-notice-room-outbox.dlq", 1),
-    ("hyapp-room-treasure-open.dlq", 1),
+/// The seed topics and their partitions.
+const SEED_TOPICS: [(&str, u32); 2] = [
+    (crate::groups::TOPIC_ROOM_OUTBOX, 4),
+    (crate::groups::TOPIC_TREASURE_OPEN, 2),
 ];
+
+/// Topics (name, partitions) created before any consumer subscribes: the two
+/// seed topics and each consumer group's dead-letter topic (`<group>.dlq`,
+/// from the one list of groups).
+pub fn topics() -> Vec<(&'static str, u32)> {
+    SEED_TOPICS
+        .into_iter()
+        .chain(
+            crate::groups::ALL
+                .iter()
+                .map(|group| (group.dead_letter_topic, 1)),
+        )
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {

@@ -144,7 +144,7 @@ pub fn start_specs(
 
 fn create_topics(tansu: &Path, port: u16) -> Result<(), String> {
     crate::step("creating topics");
-    for (topic, partitions) in services::TOPICS {
+    for (topic, partitions) in services::topics() {
         let output = Command::new(tansu)
             .args(["topic", "create", topic])
             .args(["--partitions", &partitions.to_string()])
