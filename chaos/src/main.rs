@@ -135,12 +135,14 @@ enum Mode {
         /// Tencent's per-group limit, the fake's `--group-msg-per-second`.
         #[arg(long, default_value_t = 40)]
         im_group_limit: usize,
-        /// Dead-letter topics (comma separated).
+        /// Dead-letter topics (comma separated); unset = every group's of
+        /// `outbox_schema::groups::ALL`.
         #[arg(long)]
-        dead_letter_topics: String,
-        /// Consumer groups that write consumer_dedup (comma separated).
+        dead_letter_topics: Option<String>,
+        /// Consumer groups that write consumer_dedup (comma separated);
+        /// unset = `outbox_schema::groups::CONSUMERS`.
         #[arg(long)]
-        dedup_groups: String,
+        dedup_groups: Option<String>,
         /// `service=URL` of a consumer's /metrics (repeatable).
         #[arg(long)]
         metrics: Vec<String>,
@@ -152,6 +154,22 @@ fn list(text: &str) -> Vec<String> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_string)
+        .collect()
+}
+
+/// The groups that record `consumer_dedup` rows, from the one list.
+fn default_dedup_groups() -> Vec<String> {
+    outbox_schema::groups::CONSUMERS
+        .iter()
+        .map(|group| group.group.to_string())
+        .collect()
+}
+
+/// Every consumer group's dead-letter topic, from the one list.
+fn default_dead_letter_topics() -> Vec<String> {
+    outbox_schema::groups::ALL
+        .iter()
+        .map(|group| group.dead_letter_topic.to_string())
         .collect()
 }
 
@@ -259,7 +277,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 room_group_prefix: "room_".into(),
                 broadcast_group,
                 big_gift_threshold,
-                dedup_groups: list(&dedup_groups),
+                dedup_groups: dedup_groups.map_or_else(default_dedup_groups, |text| list(&text)),
                 activity_group,
                 im_bridge_group,
                 min_acked_per_room,
@@ -284,7 +302,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 fake_im,
                 wallet_admin,
                 bootstrap,
-                dead_letter_topics: list(&dead_letter_topics),
+                dead_letter_topics: dead_letter_topics
+                    .map_or_else(default_dead_letter_topics, |text| list(&text)),
                 metrics,
             };
             let started = Instant::now();
