@@ -213,6 +213,16 @@ struct Actor {
     evict: CancellationToken,
 }
 
+/// The room's lease as the actor last confirmed it.
+struct LeaseClock {
+    ttl: Duration,
+    /// Until when it is ours without asking Redis again.
+    valid_until: Instant,
+    last_renewed: Instant,
+    /// This instance's liveness epoch when it was last confirmed.
+    confirmed_epoch: u64,
+}
+
 /// Why an actor loop ended.
 enum Exit {
     Idle,
@@ -249,12 +259,15 @@ impl Actor {
         let lease_ttl = Duration::from_millis(deps.redis.lease_ttl_ms().unsigned_abs());
         let renew_every = lease_ttl / 3;
         let mut cell: Option<Cell> = None;
-        let mut lease_valid_until = Instant::now();
-        let mut last_renewed = Instant::now();
-        let mut confirmed_epoch = deps.liveness.standing().epoch;
+        let mut lease = LeaseClock {
+            ttl: lease_ttl,
+            valid_until: Instant::now(),
+            last_renewed: Instant::now(),
+            confirmed_epoch: deps.liveness.standing().epoch,
+        };
         let mut idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
         loop {
-            let renew_at = tokio::time::Instant::from_std(last_renewed + renew_every);
+            let renew_at = tokio::time::Instant::from_std(lease.last_renewed + renew_every);
             let first = tokio::select! {
                 job = self.receiver.recv() => match job {
                     Some(job) => job,
@@ -262,24 +275,8 @@ impl Actor {
                     None => return Exit::Idle,
                 },
                 () = tokio::time::sleep_until(renew_at), if cell.is_some() => {
-                    match deps.redis.renew_lease(&self.room_id).await {
-                        Ok(true) => {
-                            last_renewed = Instant::now();
-                            lease_valid_until = last_renewed + lease_ttl;
-                        }
-                        Ok(false) => {
-                            tracing::warn!(room_id = %self.room_id, "room lease lost, dropping cell");
-                            return Exit::LeaseLost;
-                        }
-                        Err(error) => {
-                            tracing::warn!(room_id = %self.room_id, %error, "room lease renewal failed");
-                            // Retry soon; give up once the lease may have expired.
-                            last_renewed = Instant::now().checked_sub(renew_every).unwrap_or_else(Instant::now)
-                                + Duration::from_millis(500);
-                            if Instant::now() >= lease_valid_until {
-                                return Exit::LeaseLost;
-                            }
-                        }
+                    if !self.renew(&mut lease, renew_every).await {
+                        return Exit::LeaseLost;
                     }
                     continue;
                 }
@@ -298,100 +295,17 @@ impl Actor {
             if !self.receiver.is_closed() {
                 idle_deadline = tokio::time::Instant::now() + settings.idle_ttl;
             }
-
-            // Load the cell (lease + rebuild) on first use or after a reload
-            // request, and confirm the lease again when it may have expired
-            // or this instance's liveness key lapsed since it was confirmed
-            // (another instance may have taken the room over meanwhile).
-            let standing = deps.liveness.standing();
-            let mut lease_time = Duration::ZERO;
-            let needs_load = cell.is_none() || Instant::now() >= lease_valid_until;
-            if needs_load || standing.epoch != confirmed_epoch || !standing.held {
-                let started = Instant::now();
-                let confirmed = self.confirm(&mut cell).await;
-                lease_time = started.elapsed();
-                match confirmed {
-                    Ok(acquired) => {
-                        last_renewed = acquired;
-                        lease_valid_until = acquired + lease_ttl;
-                        confirmed_epoch = standing.epoch;
-                    }
-                    // Redis cannot be reached to confirm, and the lease has
-                    // not expired: nobody can take the room over through
-                    // that Redis either, so serve on (as through any Redis
-                    // outage); a partition that cuts off only this instance
-                    // lets another take over, and the version CAS decides.
-                    // The next batch tries to confirm again.
-                    Err(Error::Redis(_)) if !needs_load && cell.is_some() => {}
-                    Err(error) => {
-                        first.fail(error.clone());
-                        let mut rest = Vec::new();
-                        while let Ok(job) = self.receiver.try_recv() {
-                            rest.push(job);
-                        }
-                        for job in rest {
-                            job.fail(error.clone());
-                        }
-                        return Exit::LoadFailed;
-                    }
+            let lease_time = match self.ensure_loaded(&mut cell, &mut lease).await {
+                Ok(lease_time) => lease_time,
+                Err(error) => {
+                    self.fail_queued(first, &error);
+                    return Exit::LoadFailed;
                 }
-            }
+            };
             let Some(loaded) = cell.as_mut() else {
                 continue;
             };
-
-            // Group commit: take what is already queued, up to the batch limit.
-            let limit = if settings.group_commit {
-                settings.max_batch
-            } else {
-                1
-            };
-            let mut jobs = vec![first];
-            while jobs.len() < limit {
-                match self.receiver.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
-            let mut batch: Vec<CommandJob> = Vec::new();
-            let mut fate = CellFate::Keep;
-            for job in jobs {
-                match job {
-                    Job::Command(command) => batch.push(command),
-                    Job::Read(read) => {
-                        if !batch.is_empty() {
-                            fate = process_batch(
-                                &deps,
-                                loaded,
-                                std::mem::take(&mut batch),
-                                lease_time,
-                            )
-                            .await;
-                            if fate == CellFate::Reload {
-                                read(Err(Error::StaleOwner {
-                                    room_id: self.room_id.clone(),
-                                }));
-                                continue;
-                            }
-                        }
-                        read(Ok(&loaded.state));
-                    }
-                }
-            }
-            if !batch.is_empty() {
-                if fate == CellFate::Reload {
-                    for job in batch {
-                        job.answer(
-                            Err(Error::StaleOwner {
-                                room_id: self.room_id.clone(),
-                            }),
-                            Default::default(),
-                        );
-                    }
-                } else {
-                    fate = process_batch(&deps, loaded, batch, lease_time).await;
-                }
-            }
+            let fate = self.run_jobs(&deps, loaded, first, lease_time).await;
             if fate == CellFate::Reload {
                 cell = None;
             } else if cell
@@ -406,6 +320,137 @@ impl Actor {
         }
     }
 
+    /// Renews the room's lease when a third of its TTL passed; `false` once
+    /// it is lost (or may have expired while Redis could not be reached).
+    async fn renew(&self, lease: &mut LeaseClock, renew_every: Duration) -> bool {
+        match self.cells.deps.redis.renew_lease(&self.room_id).await {
+            Ok(true) => {
+                lease.last_renewed = Instant::now();
+                lease.valid_until = lease.last_renewed + lease.ttl;
+                true
+            }
+            Ok(false) => {
+                tracing::warn!(room_id = %self.room_id, "room lease lost, dropping cell");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(room_id = %self.room_id, %error, "room lease renewal failed");
+                // Retry soon; give up once the lease may have expired.
+                lease.last_renewed = Instant::now()
+                    .checked_sub(renew_every)
+                    .unwrap_or_else(Instant::now)
+                    + Duration::from_millis(500);
+                Instant::now() < lease.valid_until
+            }
+        }
+    }
+
+    /// Loads the cell (lease + rebuild) on first use or after a reload
+    /// request, and confirms the lease again when it may have expired or
+    /// this instance's liveness key lapsed since it was confirmed (another
+    /// instance may have taken the room over meanwhile). Returns the time
+    /// that took, or the error the queued jobs fail with (the actor then
+    /// stops).
+    async fn ensure_loaded(
+        &self,
+        cell: &mut Option<Cell>,
+        lease: &mut LeaseClock,
+    ) -> Result<Duration, Error> {
+        let standing = self.cells.deps.liveness.standing();
+        let needs_load = cell.is_none() || Instant::now() >= lease.valid_until;
+        if !needs_load && standing.epoch == lease.confirmed_epoch && standing.held {
+            return Ok(Duration::ZERO);
+        }
+        let started = Instant::now();
+        let confirmed = self.confirm(cell).await;
+        let lease_time = started.elapsed();
+        match confirmed {
+            Ok(acquired) => {
+                lease.last_renewed = acquired;
+                lease.valid_until = acquired + lease.ttl;
+                lease.confirmed_epoch = standing.epoch;
+                Ok(lease_time)
+            }
+            // Redis cannot be reached to confirm, and the lease has not
+            // expired: nobody can take the room over through that Redis
+            // either, so serve on (as through any Redis outage); a partition
+            // that cuts off only this instance lets another take over, and
+            // the version CAS decides. The next batch tries to confirm again.
+            Err(Error::Redis(_)) if !needs_load && cell.is_some() => Ok(lease_time),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Fails `first` and every job queued behind it with `error`.
+    fn fail_queued(&mut self, first: Job, error: &Error) {
+        first.fail(error.clone());
+        let mut rest = Vec::new();
+        while let Ok(job) = self.receiver.try_recv() {
+            rest.push(job);
+        }
+        for job in rest {
+            job.fail(error.clone());
+        }
+    }
+
+    /// Group commit: takes what is already queued behind `first`, up to the
+    /// batch limit, and runs it on `loaded` in mailbox order — reads see
+    /// the commands queued before them committed.
+    async fn run_jobs(
+        &mut self,
+        deps: &Deps,
+        loaded: &mut Cell,
+        first: Job,
+        lease_time: Duration,
+    ) -> CellFate {
+        let settings = &deps.settings;
+        let limit = if settings.group_commit {
+            settings.max_batch
+        } else {
+            1
+        };
+        let mut jobs = vec![first];
+        while jobs.len() < limit {
+            match self.receiver.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut batch: Vec<CommandJob> = Vec::new();
+        let mut fate = CellFate::Keep;
+        for job in jobs {
+            match job {
+                Job::Command(command) => batch.push(command),
+                Job::Read(read) => {
+                    if !batch.is_empty() {
+                        fate = process_batch(deps, loaded, std::mem::take(&mut batch), lease_time)
+                            .await;
+                        if fate == CellFate::Reload {
+                            read(Err(self.stale()));
+                            continue;
+                        }
+                    }
+                    read(Ok(&loaded.state));
+                }
+            }
+        }
+        if batch.is_empty() {
+            return fate;
+        }
+        if fate == CellFate::Reload {
+            for job in batch {
+                job.answer(Err(self.stale()), Default::default());
+            }
+            return fate;
+        }
+        process_batch(deps, loaded, batch, lease_time).await
+    }
+
+    fn stale(&self) -> Error {
+        Error::StaleOwner {
+            room_id: self.room_id.clone(),
+        }
+    }
     /// Acquires (or confirms) the room's lease and makes `cell` the one to
     /// serve; returns when the lease was confirmed. The cell is kept when
     /// the lease was ours all along, else rebuilt from MySQL — after a

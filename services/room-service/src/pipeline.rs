@@ -11,6 +11,7 @@
 //! only then are the batch's ids looked up and the rest re-run. Every debited
 //! gift that does not commit is compensated (see `compensate`).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyapp_api::room::CommandReply;
@@ -21,7 +22,7 @@ use crate::batch::{Pending, stored_answer};
 use crate::cell::{Cell, CommandJob, RecentReply, replay_or_conflict};
 use crate::deps::Deps;
 use crate::gifts::{charge_gifts, compensate};
-use crate::mutation::{self, AppliedCommand};
+use crate::mutation::{self, AppliedCommand, Built};
 use crate::store::SaveError;
 use crate::timing::StageTimings;
 use crate::validate::CommandRequest;
@@ -134,38 +135,12 @@ async fn run(
         // Apply on a clone; a rejection changes nothing and is answered at once.
         let (applied, final_state, rejected) = apply_all(&cell.state, pending, now_ms);
         if !rejected.is_empty() {
-            // A retry of a command committed before this cell was loaded is
-            // usually rejected by the state it produced (already a member...):
-            // only the log can tell a replay from a real rejection.
-            let lookup_started = Instant::now();
-            let ids: Vec<&str> = rejected
-                .iter()
-                .map(|(index, _)| pending[*index].job.request.command_id.as_str())
-                .collect();
-            let stored = deps.store.lookup_commands(&ids).await;
-            let lookup = lookup_started.elapsed();
-            for (index, rejection) in rejected.into_iter().rev() {
-                let mut entry = pending.remove(index);
-                entry.stages.idempotency += lookup;
-                if entry.debited {
-                    compensate(deps, &entry.job.request.command_id, "rejected after debit").await;
-                }
-                let result = match &stored {
-                    Ok(stored) => match stored
-                        .iter()
-                        .find(|row| row.command_id == entry.job.request.command_id)
-                    {
-                        Some(found) => stored_answer(&entry, found),
-                        None => Err(Error::Rejected(rejection)),
-                    },
-                    Err(error) => Err(Error::database(error)),
-                };
-                answer(entry, result);
-            }
+            answer_rejected(deps, pending, rejected, &mut answer).await;
             continue;
         }
 
-        // Gifts: saga row, then the debit; anything refused leaves the batch.
+        // Gifts: saga row, then the debit of the applied amount; anything
+        // refused leaves the batch.
         if pending
             .iter()
             .any(|entry| entry.is_gift() && !entry.debited)
@@ -180,125 +155,217 @@ async fn run(
             }
         }
 
-        let save_started = Instant::now();
-        let requests: Vec<&CommandRequest> =
-            pending.iter().map(|entry| &entry.job.request).collect();
-        let built = mutation::build(
-            &deps.settings,
-            cell,
-            &requests,
-            &applied,
-            &final_state,
-            now_ms,
-        );
-        let mutation = std::sync::Arc::new(built.mutation);
-        let saved = deps
-            .store
-            .save_mutation(std::sync::Arc::clone(&mutation))
-            .await;
-        let save_time = save_started.elapsed();
-        for entry in pending.iter_mut() {
-            entry.stages.save_mutation = save_time;
-        }
-        match saved {
-            Ok(()) => {
-                deps.metrics.batch_size.observe(pending.len() as f64);
-                let old_version = cell.state.version;
-                cell.state = final_state;
-                if cell.app_code.is_empty() {
-                    cell.app_code = mutation.meta.app_code.clone();
-                }
-                if let Some((version, _)) = &mutation.snapshot {
-                    cell.last_snapshot_version = *version;
-                }
-                let snapshot = snapshot_if_due(deps, cell, old_version, now_ms).await;
-                let projection_started = Instant::now();
-                if let Err(error) = deps.redis.project(&built.projection).await {
-                    deps.metrics.projection_failures.inc();
-                    tracing::warn!(room_id = %cell.state.room_id, %error, "room projection failed");
-                }
-                let projection = projection_started.elapsed();
-                for (entry, (reply, flags)) in pending.drain(..).zip(built.replies) {
-                    cell.recent.insert(
-                        entry.job.request.command_id.clone(),
-                        RecentReply {
-                            fingerprint: entry.job.request.fingerprint,
-                            command_name: entry.job.request.command.name(),
-                            reply: reply.clone(),
-                        },
-                    );
-                    let mut entry = entry;
-                    entry.stages.snapshot = snapshot;
-                    entry.stages.projection = projection;
-                    entry.stages.activity_async_outbox = flags.0;
-                    entry.stages.tencent_im_async_outbox = flags.1;
-                    answer(entry, Ok(reply));
-                }
-                return CellFate::Keep;
-            }
-            Err(SaveError::DuplicateCommandId) => {
-                let lookup_started = Instant::now();
-                let ids: Vec<&str> = pending
-                    .iter()
-                    .map(|entry| entry.job.request.command_id.as_str())
-                    .collect();
-                let stored = match deps.store.lookup_commands(&ids).await {
-                    Ok(stored) => stored,
-                    Err(error) => {
-                        fail_all(deps, pending, Error::database(&error), &mut answer).await;
-                        return CellFate::Keep;
-                    }
-                };
-                if stored.is_empty() {
-                    // Committed by someone between our insert and the lookup: another owner.
-                    let error = Error::StaleOwner {
-                        room_id: cell.state.room_id.clone(),
-                    };
-                    fail_all(deps, pending, error, &mut answer).await;
-                    return CellFate::Reload;
-                }
-                let lookup = lookup_started.elapsed();
-                for index in (0..pending.len()).rev() {
-                    let Some(found) = stored
-                        .iter()
-                        .find(|row| row.command_id == pending[index].job.request.command_id)
-                    else {
-                        pending[index].stages.idempotency += lookup;
-                        continue;
-                    };
-                    let mut entry = pending.remove(index);
-                    entry.stages.idempotency += lookup;
-                    if entry.debited {
-                        compensate(
-                            deps,
-                            &entry.job.request.command_id,
-                            "command_id already used",
-                        )
-                        .await;
-                    }
-                    let result = stored_answer(&entry, found);
-                    answer(entry, result);
-                }
-            }
-            Err(SaveError::VersionConflict | SaveError::SagaGone) => {
-                let error = Error::StaleOwner {
-                    room_id: cell.state.room_id.clone(),
-                };
-                fail_all(deps, pending, error, &mut answer).await;
-                return CellFate::Reload;
-            }
-            Err(SaveError::Database { error, commit_sent }) => {
-                tracing::warn!(room_id = %cell.state.room_id, %error, commit_sent, "save mutation failed");
-                fail_all(deps, pending, Error::database(&error), &mut answer).await;
-                // After a failed COMMIT the transaction may have landed: reload to learn the truth.
-                return if commit_sent {
-                    CellFate::Reload
-                } else {
-                    CellFate::Keep
-                };
-            }
+        let applied = Applied {
+            commands: applied,
+            final_state,
+        };
+        if let Some(fate) = save(deps, cell, pending, applied, now_ms, &mut answer).await {
+            return fate;
         }
     }
+}
+
+/// The batch as room-core accepted it: each command's result, and the state
+/// after the last.
+struct Applied {
+    commands: Vec<AppliedCommand>,
+    final_state: RoomState,
+}
+
+/// Answers the rejected commands. A retry of a command committed before
+/// this cell was loaded is usually rejected by the state it produced
+/// (already a member...): only the log can tell a replay from a real
+/// rejection.
+async fn answer_rejected(
+    deps: &Deps,
+    pending: &mut Vec<Pending>,
+    rejected: Vec<(usize, room_core::Rejection)>,
+    answer: &mut impl FnMut(Pending, Result<CommandReply, Error>),
+) {
+    let lookup_started = Instant::now();
+    let ids: Vec<&str> = rejected
+        .iter()
+        .map(|(index, _)| pending[*index].job.request.command_id.as_str())
+        .collect();
+    let stored = deps.store.lookup_commands(&ids).await;
+    let lookup = lookup_started.elapsed();
+    for (index, rejection) in rejected.into_iter().rev() {
+        let mut entry = pending.remove(index);
+        entry.stages.idempotency += lookup;
+        if entry.debited {
+            compensate(deps, &entry.job.request.command_id, "rejected after debit").await;
+        }
+        let result = match &stored {
+            Ok(stored) => match stored
+                .iter()
+                .find(|row| row.command_id == entry.job.request.command_id)
+            {
+                Some(found) => stored_answer(&entry, found),
+                None => Err(Error::Rejected(rejection)),
+            },
+            Err(error) => Err(Error::database(error)),
+        };
+        answer(entry, result);
+    }
+}
+
+/// Writes the batch's SaveMutation. Returns the cell's fate once the batch
+/// is answered, or `None` when commands found in the log left it and the
+/// rest must be applied again.
+async fn save(
+    deps: &Deps,
+    cell: &mut Cell,
+    pending: &mut Vec<Pending>,
+    applied: Applied,
+    now_ms: i64,
+    answer: &mut impl FnMut(Pending, Result<CommandReply, Error>),
+) -> Option<CellFate> {
+    let save_started = Instant::now();
+    let requests: Vec<&CommandRequest> = pending.iter().map(|entry| &entry.job.request).collect();
+    let built = mutation::build(
+        &deps.settings,
+        cell,
+        &requests,
+        &applied.commands,
+        &applied.final_state,
+        now_ms,
+    );
+    let saved = deps.store.save_mutation(Arc::clone(&built.mutation)).await;
+    let save_time = save_started.elapsed();
+    for entry in pending.iter_mut() {
+        entry.stages.save_mutation = save_time;
+    }
+    match saved {
+        Ok(()) => {
+            committed(
+                deps,
+                cell,
+                pending,
+                applied.final_state,
+                built,
+                now_ms,
+                answer,
+            )
+            .await;
+            Some(CellFate::Keep)
+        }
+        Err(SaveError::DuplicateCommandId) => answer_logged(deps, cell, pending, answer).await,
+        Err(SaveError::VersionConflict | SaveError::SagaGone) => {
+            let error = Error::StaleOwner {
+                room_id: cell.state.room_id.clone(),
+            };
+            fail_all(deps, pending, error, answer).await;
+            Some(CellFate::Reload)
+        }
+        Err(SaveError::Database { error, commit_sent }) => {
+            tracing::warn!(room_id = %cell.state.room_id, %error, commit_sent, "save mutation failed");
+            fail_all(deps, pending, Error::database(&error), answer).await;
+            // After a failed COMMIT the transaction may have landed: reload to learn the truth.
+            Some(if commit_sent {
+                CellFate::Reload
+            } else {
+                CellFate::Keep
+            })
+        }
+    }
+}
+
+/// After the commit: swaps in the new state, writes a snapshot when due,
+/// projects to Redis (best effort), and answers every command.
+async fn committed(
+    deps: &Deps,
+    cell: &mut Cell,
+    pending: &mut Vec<Pending>,
+    final_state: RoomState,
+    built: Built,
+    now_ms: i64,
+    answer: &mut impl FnMut(Pending, Result<CommandReply, Error>),
+) {
+    deps.metrics.batch_size.observe(pending.len() as f64);
+    let old_version = cell.state.version;
+    cell.state = final_state;
+    if cell.app_code.is_empty() {
+        cell.app_code = built.mutation.meta.app_code.clone();
+    }
+    if let Some((version, _)) = &built.mutation.snapshot {
+        cell.last_snapshot_version = *version;
+    }
+    let snapshot = snapshot_if_due(deps, cell, old_version, now_ms).await;
+    let projection_started = Instant::now();
+    if let Err(error) = deps.redis.project(&built.projection).await {
+        deps.metrics.projection_failures.inc();
+        tracing::warn!(room_id = %cell.state.room_id, %error, "room projection failed");
+    }
+    let projection = projection_started.elapsed();
+    for (mut entry, (reply, flags)) in pending.drain(..).zip(built.replies) {
+        cell.recent.insert(
+            entry.job.request.command_id.clone(),
+            RecentReply {
+                fingerprint: entry.job.request.fingerprint,
+                command_name: entry.job.request.command.name(),
+                reply: reply.clone(),
+            },
+        );
+        entry.stages.snapshot = snapshot;
+        entry.stages.projection = projection;
+        entry.stages.activity_async_outbox = flags.0;
+        entry.stages.tencent_im_async_outbox = flags.1;
+        answer(entry, Ok(reply));
+    }
+}
+
+/// A command id of the batch is in the log already: answers those commands
+/// from it (compensating their debits) and leaves the rest to run again;
+/// when the log has none of them, another owner committed meanwhile.
+async fn answer_logged(
+    deps: &Deps,
+    cell: &Cell,
+    pending: &mut Vec<Pending>,
+    answer: &mut impl FnMut(Pending, Result<CommandReply, Error>),
+) -> Option<CellFate> {
+    let lookup_started = Instant::now();
+    let ids: Vec<&str> = pending
+        .iter()
+        .map(|entry| entry.job.request.command_id.as_str())
+        .collect();
+    let stored = match deps.store.lookup_commands(&ids).await {
+        Ok(stored) => stored,
+        Err(error) => {
+            fail_all(deps, pending, Error::database(&error), answer).await;
+            return Some(CellFate::Keep);
+        }
+    };
+    if stored.is_empty() {
+        // Committed by someone between our insert and the lookup: another owner.
+        let error = Error::StaleOwner {
+            room_id: cell.state.room_id.clone(),
+        };
+        fail_all(deps, pending, error, answer).await;
+        return Some(CellFate::Reload);
+    }
+    let lookup = lookup_started.elapsed();
+    for index in (0..pending.len()).rev() {
+        let Some(found) = stored
+            .iter()
+            .find(|row| row.command_id == pending[index].job.request.command_id)
+        else {
+            pending[index].stages.idempotency += lookup;
+            continue;
+        };
+        let mut entry = pending.remove(index);
+        entry.stages.idempotency += lookup;
+        if entry.debited {
+            compensate(
+                deps,
+                &entry.job.request.command_id,
+                "command_id already used",
+            )
+            .await;
+        }
+        let result = stored_answer(&entry, found);
+        answer(entry, result);
+    }
+    None
 }
 
 /// Fails every pending command, compensating debited gifts first.
