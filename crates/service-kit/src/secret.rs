@@ -3,6 +3,8 @@
 //! so `--dump-config`, logs and error messages cannot leak it. Also the
 //! redaction of the two places a secret hides inside ordinary text: the
 //! userinfo of a URL and the value of a client property named like a secret.
+//! And the one comparison of a presented secret with the expected one
+//! ([`equal_in_constant_time`]).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -61,6 +63,17 @@ impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(Secret)
     }
+}
+
+/// Whether `left` and `right` hold the same bytes, compared without an early
+/// exit (`subtle`), so the time taken does not tell a caller how much of a
+/// guessed token, signature or CSRF token was right. The one place a secret
+/// is compared: every bearer token, admin token, session signature and
+/// operator hash goes through here. Lengths are not secret (tokens have
+/// public minimums), so unequal lengths return at once.
+pub fn equal_in_constant_time(left: &[u8], right: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    left.len() == right.len() && bool::from(left.ct_eq(right))
 }
 
 /// `url` with the password of its userinfo (`scheme://user:password@host`)
@@ -188,6 +201,16 @@ mod tests {
         for unchanged in ["mysql://root@db/hyapp", "redis://cache:6379", "not a url"] {
             assert_eq!(redact_url(unchanged), unchanged);
         }
+    }
+
+    #[test]
+    fn equal_only_when_every_byte_and_the_length_agree() {
+        assert!(equal_in_constant_time(b"abc", b"abc"));
+        assert!(equal_in_constant_time(b"", b""));
+        assert!(!equal_in_constant_time(b"abc", b"abd"));
+        assert!(!equal_in_constant_time(b"abc", b"abcd"));
+        assert!(!equal_in_constant_time(b"abcd", b"abc"));
+        assert!(!equal_in_constant_time(b"", b"a"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! applies room events, and a short or word-like token can be guessed.
 
 use service_kit::Secret;
+use service_kit::secret::equal_in_constant_time;
 use std::sync::Arc;
 use tonic::{Request, Status};
 
@@ -65,22 +66,12 @@ impl tonic::service::Interceptor for BearerToken {
             .get("authorization")
             .map(|value| value.as_bytes())
             .unwrap_or_default();
-        if constant_time_eq(given, expected) {
+        if equal_in_constant_time(given, expected) {
             Ok(request)
         } else {
             Err(Status::unauthenticated("missing or wrong bearer token"))
         }
     }
-}
-
-/// Compares without stopping at the first differing byte, so the time taken
-/// does not tell a caller how much of a guessed token was right.
-fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
-    let mut difference = given.len() ^ expected.len();
-    for (index, byte) in expected.iter().enumerate() {
-        difference |= usize::from(byte ^ given.get(index).copied().unwrap_or(0));
-    }
-    difference == 0
 }
 
 #[cfg(test)]
