@@ -15,7 +15,7 @@
 use crate::fixtures::{self, BenchEnv};
 use crate::relay_scenarios::{create_topic, mq_config, worker};
 use crate::report::{Report, Row};
-use outbox_relay::config::DirectConfig;
+use relay_engine::config::DirectConfig;
 use outbox_relay::console::{self, ConsoleConfig, history::History};
 use outbox_schema::names;
 use service_kit::{Secret, duration::ConfigDuration, time::now_ms};
@@ -209,7 +209,7 @@ async fn drain(
     let mq = mq_config(env, &namespace);
     create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
     let mut registry = prometheus_client::registry::Registry::default();
-    let relay = outbox_relay::app::build_relay(
+    let relay = relay_engine::build_relay(
         pool.clone(),
         &worker(
             if watched {

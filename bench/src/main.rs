@@ -57,7 +57,7 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // Off unless asked for: `RUST_LOG=outbox_relay::worker=debug` shows where
+    // Off unless asked for: `RUST_LOG=relay_engine::worker=debug` shows where
     // each relay batch spends its time.
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG") {
         tracing_subscriber::fmt()

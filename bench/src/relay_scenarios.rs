@@ -15,7 +15,7 @@ use crate::{
 };
 use fred::prelude::*;
 use hdrhistogram::Histogram;
-use outbox_relay::{
+use relay_engine::{
     Relay, RelaySettings,
     config::{DirectConfig, OutboxWorkerConfig},
     metrics::RelayMetrics,
@@ -402,7 +402,7 @@ async fn latency_samples(
     let mq = mq_config(env, &namespace);
     create_topic(&env.bootstrap, &mq.topic(names::TOPIC_ROOM_OUTBOX)).await?;
     let mut registry = prometheus_client::registry::Registry::default();
-    let relay = outbox_relay::app::build_relay(
+    let relay = relay_engine::build_relay(
         pool.clone(),
         &worker(
             "bench-latency",

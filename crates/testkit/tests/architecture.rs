@@ -4,6 +4,12 @@
 //!   crate edges" table of ARCHITECTURE.md (`| crate | depends on | in tests
 //!   only |`); an edge that is listed but no longer exists fails too, so the
 //!   table stays true.
+//! - **Services are composition roots.** No workspace crate depends on a
+//!   crate under `services/` (not even in tests), except `bench` and
+//!   `deploy-check`, which measure and check the services as shipped. Engines
+//!   (the relay, the IM bridge) are library crates under `crates/`; a
+//!   service links them, never another service, so an engine cannot reach a
+//!   service's operator code (console, operator commands, admin HTTP).
 //! - **No import cycles inside a crate.** The top-level modules of each crate
 //!   (`src/<name>.rs` or `src/<name>/`) form a graph through their `crate::`
 //!   and `super::` paths; that graph must have no cycle. A cycle means two
@@ -19,8 +25,8 @@ use testkit::source_tree::{rust_files, workspace_root};
 
 // ---------------------------------------------------------------- crate edges
 
-/// `(from, to)` pairs between workspace packages, from `cargo metadata`.
-fn actual_edges(root: &Path) -> BTreeSet<(String, String)> {
+/// `cargo metadata` of the workspace (no dependencies resolved).
+fn metadata(root: &Path) -> serde_json::Value {
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
             "metadata",
@@ -37,15 +43,21 @@ fn actual_edges(root: &Path) -> BTreeSet<(String, String)> {
         "cargo metadata failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
-    let packages = metadata["packages"].as_array().expect("packages");
-    let ours: BTreeSet<String> = packages
+    serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON")
+}
+
+fn packages(metadata: &serde_json::Value) -> &Vec<serde_json::Value> {
+    metadata["packages"].as_array().expect("packages")
+}
+
+/// `(from, to)` pairs between workspace packages (normal, dev and build).
+fn actual_edges(metadata: &serde_json::Value) -> BTreeSet<(String, String)> {
+    let ours: BTreeSet<String> = packages(metadata)
         .iter()
         .map(|package| package["name"].as_str().expect("name").to_owned())
         .collect();
     let mut edges = BTreeSet::new();
-    for package in packages {
+    for package in packages(metadata) {
         let from = package["name"].as_str().expect("name");
         for dependency in package["dependencies"].as_array().expect("dependencies") {
             let to = dependency["name"].as_str().expect("dependency name");
@@ -55,6 +67,37 @@ fn actual_edges(root: &Path) -> BTreeSet<(String, String)> {
         }
     }
     edges
+}
+
+/// The packages whose manifest lives under `<root>/services/`.
+fn service_packages(metadata: &serde_json::Value, root: &Path) -> BTreeSet<String> {
+    let services = root.join("services");
+    packages(metadata)
+        .iter()
+        .filter(|package| {
+            Path::new(package["manifest_path"].as_str().expect("manifest_path"))
+                .starts_with(&services)
+        })
+        .map(|package| package["name"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+/// The crates allowed to depend on services: they measure and check the
+/// services as shipped.
+const MAY_USE_SERVICES: [&str; 2] = ["bench", "deploy-check"];
+
+/// Every edge into a service from a crate other than [`MAY_USE_SERVICES`].
+fn service_edge_violations(
+    edges: &BTreeSet<(String, String)>,
+    services: &BTreeSet<String>,
+) -> Vec<String> {
+    edges
+        .iter()
+        .filter(|(from, to)| services.contains(to) && !MAY_USE_SERVICES.contains(&from.as_str()))
+        .map(|(from, to)| {
+            format!("{from} -> {to}: a service is a composition root; move what {from} needs into a crate under crates/")
+        })
+        .collect()
 }
 
 /// The edges listed in ARCHITECTURE.md's "Allowed crate edges" table: rows of
@@ -115,8 +158,38 @@ fn crate_edges_are_the_ones_architecture_md_allows() {
         !allowed.is_empty(),
         "ARCHITECTURE.md has no \"Allowed crate edges\" table"
     );
-    let violations = edge_violations(&actual_edges(&root), &allowed);
+    let violations = edge_violations(&actual_edges(&metadata(&root)), &allowed);
     assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn no_crate_depends_on_a_service() {
+    let root = workspace_root();
+    let metadata = metadata(&root);
+    let services = service_packages(&metadata, &root);
+    assert!(
+        services.contains("room-service") && services.contains("outbox-relay"),
+        "services/ should hold room-service and outbox-relay; found {services:?}"
+    );
+    let violations = service_edge_violations(&actual_edges(&metadata), &services);
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn an_edge_into_a_service_fails_unless_it_comes_from_bench_or_deploy_check() {
+    let services: BTreeSet<String> = ["outbox-relay".to_owned()].into();
+    let edges: BTreeSet<(String, String)> = [
+        ("room-service", "outbox-relay"),
+        ("bench", "outbox-relay"),
+        ("deploy-check", "outbox-relay"),
+        ("room-service", "relay-engine"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect();
+    let violations = service_edge_violations(&edges, &services);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].starts_with("room-service -> outbox-relay"));
 }
 
 #[test]

@@ -4,9 +4,8 @@
 //! (`tencent_im_consumer_group`, `topic`, `consumer_max_reconsume_times`),
 //! the same keys room-service reads when it hosts the bridge in-process.
 
-use crate::Error;
 use consumer_runtime::{
-    ConsumerConfig, ConsumerSettings,
+    ConsumerConfig,
     host::{ServiceConfig, SharedSections},
 };
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,7 @@ use std::fmt::Display;
 use tencent_im::ImSection as TencentImSection;
 
 /// The `im_bridge` section (defined once in room-im: the relay's direct mode reads it too).
-pub use room_im::BridgeConfig;
+pub use im_bridge_engine::BridgeConfig;
 
 /// The standalone im-bridge's whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,18 +69,6 @@ impl ServiceConfig for Config {
     fn check_tencent_im(&self) -> Result<(), impl Display> {
         self.tencent_im.validate()
     }
-}
-
-/// The bridge's consumer settings from the original keys
-/// (docs/design.md#configuration-names); room-service calls
-/// this too when it hosts the bridge (`tencent_im_consumer_enabled`).
-pub fn settings(mq: &MqConfig, consumer: &ConsumerConfig) -> Result<ConsumerSettings, Error> {
-    let room_outbox = &mq.room_outbox;
-    Ok(ConsumerSettings::room_outbox(
-        mq,
-        consumer,
-        &room_outbox.tencent_im_consumer_group,
-    )?)
 }
 
 #[cfg(test)]

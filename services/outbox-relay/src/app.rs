@@ -1,7 +1,7 @@
 //! The standalone relay process: config → MySQL pool → publishers → relay +
 //! admin HTTP, and the shutdown order (not ready → stop claiming → finish the
-//! in-flight batch → give leases back → close MySQL). [`build_relay`] is the
-//! piece room-service reuses to embed the relay.
+//! in-flight batch → give leases back → close MySQL). The relay itself is
+//! `relay_engine`'s, built by [`relay_engine::build_relay_with`].
 //!
 //! Ready means able to publish at once: in `mq`/`dual` mode `/readyz` answers
 //! 200 only once the producer is connected and has the topics' metadata
@@ -12,15 +12,10 @@ use crate::console::{
     ConsoleConfig,
     history::{History, LagSources},
 };
-use crate::{
-    Error, Relay, RelaySettings,
-    config::{DirectConfig, OutboxWorkerConfig, RelayServiceConfig},
-    direct::DirectSinks,
-    metrics::{ConsoleMetrics, RelayMetrics},
-    publish::{MqPublisher, Publishers},
-};
+use crate::{Error, config::RelayServiceConfig, metrics::ConsoleMetrics};
 use outbox_schema::names;
 use prometheus_client::registry::Registry;
+use relay_engine::{Relay, RelaySettings, build_relay_with, metrics::RelayMetrics};
 use service_kit::{
     admin_http,
     backoff::{Backoff, Strategy},
@@ -30,51 +25,6 @@ use sqlx::MySqlPool;
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-/// Builds a relay from its config sections; used by this binary and by
-/// room-service's embedded relay. Fails on invalid settings (naming the key).
-pub fn build_relay(
-    pool: MySqlPool,
-    worker: &OutboxWorkerConfig,
-    mq: &MqConfig,
-    direct: &DirectConfig,
-    registry: &mut Registry,
-) -> Result<Relay, Error> {
-    let metrics = RelayMetrics::register(registry);
-    build_relay_with(pool, worker, mq, direct, metrics, registry)
-}
-
-/// [`build_relay`] with metrics the caller registered (and keeps a handle
-/// of: the console samples them).
-fn build_relay_with(
-    pool: MySqlPool,
-    worker: &OutboxWorkerConfig,
-    mq: &MqConfig,
-    direct: &DirectConfig,
-    metrics: RelayMetrics,
-    registry: &mut Registry,
-) -> Result<Relay, Error> {
-    let settings = RelaySettings::from_config(worker, mq)?;
-    let direct = if settings.uses_direct() {
-        let sinks = DirectSinks::new(direct, &pool)?;
-        if let Some(im) = &sinks.im {
-            // The direct IM sink's sends, paced and counted like im-bridge's.
-            im.register_metrics(registry);
-        }
-        Some(sinks)
-    } else {
-        None
-    };
-    let publishers = Publishers {
-        mq: if settings.uses_mq() {
-            Some(MqPublisher::new(mq, settings.publish_timeout)?)
-        } else {
-            None
-        },
-        direct,
-    };
-    Ok(Relay::new(pool, settings, publishers, metrics))
-}
 
 /// The relay process, built and bound, ready to run.
 #[derive(Debug)]
@@ -100,7 +50,7 @@ impl App {
             &config.http_listen,
         )?;
         if RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?.uses_direct() {
-            crate::direct::check_config(&config.direct)?;
+            relay_engine::direct::check_config(&config.direct)?;
         }
         let replay_max_age_ms = config.ops.replay_max_age_ms()?;
         let tls = crate::admin_tls::load(&config.admin_tls)?;
@@ -186,7 +136,7 @@ impl App {
         let _ = http.await;
         let _ = sampler.await;
         self.pool.close().await;
-        relay_result
+        Ok(relay_result?)
     }
 }
 

@@ -1,34 +1,21 @@
-//! The outbox relay: claims `room_outbox` rows and publishes them — to the
-//! `hyapp_room_outbox` topic (`mq`), directly to Tencent IM and activity
-//! (`direct`), or both (`dual`) — in per-room commit order, fenced by shard
-//! leases and claim tokens, with retries, backoff and dead letters. A library
-//! with a thin binary; room-service embeds the same [`Relay`].
+//! The `outbox-relay` service: the relay engine (`relay_engine`) composed
+//! with what a standalone relay process adds — its config file, admin HTTP
+//! (`/healthz`, `/readyz`, `/metrics`, `/admin/*`, optionally over TLS), the
+//! operator console, and the operator commands of `ops` (CLI, admin and
+//! console run the same functions). room-service embeds the engine, not this.
 
 pub mod access;
 pub mod admin;
 pub mod admin_tls;
 pub mod app;
-mod chain;
 pub mod config;
 pub mod console;
-pub mod direct;
-mod failure;
-pub mod leases;
-mod marks;
 pub mod metrics;
-pub mod nudge;
 pub mod ops;
-pub mod publish;
-pub mod relay;
-pub mod settings;
-pub mod store;
-pub mod trace;
-pub mod worker;
 
-pub use relay::Relay;
-pub use settings::RelaySettings;
+pub use relay_engine::{Relay, RelaySettings};
 
-/// Errors of the relay library.
+/// Errors of the relay service: the engine's, and the operator commands'.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Invalid configuration; the message names the key.
@@ -52,6 +39,16 @@ pub enum Error {
     /// message says what the row is. Nothing was written.
     #[error("refused: {0}")]
     Refused(String),
+}
+
+impl From<relay_engine::Error> for Error {
+    fn from(error: relay_engine::Error) -> Self {
+        match error {
+            relay_engine::Error::Config(message) => Error::Config(message),
+            relay_engine::Error::Database(error) => Error::Database(error),
+            relay_engine::Error::Mq(message) => Error::Mq(message),
+        }
+    }
 }
 
 impl From<service_kit::Error> for Error {

@@ -172,7 +172,7 @@ fn dump_and_debug_hide_every_planted_secret() {
     let config = RelayServiceConfig::load_with_env(Some(path), Some(planted.env_map())).unwrap();
     planted.assert_hidden(&dump, &format!("{config:?}"));
     let settings =
-        outbox_relay::RelaySettings::from_config(&config.outbox_worker, &config.rocketmq).unwrap();
+        relay_engine::RelaySettings::from_config(&config.outbox_worker, &config.rocketmq).unwrap();
     assert!(!format!("{settings:?}").contains(testkit::secrets::MARK));
 }
 

@@ -228,7 +228,7 @@ async fn leases_audit_and_purge_through_both_surfaces() {
     let db = testkit::TestDb::new().await;
     // A relay instance's lease round, as its lease loop runs it when alone.
     let instance =
-        outbox_relay::leases::ShardLeases::new(db.pool.clone(), "relay-leases".into(), 60_000);
+        relay_engine::leases::ShardLeases::new(db.pool.clone(), "relay-leases".into(), 60_000);
     instance.ensure_shards().await.unwrap();
     assert_eq!(
         instance

@@ -64,7 +64,7 @@ pub struct App {
     grpc_addr: SocketAddr,
     http_addr: SocketAddr,
     workers: Workers,
-    relay: Option<outbox_relay::Relay>,
+    relay: Option<relay_engine::Relay>,
     consumers: std::sync::Mutex<crate::consumers::ConsumerTasks>,
 }
 

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use outbox_relay::config::OutboxWorkerConfig;
+use relay_engine::config::OutboxWorkerConfig;
 use room_core::RoomRules;
 use serde::{Deserialize, Serialize};
 use service_kit::config::ConfigSources;
@@ -83,7 +83,7 @@ pub struct Config {
     /// In-process consumers' runtime tunables (treasure-open, IM bridge).
     pub consumer: consumer_runtime::ConsumerConfig,
     /// The hosted IM bridge's behaviour (`rocketmq.room_outbox.tencent_im_consumer_enabled`).
-    pub im_bridge: im_bridge::config::BridgeConfig,
+    pub im_bridge: im_bridge_engine::BridgeConfig,
     /// Wallet saga recovery.
     pub saga: SagaConfig,
     /// Longest the graceful drain may take before the process exits anyway.
@@ -114,7 +114,7 @@ impl Default for Config {
             tencent_im: TencentImConfig::default(),
             activity: ActivityConfig::default(),
             consumer: consumer_runtime::ConsumerConfig::default(),
-            im_bridge: im_bridge::config::BridgeConfig::default(),
+            im_bridge: im_bridge_engine::BridgeConfig::default(),
             saga: SagaConfig::default(),
             shutdown_grace: ConfigDuration::from_secs(20),
         }
@@ -498,7 +498,7 @@ impl Config {
         // existence and contents are checked now, not at the first connect.
         self.redis.client_config()?;
         if self.outbox_worker.enabled && self.outbox_worker.nudge_enabled {
-            outbox_relay::nudge::check(&self.outbox_worker).map_err(|error| match error {
+            relay_engine::nudge::check(&self.outbox_worker).map_err(|error| match error {
                 service_kit::Error::Config(message) => Error::Config(message),
                 other => Error::Config(other.to_string()),
             })?;
@@ -639,7 +639,7 @@ impl Config {
         }
         if self.outbox_worker.enabled {
             let relay =
-                outbox_relay::RelaySettings::from_config(&self.outbox_worker, &self.rocketmq)
+                relay_engine::RelaySettings::from_config(&self.outbox_worker, &self.rocketmq)
                     .map_err(|error| Error::Config(error.to_string()))?;
             if !relay.uses_mq() {
                 return Err(Error::Config(

@@ -134,13 +134,13 @@ pub fn build(
         ));
     }
     if mq.enabled && mq.room_outbox.tencent_im_consumer_enabled {
-        let settings = im_bridge::config::settings(mq, &config.consumer)
+        let settings = im_bridge_engine::settings(mq, &config.consumer)
             .map_err(|error| Error::Config(error.to_string()))?;
         let client = config
             .tencent_im
             .client()
             .map_err(|error| Error::Config(error.to_string()))?;
-        let bridge = im_bridge::ImBridge::build(
+        let bridge = im_bridge_engine::ImBridge::build(
             settings,
             config.im_bridge.clone(),
             config.tencent_im.group_id_template.clone(),

@@ -9,7 +9,7 @@
 use crate::Error;
 use crate::config::Config;
 use crate::workers::Workers;
-use outbox_relay::{Relay, config::DirectConfig};
+use relay_engine::{Relay, config::DirectConfig};
 use prometheus_client::registry::Registry;
 use sqlx::MySqlPool;
 
@@ -30,7 +30,7 @@ pub fn build(
         activity_auth_token: config.activity.auth_token.clone(),
         im_bridge: config.im_bridge.clone(),
     };
-    let relay = outbox_relay::app::build_relay(
+    let relay = relay_engine::build_relay(
         pool.clone(),
         &config.outbox_worker,
         &config.rocketmq,

@@ -75,7 +75,7 @@ async fn the_relay_nudge_subscribes_over_tls() {
     let server = TlsRedis::start(&pki).await;
     let notify = Arc::new(tokio::sync::Notify::new());
     let shutdown = CancellationToken::new();
-    let listener = tokio::spawn(outbox_relay::nudge::listen(
+    let listener = tokio::spawn(relay_engine::nudge::listen(
         server.url(),
         pki.ca.display().to_string(),
         notify.clone(),
@@ -85,7 +85,7 @@ async fn the_relay_nudge_subscribes_over_tls() {
     // A publisher on the same TLS settings; it publishes until the
     // subscriber (which may still be connecting) has heard one nudge.
     let publisher = Client::new(
-        outbox_relay::nudge::client_config(&server.url(), &pki.ca.display().to_string()).unwrap(),
+        relay_engine::nudge::client_config(&server.url(), &pki.ca.display().to_string()).unwrap(),
         None,
         None,
         None,
@@ -148,12 +148,12 @@ fn unusable_ca_files_are_refused_at_start_up() {
     );
 
     // The standalone relay checks the same keys when it builds its settings.
-    let worker = outbox_relay::config::OutboxWorkerConfig {
+    let worker = relay_engine::config::OutboxWorkerConfig {
         redis_url: "rediss://127.0.0.1:6380".into(),
         redis_tls_ca_file: "/nonexistent/nudge-ca.pem".into(),
         ..Default::default()
     };
-    let error = outbox_relay::RelaySettings::from_config(&worker, &Default::default())
+    let error = relay_engine::RelaySettings::from_config(&worker, &Default::default())
         .expect_err("relay accepted a missing nudge CA file")
         .to_string();
     assert!(error.contains("outbox_worker.redis_tls_ca_file"), "{error}");

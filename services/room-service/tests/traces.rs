@@ -1,9 +1,9 @@
 //! One trace per gateway call, as an operator's collector receives it: the
 //! services' spans are exported over OTLP/HTTP (`service_kit::telemetry`, as
 //! the binaries install it) to testkit's receiver, while room-service, the
-//! standalone relay (`outbox_relay::app::App`) and the standalone im-bridge
-//! (`im_bridge::App`) run against the real broker, MariaDB, Redis and the
-//! fake Tencent IM. The links checked: gateway call → room-service command
+//! relay engine (`relay_engine`, as the standalone relay runs it) and the IM
+//! bridge engine (`im_bridge_engine`, as the standalone im-bridge runs it)
+//! run against the real broker, MariaDB, Redis and the fake Tencent IM. The links checked: gateway call → room-service command
 //! span → relay publish span → im-bridge consume span → Tencent IM request
 //! span, all in one trace; and, without a gateway `traceparent`, the same
 //! chain from a room-service root span.
@@ -78,26 +78,44 @@ impl Stack {
             mq
         };
 
-        let mut relay = outbox_relay::config::RelayServiceConfig::default();
-        relay.mysql.url = harness.db.url.clone();
-        relay.rocketmq = mq.clone();
-        relay.http_listen = "127.0.0.1:0".into();
-        relay.outbox_worker.publish_mode = "mq".into();
-        relay.outbox_worker.node_id = testkit::unique("relay-");
-        relay.outbox_worker.poll_interval = service_kit::duration::ConfigDuration::from_millis(50);
-        let relay = outbox_relay::app::App::build(relay).await.expect("relay");
+        // The engines the standalone relay and im-bridge run, composed here
+        // the way their binaries compose them.
+        let mut worker = relay_engine::config::OutboxWorkerConfig::default();
+        worker.publish_mode = "mq".into();
+        worker.node_id = testkit::unique("relay-");
+        worker.poll_interval = service_kit::duration::ConfigDuration::from_millis(50);
+        let mut registry = prometheus_client::registry::Registry::default();
+        let relay = relay_engine::build_relay(
+            harness.pool.clone(),
+            &worker,
+            &mq,
+            &relay_engine::config::DirectConfig::default(),
+            &mut registry,
+        )
+        .expect("relay");
 
-        let mut bridge = im_bridge::config::Config::default();
-        bridge.mysql.url = harness.db.url.clone();
-        bridge.rocketmq = mq;
-        bridge.consumer.group = testkit::unique("bridge-");
-        bridge.consumer.initial_backoff = service_kit::duration::ConfigDuration::from_millis(50);
-        bridge.tencent_im.base_url = im.base_url();
-        bridge.tencent_im.sdk_app_id = app_id;
-        bridge.tencent_im.admin_identifier = "administrator".into();
-        bridge.tencent_im.secret_key = service_kit::Secret::new(secret);
-        bridge.http_listen = "127.0.0.1:0".into();
-        let bridge = im_bridge::App::build(bridge).await.expect("im-bridge");
+        let mut bridge_mq = mq.clone();
+        bridge_mq.room_outbox.tencent_im_consumer_group = testkit::unique("bridge-");
+        let mut consumer = consumer_runtime::ConsumerConfig::default();
+        consumer.initial_backoff = service_kit::duration::ConfigDuration::from_millis(50);
+        let im_section = tencent_im::ImSection {
+            enabled: true,
+            base_url: im.base_url(),
+            sdk_app_id: app_id,
+            admin_identifier: "administrator".into(),
+            secret_key: service_kit::Secret::new(secret),
+            ..tencent_im::ImSection::default()
+        };
+        let settings = im_bridge_engine::settings(&bridge_mq, &consumer).expect("bridge settings");
+        let bridge = im_bridge_engine::ImBridge::build(
+            settings,
+            im_bridge_engine::BridgeConfig::default(),
+            im_section.group_id_template.clone(),
+            im_section.client().expect("IM client"),
+            harness.pool.clone(),
+            &consumer_runtime::ConsumerMetrics::register(&mut registry),
+        )
+        .expect("im-bridge");
 
         let shutdown = CancellationToken::new();
         let tasks = vec![

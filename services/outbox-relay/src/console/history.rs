@@ -13,8 +13,8 @@
 //! [`LAG_EVERY`] (each read bounded by `service_kit::broker_lag::BROKER_TIMEOUT`),
 //! so a refreshing page never opens broker connections.
 
-use crate::metrics::RelayMetrics;
 use prometheus_client::{metrics::histogram::Histogram, registry::Registry};
+use relay_engine::metrics::RelayMetrics;
 use service_kit::broker_lag::{PartitionLag, read_group_lag};
 use service_kit::time::now_ms;
 use std::collections::VecDeque;

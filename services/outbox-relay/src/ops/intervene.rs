@@ -130,7 +130,7 @@ pub async fn skip(
         }
     }
     let last_error =
-        crate::store::truncate_error(&format!("skipped by {}: {reason}", operator.as_str()));
+        relay_engine::store::truncate_error(&format!("skipped by {}: {reason}", operator.as_str()));
     let detail = format!(
         "status was {}, attempts {}, last_error was {:?}",
         row.status, row.attempts, row.last_error

@@ -1,6 +1,6 @@
 //! `leases`: which relay instance publishes which shards — every shard's
 //! lease (owner, epoch, expiry) and every instance's heartbeat — read from
-//! the tables `crate::leases` maintains. Both tables are small by
+//! the tables `relay_engine::leases` maintains. Both tables are small by
 //! construction (64 shards, one row per relay instance).
 
 use super::queries::{INSTANCES_SQL, LEASES_SQL};

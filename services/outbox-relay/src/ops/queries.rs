@@ -9,20 +9,9 @@
 //! values (`? = ''`, an open time range) instead of changing the statement,
 //! so one statement — and one plan — serves every combination.
 
-/// Commit time of the oldest open row of the ordered chain (delayed wake-ups
-/// are in the future on purpose and would distort the age). Both lookups
-/// are index range reads of the backlog.
-pub const OLDEST_OPEN_SQL: &str = "SELECT MIN(created_at_ms) AS oldest FROM room_outbox WHERE id = \
-     (SELECT MIN(id) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = 0 AND open_flag = 1)";
-
-/// Count of open rows (both lanes), by index range.
-pub const OPEN_COUNT_SQL: &str = "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_claim) WHERE lane IN (0, 1) AND open_flag = 1";
-
-/// Rows in `failed` (dead letters not yet replayed), for the relay's
-/// `room_outbox_failed` gauge: a range of `idx_failing`, which only failing
-/// rows ever enter.
-pub const FAILED_COUNT_SQL: &str =
-    "SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_failing) WHERE failing_status = 'failed'";
+/// The backlog gauges' statements belong to the engine, which runs them on
+/// a timer; the operator commands read them from there.
+pub use relay_engine::backlog::{FAILED_COUNT_SQL, OLDEST_OPEN_SQL, OPEN_COUNT_SQL};
 
 /// Open, retrying and dead-lettered rows in one statement (one read view, so
 /// the three agree): index-only counts of idx_claim and idx_failing.

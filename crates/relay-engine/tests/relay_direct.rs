@@ -1,44 +1,17 @@
 //! The relay in `direct` mode against the faithful fake of Tencent IM
 //! (docs/design.md#publish-modes): EnsureGroup for RoomCreated, one message per
 //! event even when redelivered, the same `im_bridge` settings im-bridge reads,
-//! IM outages retried until delivered, and a permanent IM error dead-lettering
-//! the event while the room moves on.
+//! and IM outages retried until delivered. (A permanent IM error's dead letter
+//! is read through the operator commands: the relay service's
+//! `dead_letters.rs`; activity's real entry: activity-consumer's
+//! `relay_direct_entry.rs`.)
 
 mod common;
 
 use common::log::CapturedLog;
 use common::*;
-use fake_tencent_im::{FakeImConfig, FaultRule};
+use fake_tencent_im::FaultRule;
 use room_core::EventKind;
-use std::time::{Duration, Instant};
-
-const SEND_GROUP_MSG: &str = "group_open_http_svc/send_group_msg";
-
-async fn fake_im() -> fake_tencent_im::FakeImHandle {
-    fake_tencent_im::spawn(FakeImConfig::new(IM_APP_ID, IM_KEY, "administrator"))
-        .await
-        .unwrap()
-}
-
-fn created(room_id: &str) -> outbox_schema::NewOutboxRow {
-    event_row(
-        room_id,
-        1,
-        EventKind::RoomCreated {
-            owner_id: "host".into(),
-            title: "Lounge".into(),
-            mic_seat_count: 8,
-        },
-    )
-}
-
-async fn drain(relay: &outbox_relay::Relay, pool: &sqlx::MySqlPool, shards: &[u16]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while open_rows(pool).await > 0 {
-        assert!(Instant::now() < deadline, "relay did not drain");
-        relay.run_batch(shards).await.unwrap();
-    }
-}
 
 #[tokio::test]
 async fn ensures_the_group_and_sends_each_event_once_even_when_redelivered() {
@@ -268,120 +241,4 @@ async fn a_failure_is_logged_with_its_new_status_and_retry_count() {
         )
     );
     assert!(dead[0]["error"].as_str().unwrap().contains("80001"));
-}
-
-#[tokio::test]
-async fn a_permanent_im_error_dead_letters_the_event_and_the_room_moves_on() {
-    let db = testkit::TestDb::new().await;
-    let fake = fake_im().await;
-    let relay = direct_relay(&db.pool, &fake.base_url(), &worker_config("relay-direct"));
-    let shards = own_all_shards(&relay).await;
-    // 80001: Tencent's content-filter rejection — retrying cannot help.
-    insert(&db.pool, &[created("room-poison")]).await;
-    drain(&relay, &db.pool, &shards).await;
-    fake.inject_fault(FaultRule::error_code(SEND_GROUP_MSG, 80001).times(1));
-    insert(&db.pool, &room_rows("room-poison", 2, 2)).await;
-    drain(&relay, &db.pool, &shards).await;
-    let letters = outbox_relay::ops::list_dead_letters(&db.pool, &Default::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        statuses(&db.pool, "room-poison").await,
-        vec![
-            (1, "delivered".into()),
-            (2, "failed".into()),
-            (3, "delivered".into())
-        ],
-        "{letters:?}"
-    );
-    let letters = outbox_relay::ops::list_dead_letters(&db.pool, &Default::default())
-        .await
-        .unwrap();
-    assert!(
-        letters[0].last_error.contains("80001"),
-        "{}",
-        letters[0].last_error
-    );
-    assert_eq!(fake.group_messages("room_room-poison").len(), 1);
-}
-
-/// Activity unavailable in `direct` mode (docs/design.md#publish-modes) → the event is retried
-/// (the command path never waits), and delivered once activity-service is
-/// back — through its real gRPC entry, counted once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn activity_outage_is_retried_until_the_service_returns() {
-    let db = testkit::TestDb::new().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut worker = worker_config("relay-activity");
-    worker.publish_mode = "direct".into();
-    let direct = outbox_relay::config::DirectConfig {
-        activity_endpoint: format!("http://127.0.0.1:{port}"),
-        ..Default::default()
-    };
-    let mut registry = prometheus_client::registry::Registry::default();
-    let relay = outbox_relay::app::build_relay(
-        db.pool.clone(),
-        &worker,
-        &service_kit::mq::MqConfig::default(),
-        &direct,
-        &mut registry,
-    )
-    .unwrap();
-    let shards = own_all_shards(&relay).await;
-    let gift = EventKind::RoomGiftSent {
-        sender_id: "alice".into(),
-        receiver_id: "host".into(),
-        gift_id: "rose".into(),
-        count: 2,
-        unit_value: 21,
-        total_value: 42,
-    };
-    insert(&db.pool, &[event_row("room-act", 1, gift)]).await;
-    let report = relay.run_batch(&shards).await.unwrap();
-    assert_eq!(
-        (report.delivered, report.retried),
-        (0, 1),
-        "activity is down"
-    );
-    let error: String = sqlx::query_scalar("SELECT last_error FROM room_outbox")
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
-    assert!(error.contains("activity"), "{error}");
-
-    // activity-service comes back on its address.
-    let fake = fake_im().await;
-    let namespace = testkit::unique("ns");
-    let mq = mq_config(&testkit::kafka_bootstrap(), &namespace);
-    testkit::create_topic(&mq.topic(outbox_schema::names::TOPIC_ROOM_OUTBOX), 1).await;
-    let mut config = activity_consumer::config::Config::default();
-    config.mysql.url = db.url.clone();
-    config.rocketmq = mq;
-    config.consumer.group = testkit::unique("activity-");
-    config.tencent_im = tencent_im::ImSection {
-        enabled: true,
-        base_url: fake.base_url(),
-        sdk_app_id: IM_APP_ID,
-        secret_key: service_kit::Secret::new(IM_KEY),
-        ..tencent_im::ImSection::default()
-    };
-    config.grpc_listen = format!("127.0.0.1:{port}");
-    config.http_listen = "127.0.0.1:0".into();
-    let activity = activity_consumer::App::build(config).await.unwrap();
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let running = tokio::spawn(activity.run(shutdown.clone()));
-    drain(&relay, &db.pool, &shards).await;
-    let total: u64 = sqlx::query_scalar(
-        "SELECT total_value FROM activity_room_contribution WHERE room_id = 'room-act'",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    assert_eq!(total, 42);
-    shutdown.cancel();
-    running.await.unwrap().unwrap();
 }

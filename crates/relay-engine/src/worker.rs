@@ -215,7 +215,7 @@ impl BatchProcessor {
             .publish_chains(chains, publish_until)
             .await;
         // Where a batch's time goes: the evidence for tuning;
-        // `RUST_LOG=outbox_relay::worker=debug` shows it.
+        // `RUST_LOG=relay_engine::worker=debug` shows it.
         tracing::debug!(
             rows = claimed,
             rooms,

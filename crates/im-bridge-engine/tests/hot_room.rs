@@ -11,7 +11,7 @@ use consumer_runtime::{
     testing::{TestProducer, envelope, test_settings, wait_until},
 };
 use fake_tencent_im::{FakeImConfig, FakeImHandle, RecordedMessage};
-use im_bridge::{ImBridge, config::BridgeConfig};
+use im_bridge_engine::{BridgeConfig, ImBridge};
 use outbox_schema::{
     names::dead_letter_topic,
     pb::{self, room_outbox_event::Payload},

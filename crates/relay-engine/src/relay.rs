@@ -287,13 +287,13 @@ async fn lease_loop(
 async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
         // All three are index range reads (idx_claim, idx_failing), never a table scan.
-        let pending = sqlx::query_scalar::<_, i64>(crate::ops::OPEN_COUNT_SQL)
+        let pending = sqlx::query_scalar::<_, i64>(crate::backlog::OPEN_COUNT_SQL)
             .fetch_one(&pool)
             .await;
-        let oldest = sqlx::query_scalar::<_, Option<i64>>(crate::ops::OLDEST_OPEN_SQL)
+        let oldest = sqlx::query_scalar::<_, Option<i64>>(crate::backlog::OLDEST_OPEN_SQL)
             .fetch_one(&pool)
             .await;
-        let failed = sqlx::query_scalar::<_, i64>(crate::ops::FAILED_COUNT_SQL)
+        let failed = sqlx::query_scalar::<_, i64>(crate::backlog::FAILED_COUNT_SQL)
             .fetch_one(&pool)
             .await;
         match (pending, oldest, failed) {

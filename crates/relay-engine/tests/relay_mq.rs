@@ -1,22 +1,17 @@
 //! The relay in `mq` mode against real MariaDB and the real broker: order,
-//! headers, fencing, failing heads, dead letters and replay, delayed wake-ups,
-//! purge, several relays at once, and a relay that dies between publish and mark.
+//! headers, fencing, several relays at once, a relay that dies between
+//! publish and mark, and the chain scan. (Dead letters and their replay go
+//! through the operator commands: the relay service's `dead_letters.rs`.)
 
 mod common;
 
 use common::*;
-use outbox_relay::{ops, store};
 use outbox_schema::names;
+use relay_engine::store;
 use service_kit::db::IdText;
 use service_kit::time::now_ms;
 use std::{collections::HashSet, time::Duration};
 use tokio_util::sync::CancellationToken;
-
-/// The default `ops.replay_max_age`, not forced.
-const WEEK_GUARD: ops::ReplayGuard = ops::ReplayGuard {
-    max_age_ms: 7 * 86_400_000,
-    force: false,
-};
 
 #[tokio::test]
 async fn publishes_every_row_in_room_order_with_key_and_headers() {
@@ -168,120 +163,6 @@ async fn claims_need_a_live_shard_lease() {
 }
 
 #[tokio::test]
-async fn a_failing_head_holds_its_room_only_then_dead_letters_and_replays() {
-    let db = testkit::TestDb::new().await;
-    let namespace = testkit::unique("ns");
-    let mq = mq_config(&testkit::kafka_bootstrap(), &namespace);
-    let topic = mq.topic(names::TOPIC_ROOM_OUTBOX);
-    testkit::create_topic(&topic, 2).await;
-    let mut stuck = room_rows("room-stuck", 1, 3);
-    // A head the broker can never accept (over librdkafka's message.max.bytes):
-    // a poison event injected without faking anything.
-    stuck[0].payload = vec![0u8; 2_000_000];
-    let flowing = room_rows("room-flowing", 1, 3);
-    insert(&db.pool, &stuck).await;
-    insert(&db.pool, &flowing).await;
-
-    let relay = mq_relay(&db.pool, &mq, &worker_config("relay-1"));
-    let shards = own_all_shards(&relay).await;
-    let first = relay.run_batch(&shards).await.unwrap();
-    assert_eq!(first.delivered, 3, "the other room flows");
-    assert_eq!(first.retried, 1);
-    assert_eq!(
-        statuses(&db.pool, "room-stuck").await,
-        vec![
-            (1, "retryable".into()),
-            (2, "pending".into()),
-            (3, "pending".into())
-        ],
-        "nothing overtakes the failing head"
-    );
-
-    // Attempts 2 and 3 (max_retry_count = 3) dead-letter the head; the room moves on.
-    let mut dead = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while dead == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "head never dead-lettered"
-        );
-        dead += relay.run_batch(&shards).await.unwrap().dead_lettered;
-    }
-    while open_rows(&db.pool).await > 0 {
-        assert!(std::time::Instant::now() < deadline, "room never moved on");
-        relay.run_batch(&shards).await.unwrap();
-    }
-    assert_eq!(
-        statuses(&db.pool, "room-stuck").await,
-        vec![
-            (1, "failed".into()),
-            (2, "delivered".into()),
-            (3, "delivered".into())
-        ]
-    );
-    let letters = ops::list_dead_letters(&db.pool, &ops::DeadLetterFilter::default())
-        .await
-        .unwrap();
-    assert_eq!(letters.len(), 1);
-    assert_eq!(letters[0].event_id, stuck[0].event_id);
-    assert_eq!(letters[0].retry_count, 3);
-    assert!(
-        letters[0].last_error.contains("broker"),
-        "{}",
-        letters[0].last_error
-    );
-
-    // An operator fixes the payload and replays: same event_id, published once more.
-    let filter = ops::DeadLetterFilter {
-        room_id: Some("room-stuck".into()),
-        ..Default::default()
-    };
-    assert_eq!(
-        ops::replay_dead_letters(&db.pool, &filter, true, None, None, WEEK_GUARD)
-            .await
-            .unwrap()
-            .replayed
-            .len(),
-        1,
-        "dry run lists it"
-    );
-    assert_eq!(
-        statuses(&db.pool, "room-stuck").await[0].1,
-        "failed",
-        "dry run changes nothing"
-    );
-    let fixed = room_rows("room-stuck", 1, 1).remove(0);
-    sqlx::query("UPDATE room_outbox SET payload = ? WHERE event_id = ?")
-        .bind(&fixed.payload)
-        .bind(&stuck[0].event_id)
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(
-        ops::replay_dead_letters(
-            &db.pool,
-            &filter,
-            false,
-            Some(&ops::OperatorName::new("oncall").unwrap()),
-            Some("payload fixed"),
-            WEEK_GUARD,
-        )
-        .await
-        .unwrap()
-        .replayed
-        .len(),
-        1
-    );
-    assert_eq!(relay.run_batch(&shards).await.unwrap().delivered, 1);
-    let records = read_topic(&testkit::kafka_bootstrap(), &topic, 6).await;
-    let replayed: Vec<_> = records
-        .iter()
-        .filter(|record| record.event_id == stuck[0].event_id)
-        .collect();
-    assert_eq!(replayed.len(), 1, "the replay keeps the original event_id");
-}
-
-#[tokio::test]
 async fn two_relays_publish_each_row_exactly_once_in_room_order() {
     let db = testkit::TestDb::new().await;
     let namespace = testkit::unique("ns");
@@ -401,7 +282,7 @@ async fn a_relay_dying_between_publish_and_mark_is_redelivered_once_with_the_sam
             .len(),
         1
     );
-    outbox_relay::publish::MqPublisher::new(&mq, Duration::from_secs(5))
+    relay_engine::publish::MqPublisher::new(&mq, Duration::from_secs(5))
         .unwrap()
         .publish(&scanned[0], &scanned[0].traceparent, Duration::from_secs(5))
         .await

@@ -8,7 +8,7 @@ use consumer_runtime::{
     testing::{TestProducer, envelope, header, read_topic, test_settings, wait_until},
 };
 use fake_tencent_im::{FakeImConfig, FakeImHandle, FaultRule};
-use im_bridge::{ImBridge, config::BridgeConfig, handler::ImBridgeHandler};
+use im_bridge_engine::{BridgeConfig, ImBridge, handler::ImBridgeHandler};
 use outbox_schema::{
     names::{HEADER_DLQ_REASON, HEADER_EVENT_ID, dead_letter_topic},
     pb::{self, room_outbox_event::Payload},

@@ -1,10 +1,10 @@
-//! Delayed wake-ups, broker outages and retention purge against real MariaDB
-//! and real brokers (a private one for the outage).
+//! Delayed wake-ups and broker outages against real MariaDB and real brokers
+//! (a private one for the outage). Retention purge is an operator command:
+//! the relay service's `dead_letters.rs`.
 
 mod common;
 
 use common::*;
-use outbox_relay::ops;
 use outbox_schema::{NewOutboxRow, names};
 use service_kit::time::now_ms;
 use std::time::{Duration, Instant};
@@ -139,59 +139,4 @@ async fn broker_outage_keeps_rows_retryable_and_they_drain_after_recovery() {
     assert_never_backwards("room-outage", &sequences);
     sequences.dedup();
     assert_eq!(sequences, vec![1, 2, 3]);
-}
-
-#[tokio::test]
-async fn purge_removes_only_old_delivered_rows() {
-    let db = testkit::TestDb::new().await;
-    insert(&db.pool, &room_rows("room-old", 1, 3)).await;
-    insert(&db.pool, &room_rows("room-new", 1, 1)).await;
-    let day = 86_400_000;
-    // room-old: seq 1 delivered, seq 2 legacy published, seq 3 a dead letter — all a week old.
-    sqlx::query(
-        "UPDATE room_outbox SET created_at_ms = created_at_ms - ?, \
-         status = CASE room_event_seq WHEN 1 THEN 'delivered' WHEN 2 THEN 'published' ELSE 'failed' END \
-         WHERE room_id = 'room-old'",
-    )
-    .bind(7 * day)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    // An old row still pending must survive too.
-    insert(&db.pool, &room_rows("room-pending", 1, 1)).await;
-    sqlx::query(
-        "UPDATE room_outbox SET created_at_ms = created_at_ms - ? WHERE room_id = 'room-pending'",
-    )
-    .bind(7 * day)
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    sqlx::query("UPDATE room_outbox SET status = 'delivered' WHERE room_id = 'room-new'")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-
-    let operator = ops::OperatorName::new("oncall").unwrap();
-    let report = ops::purge_delivered(&db.pool, day, &operator, None)
-        .await
-        .unwrap();
-    assert_eq!(report.deleted, 2);
-    assert_eq!(
-        statuses(&db.pool, "room-old").await,
-        vec![(3, "failed".into())]
-    );
-    assert_eq!(
-        statuses(&db.pool, "room-pending").await,
-        vec![(1, "pending".into())]
-    );
-    assert_eq!(
-        statuses(&db.pool, "room-new").await,
-        vec![(1, "delivered".into())],
-        "young rows are kept"
-    );
-    let report = ops::status(&db.pool).await.unwrap();
-    assert!(
-        report.oldest_pending_age_ms >= 7 * day - 60_000,
-        "{report:?}"
-    );
 }

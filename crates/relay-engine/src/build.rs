@@ -1,0 +1,60 @@
+//! Assembling a [`Relay`] from its config sections: settings validated
+//! (naming the key), the direct sinks and the MQ producer created for the
+//! configured publish mode. The standalone binary and room-service's
+//! embedded relay both build through here.
+
+use crate::{
+    Error, Relay, RelaySettings,
+    config::{DirectConfig, OutboxWorkerConfig},
+    direct::DirectSinks,
+    metrics::RelayMetrics,
+    publish::{MqPublisher, Publishers},
+};
+use prometheus_client::registry::Registry;
+use service_kit::mq::MqConfig;
+use sqlx::MySqlPool;
+
+/// Builds a relay from its config sections; used by this binary and by
+/// room-service's embedded relay. Fails on invalid settings (naming the key).
+pub fn build_relay(
+    pool: MySqlPool,
+    worker: &OutboxWorkerConfig,
+    mq: &MqConfig,
+    direct: &DirectConfig,
+    registry: &mut Registry,
+) -> Result<Relay, Error> {
+    let metrics = RelayMetrics::register(registry);
+    build_relay_with(pool, worker, mq, direct, metrics, registry)
+}
+
+/// [`build_relay`] with metrics the caller registered (and keeps a handle
+/// of: the console samples them).
+pub fn build_relay_with(
+    pool: MySqlPool,
+    worker: &OutboxWorkerConfig,
+    mq: &MqConfig,
+    direct: &DirectConfig,
+    metrics: RelayMetrics,
+    registry: &mut Registry,
+) -> Result<Relay, Error> {
+    let settings = RelaySettings::from_config(worker, mq)?;
+    let direct = if settings.uses_direct() {
+        let sinks = DirectSinks::new(direct, &pool)?;
+        if let Some(im) = &sinks.im {
+            // The direct IM sink's sends, paced and counted like im-bridge's.
+            im.register_metrics(registry);
+        }
+        Some(sinks)
+    } else {
+        None
+    };
+    let publishers = Publishers {
+        mq: if settings.uses_mq() {
+            Some(MqPublisher::new(mq, settings.publish_timeout)?)
+        } else {
+            None
+        },
+        direct,
+    };
+    Ok(Relay::new(pool, settings, publishers, metrics))
+}
