@@ -21,17 +21,6 @@ pub(crate) struct Pending {
     pub(crate) debited: bool,
 }
 
-impl Pending {
-    /// A SendGift: it takes the saga's path (what it costs is read from
-    /// the event room-core applied, `AppliedCommand::gift_charge`).
-    pub(crate) fn is_gift(&self) -> bool {
-        matches!(
-            self.job.request.command,
-            room_core::Command::SendGift { .. }
-        )
-    }
-}
-
 /// The reply for a command found in the log.
 pub(crate) fn stored_answer(entry: &Pending, found: &StoredCommand) -> Result<CommandReply, Error> {
     use prost::Message;

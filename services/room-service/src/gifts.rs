@@ -17,8 +17,9 @@ use crate::store::saga::{NewSaga, SagaRow, SagaStart, status};
 use crate::wallet::DebitFailure;
 
 /// Starts the sagas of the batch's uncharged gifts and debits them, each for
-/// the amount room-core applied (`applied[i]` is `pending[i]` accepted).
-/// Returns the commands that leave the batch, with their answers.
+/// the amount room-core applied (`applied[i]` is `pending[i]` accepted); a
+/// batch without one returns at once. Returns the commands that leave the
+/// batch, with their answers.
 pub(crate) async fn charge_gifts(
     deps: &Deps,
     pending: &mut [Pending],
@@ -32,6 +33,9 @@ pub(crate) async fn charge_gifts(
         .filter(|(index, _)| !pending[*index].debited)
         .filter_map(|(index, command)| Some((index, command.gift_charge()?)))
         .collect();
+    if charges.is_empty() {
+        return Vec::new();
+    }
     let sagas: Vec<NewSaga> = charges
         .iter()
         .map(|(index, charge)| {
@@ -57,8 +61,10 @@ pub(crate) async fn charge_gifts(
             .collect(),
     };
     let elapsed = started.elapsed();
-    for entry in pending.iter_mut().filter(|entry| entry.is_gift()) {
-        entry.stages.wallet_debit += elapsed;
+    for (entry, command) in pending.iter_mut().zip(applied) {
+        if command.gift_charge().is_some() {
+            entry.stages.wallet_debit += elapsed;
+        }
     }
     removed.sort_by_key(|(index, _)| *index);
     removed

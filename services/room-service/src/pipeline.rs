@@ -141,18 +141,12 @@ async fn run(
 
         // Gifts: saga row, then the debit of the applied amount; anything
         // refused leaves the batch.
-        if pending
-            .iter()
-            .any(|entry| entry.is_gift() && !entry.debited)
-        {
-            let removed = charge_gifts(deps, pending, &applied, now_ms).await;
-            let any_removed = !removed.is_empty();
+        let removed = charge_gifts(deps, pending, &applied, now_ms).await;
+        if !removed.is_empty() {
             for (index, result) in removed.into_iter().rev() {
                 answer(pending.remove(index), result);
             }
-            if any_removed {
-                continue;
-            }
+            continue;
         }
 
         let applied = Applied {

@@ -141,6 +141,88 @@ fn write_case<R: WriteRequest>(
     }
 }
 
+/// A fresh `meta` for a request expected to be refused.
+fn m() -> Option<CommandMeta> {
+    meta(&testkit::unique("bad-"))
+}
+
+/// Valid requests on the test's room (owned by "owner", "fan" a member):
+/// each case damages one field of one of them.
+fn close_req(room: &str) -> CloseRoomRequest {
+    CloseRoomRequest {
+        meta: m(),
+        room_id: room.into(),
+        actor_id: "owner".into(),
+    }
+}
+
+fn leave_req(room: &str) -> LeaveRoomRequest {
+    LeaveRoomRequest {
+        meta: m(),
+        room_id: room.into(),
+        user_id: "fan".into(),
+    }
+}
+
+fn kick_req(room: &str) -> KickUserRequest {
+    KickUserRequest {
+        meta: m(),
+        room_id: room.into(),
+        actor_id: "owner".into(),
+        target_id: "fan".into(),
+        ban_seconds: 0,
+    }
+}
+
+fn set_admin_req(room: &str) -> SetAdminRequest {
+    SetAdminRequest {
+        meta: m(),
+        room_id: room.into(),
+        actor_id: "owner".into(),
+        target_id: "fan".into(),
+        admin: true,
+    }
+}
+
+fn take_mic_req(room: &str, seat_index: u32) -> TakeMicRequest {
+    TakeMicRequest {
+        meta: m(),
+        room_id: room.into(),
+        user_id: "fan".into(),
+        seat_index,
+    }
+}
+
+fn leave_mic_req(room: &str) -> LeaveMicRequest {
+    LeaveMicRequest {
+        meta: m(),
+        room_id: room.into(),
+        user_id: "fan".into(),
+    }
+}
+
+fn lock_mic_req(room: &str, seat_index: u32) -> LockMicRequest {
+    LockMicRequest {
+        meta: m(),
+        room_id: room.into(),
+        actor_id: "owner".into(),
+        seat_index,
+    }
+}
+
+fn unlock_mic_req(room: &str, seat_index: u32) -> UnlockMicRequest {
+    UnlockMicRequest {
+        meta: m(),
+        room_id: room.into(),
+        actor_id: "owner".into(),
+        seat_index,
+    }
+}
+
+fn gift_req(room: &str) -> SendGiftRequest {
+    gift(room, &testkit::unique("gift-"), "fan", "owner", 1, 1)
+}
+
 /// An edit of a request's `meta` or `room_id`.
 type SharedEdit = fn(&mut Option<CommandMeta>, &mut String);
 
@@ -224,112 +306,26 @@ fn shared_edits() -> Vec<(&'static str, SharedEdit, &'static str)> {
 
 /// [`shared_edits`] applied to a valid request of each write RPC.
 fn shared_cases(room: &str, fresh: &str) -> Vec<Case> {
-    let m = || meta(&testkit::unique("bad-"));
-    let room = room.to_string();
+    fn apply<R: WriteRequest>(edit: SharedEdit) -> impl FnOnce(&mut R) {
+        move |request| {
+            let (meta, room_id) = request.shared_fields();
+            edit(meta, room_id);
+        }
+    }
     let mut cases = Vec::new();
     for (what, edit, message) in shared_edits() {
-        fn apply<R: WriteRequest>(edit: SharedEdit) -> impl FnOnce(&mut R) {
-            move |request| {
-                let (meta, room_id) = request.shared_fields();
-                edit(meta, room_id);
-            }
-        }
         cases.extend([
             write_case(what, create(fresh, "owner"), apply(edit), message),
-            write_case(
-                what,
-                CloseRoomRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    actor_id: "owner".into(),
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(what, join(&room, "newbie"), apply(edit), message),
-            write_case(
-                what,
-                LeaveRoomRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    user_id: "fan".into(),
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                KickUserRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    actor_id: "owner".into(),
-                    target_id: "fan".into(),
-                    ban_seconds: 0,
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                SetAdminRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    actor_id: "owner".into(),
-                    target_id: "fan".into(),
-                    admin: true,
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                TakeMicRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    user_id: "fan".into(),
-                    seat_index: 1,
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                LeaveMicRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    user_id: "fan".into(),
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                LockMicRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    actor_id: "owner".into(),
-                    seat_index: 2,
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                UnlockMicRequest {
-                    meta: m(),
-                    room_id: room.clone(),
-                    actor_id: "owner".into(),
-                    seat_index: 2,
-                },
-                apply(edit),
-                message,
-            ),
-            write_case(
-                what,
-                gift(&room, &testkit::unique("gift-"), "fan", "owner", 1, 1),
-                apply(edit),
-                message,
-            ),
+            write_case(what, close_req(room), apply(edit), message),
+            write_case(what, join(room, "newbie"), apply(edit), message),
+            write_case(what, leave_req(room), apply(edit), message),
+            write_case(what, kick_req(room), apply(edit), message),
+            write_case(what, set_admin_req(room), apply(edit), message),
+            write_case(what, take_mic_req(room, 1), apply(edit), message),
+            write_case(what, leave_mic_req(room), apply(edit), message),
+            write_case(what, lock_mic_req(room, 2), apply(edit), message),
+            write_case(what, unlock_mic_req(room, 2), apply(edit), message),
+            write_case(what, gift_req(room), apply(edit), message),
         ]);
     }
     cases
@@ -364,7 +360,6 @@ fn id_edits(field: &'static str, max: usize) -> [(String, String, String); 4] {
 /// Every id field of every RPC (other than `meta.*` and `room_id` of the
 /// write RPCs), with each kind of id damage.
 fn id_cases(room: &str, fresh: &str) -> Vec<Case> {
-    let m = || meta(&testkit::unique("bad-"));
     let mut cases = Vec::new();
     for field in [
         "owner_id",
@@ -385,153 +380,108 @@ fn id_cases(room: &str, fresh: &str) -> Vec<Case> {
             // Leaked: the table wants `&'static str` messages, and this is a test.
             let message: &'static str = Box::leak(message.into_boxed_str());
             let what = format!("{what} {field}");
-            let room = room.to_string();
-            let mut add = |case: Case| cases.push(case);
-            match field {
-                "owner_id" => add(write_case(
-                    &what,
-                    create(fresh, "owner"),
-                    |r| r.owner_id = value,
-                    message,
-                )),
-                "actor_id" => {
-                    add(write_case(
-                        &what,
-                        CloseRoomRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                        },
-                        |r| r.actor_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        KickUserRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                            target_id: "fan".into(),
-                            ban_seconds: 0,
-                        },
-                        |r| r.actor_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        SetAdminRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                            target_id: "fan".into(),
-                            admin: true,
-                        },
-                        |r| r.actor_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        LockMicRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                            seat_index: 2,
-                        },
-                        |r| r.actor_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        UnlockMicRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                            seat_index: 2,
-                        },
-                        |r| r.actor_id = value,
-                        message,
-                    ));
-                }
-                "user_id" => {
-                    add(write_case(
-                        &what,
-                        join(&room, "newbie"),
-                        |r| r.user_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        LeaveRoomRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            user_id: "fan".into(),
-                        },
-                        |r| r.user_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        TakeMicRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            user_id: "fan".into(),
-                            seat_index: 1,
-                        },
-                        |r| r.user_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        LeaveMicRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            user_id: "fan".into(),
-                        },
-                        |r| r.user_id = value.clone(),
-                        message,
-                    ));
-                }
-                "target_id" => {
-                    add(write_case(
-                        &what,
-                        KickUserRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                            target_id: "fan".into(),
-                            ban_seconds: 0,
-                        },
-                        |r| r.target_id = value.clone(),
-                        message,
-                    ));
-                    add(write_case(
-                        &what,
-                        SetAdminRequest {
-                            meta: m(),
-                            room_id: room.clone(),
-                            actor_id: "owner".into(),
-                            target_id: "fan".into(),
-                            admin: true,
-                        },
-                        |r| r.target_id = value,
-                        message,
-                    ));
-                }
-                "sender_id" | "receiver_id" | "gift_id" => add(write_case(
-                    &what,
-                    gift(&room, &testkit::unique("gift-"), "fan", "owner", 1, 1),
-                    |r| match field {
-                        "sender_id" => r.sender_id = value,
-                        "receiver_id" => r.receiver_id = value,
-                        _ => r.gift_id = value,
-                    },
-                    message,
-                )),
-                _ => unreachable!(),
-            }
+            cases.extend(id_field_cases(field, &what, value, message, room, fresh));
         }
     }
-    // The read RPCs' ids, bounded as the commands that create them are.
+    cases.extend(read_id_cases(room));
+    cases
+}
+
+/// `field` damaged to `value` in every write request that carries it.
+fn id_field_cases(
+    field: &'static str,
+    what: &str,
+    value: String,
+    message: &'static str,
+    room: &str,
+    fresh: &str,
+) -> Vec<Case> {
+    match field {
+        "owner_id" => vec![write_case(
+            what,
+            create(fresh, "owner"),
+            |r| r.owner_id = value,
+            message,
+        )],
+        "actor_id" => vec![
+            write_case(
+                what,
+                close_req(room),
+                |r| r.actor_id = value.clone(),
+                message,
+            ),
+            write_case(
+                what,
+                kick_req(room),
+                |r| r.actor_id = value.clone(),
+                message,
+            ),
+            write_case(
+                what,
+                set_admin_req(room),
+                |r| r.actor_id = value.clone(),
+                message,
+            ),
+            write_case(
+                what,
+                lock_mic_req(room, 2),
+                |r| r.actor_id = value.clone(),
+                message,
+            ),
+            write_case(
+                what,
+                unlock_mic_req(room, 2),
+                |r| r.actor_id = value,
+                message,
+            ),
+        ],
+        "user_id" => vec![
+            write_case(
+                what,
+                join(room, "newbie"),
+                |r| r.user_id = value.clone(),
+                message,
+            ),
+            write_case(
+                what,
+                leave_req(room),
+                |r| r.user_id = value.clone(),
+                message,
+            ),
+            write_case(
+                what,
+                take_mic_req(room, 1),
+                |r| r.user_id = value.clone(),
+                message,
+            ),
+            write_case(what, leave_mic_req(room), |r| r.user_id = value, message),
+        ],
+        "target_id" => vec![
+            write_case(
+                what,
+                kick_req(room),
+                |r| r.target_id = value.clone(),
+                message,
+            ),
+            write_case(what, set_admin_req(room), |r| r.target_id = value, message),
+        ],
+        "sender_id" | "receiver_id" | "gift_id" => vec![write_case(
+            what,
+            gift_req(room),
+            |r| match field {
+                "sender_id" => r.sender_id = value,
+                "receiver_id" => r.receiver_id = value,
+                _ => r.gift_id = value,
+            },
+            message,
+        )],
+        _ => unreachable!(),
+    }
+}
+
+/// The read RPCs' ids, bounded as the commands that create them are.
+fn read_id_cases(room: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
     for (value, message, what) in id_edits("user_id", MAX_USER_ID_LEN) {
         let message: &'static str = Box::leak(message.into_boxed_str());
         let room = room.to_string();
@@ -591,8 +541,6 @@ fn id_cases(room: &str, fresh: &str) -> Vec<Case> {
 /// Numeric fields outside their range (the signed gift amounts are in the
 /// hand-written table below).
 fn range_cases(room: &str, fresh: &str) -> Vec<Case> {
-    let m = || meta(&testkit::unique("bad-"));
-    let room = room.to_string();
     let mut cases = vec![
         write_case(
             "u32::MAX mic_seat_count",
@@ -614,60 +562,31 @@ fn range_cases(room: &str, fresh: &str) -> Vec<Case> {
         ),
         write_case(
             "u32::MAX seat_index",
-            TakeMicRequest {
-                meta: m(),
-                room_id: room.clone(),
-                user_id: "fan".into(),
-                seat_index: u32::MAX,
-            },
+            take_mic_req(room, u32::MAX),
             |_| {},
             "seat_index 4294967295 does not exist",
         ),
         write_case(
             "u32::MAX seat_index",
-            LockMicRequest {
-                meta: m(),
-                room_id: room.clone(),
-                actor_id: "owner".into(),
-                seat_index: u32::MAX,
-            },
+            lock_mic_req(room, u32::MAX),
             |_| {},
             "seat_index 4294967295 does not exist",
         ),
         write_case(
             "u32::MAX seat_index",
-            UnlockMicRequest {
-                meta: m(),
-                room_id: room.clone(),
-                actor_id: "owner".into(),
-                seat_index: u32::MAX,
-            },
+            unlock_mic_req(room, u32::MAX),
             |_| {},
             "seat_index 4294967295 does not exist",
         ),
         write_case(
             "i64::MIN count",
-            gift(
-                &room,
-                &testkit::unique("gift-"),
-                "fan",
-                "owner",
-                i64::MIN,
-                1,
-            ),
+            gift(room, &testkit::unique("gift-"), "fan", "owner", i64::MIN, 1),
             |_| {},
             "count must be positive, got -9223372036854775808",
         ),
         write_case(
             "i64::MAX unit_value",
-            gift(
-                &room,
-                &testkit::unique("gift-"),
-                "fan",
-                "owner",
-                1,
-                i64::MAX,
-            ),
+            gift(room, &testkit::unique("gift-"), "fan", "owner", 1, i64::MAX),
             |_| {},
             "unit_value must be in 1..=1000000",
         ),
@@ -694,20 +613,9 @@ fn range_cases(room: &str, fresh: &str) -> Vec<Case> {
     cases
 }
 
-#[tokio::test]
-async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
-    let mut harness = Harness::start().await;
-    let room = testkit::unique("room-");
-    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
-    let fresh = testkit::unique("fresh-");
-
-    let cases = vec![
-        join_case(
-            "room_id unicode",
-            |r| r.room_id = "房间".into(),
-            &room,
-            "room_id contains '房' at position 0",
-        ),
+/// The gift amounts: signed on the wire, positive, within u32 and the room's limits.
+fn gift_amount_cases(room: &str) -> Vec<Case> {
+    vec![
         gift_case(
             "zero count",
             |r| r.count = 0,
@@ -767,6 +675,12 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
             tonic::Code::InvalidArgument,
             "unit_value must be in 1..=1000000",
         ),
+    ]
+}
+
+/// The gift's ids and parties, and a gift to a room that does not exist.
+fn gift_party_cases(room: &str, fresh: &str) -> Vec<Case> {
+    vec![
         gift_case(
             "empty gift_id",
             |r| r.gift_id.clear(),
@@ -805,13 +719,19 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
         gift_case(
             "unknown room",
             {
-                let fresh = fresh.clone();
+                let fresh = fresh.to_string();
                 move |r| r.room_id = fresh
             },
             &room,
             tonic::Code::NotFound,
             "room does not exist",
         ),
+    ]
+}
+
+/// CreateRoom's own fields.
+fn create_field_cases(fresh: &str) -> Vec<Case> {
+    vec![
         create_case(
             "empty title",
             |r| r.title = "   ".into(),
@@ -842,10 +762,22 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
             &fresh,
             "owner_id must not be empty",
         ),
+    ]
+}
+
+/// A few fields of the other RPCs, and rooms that do not exist.
+fn other_field_cases(room: &str, fresh: &str) -> Vec<Case> {
+    vec![
+        join_case(
+            "room_id unicode",
+            |r| r.room_id = "房间".into(),
+            &room,
+            "room_id contains '房' at position 0",
+        ),
         Case {
             name: "kick target charset".into(),
             call: Box::new({
-                let room = room.clone();
+                let room = room.to_string();
                 move |mut client| {
                     Box::pin(async move {
                         client
@@ -867,7 +799,7 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
         Case {
             name: "join unknown room".into(),
             call: Box::new({
-                let fresh = fresh.clone();
+                let fresh = fresh.to_string();
                 move |mut client| {
                     Box::pin(async move { client.join_room(join(&fresh, "u")).await.map(drop) })
                 }
@@ -878,7 +810,7 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
         Case {
             name: "get unknown room".into(),
             call: Box::new({
-                let fresh = fresh.clone();
+                let fresh = fresh.to_string();
                 move |mut client| {
                     Box::pin(async move {
                         client
@@ -894,7 +826,7 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
         Case {
             name: "heartbeat empty user".into(),
             call: Box::new({
-                let room = room.clone();
+                let room = room.to_string();
                 move |mut client| {
                     Box::pin(async move {
                         client
@@ -910,9 +842,20 @@ async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
             code: tonic::Code::InvalidArgument,
             message: "user_id must not be empty",
         },
-    ];
+    ]
+}
 
-    let mut cases = cases;
+#[tokio::test]
+async fn malformed_fields_are_refused_with_the_field_name_and_write_nothing() {
+    let mut harness = Harness::start().await;
+    let room = testkit::unique("room-");
+    room_with_members(&mut harness.client, &room, "owner", &["fan"]).await;
+    let fresh = testkit::unique("fresh-");
+
+    let mut cases = other_field_cases(&room, &fresh);
+    cases.extend(gift_amount_cases(&room));
+    cases.extend(gift_party_cases(&room, &fresh));
+    cases.extend(create_field_cases(&fresh));
     cases.extend(shared_cases(&room, &fresh));
     cases.extend(id_cases(&room, &fresh));
     cases.extend(range_cases(&room, &fresh));
