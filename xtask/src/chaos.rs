@@ -19,16 +19,18 @@
 //! how it is measured and how overlapping faults count).
 
 use crate::backends::Backends;
+use crate::chaos_options::Options;
 use crate::faults;
 use crate::groups;
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
-use crate::schedule::{self, Fault, Schedule};
+use crate::schedule::{Fault, Schedule};
 use crate::services::{self, Overrides, Ports, Spec};
 use crate::stack::{self, Plan};
 use crate::topology::{self, Topology};
 use std::collections::HashSet;
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -41,134 +43,6 @@ const LIVENESS_TTL: &str = "1s";
 /// room-service's `redis.lease_ttl`, longer than [`LIVENESS_TTL`].
 const LEASE_TTL: &str = "6s";
 
-/// Parsed options.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Seed of the workload and the fault schedule.
-    pub seed: u64,
-    /// How long the workload issues commands.
-    pub duration: Duration,
-    /// Fault kinds enabled.
-    pub faults: Vec<String>,
-    /// Rooms of the workload.
-    pub rooms: u32,
-    /// Fewest acknowledged commands every room must end with (the checker
-    /// fails a run that committed less: it would prove nothing).
-    pub min_acked_per_room: u32,
-    /// room-service instances (1–3).
-    pub room_services: usize,
-    /// Instances of each consumer in its group (1–2).
-    pub consumer_instances: usize,
-    /// Longest a room held by a killed room-service instance may stay
-    /// unavailable, other faults' time aside.
-    pub max_unavailable: Duration,
-}
-
-impl Options {
-    /// Parses `--seed`, `--duration`, `--faults`, `--rooms`, `--min-acked-per-room`,
-    /// `--room-services`, `--consumer-instances`, `--max-unavailable`.
-    pub fn parse(args: &[String]) -> Result<Self, String> {
-        let mut options = Options {
-            seed: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|elapsed| elapsed.as_secs())
-                .unwrap_or(1),
-            duration: Duration::from_secs(120),
-            faults: schedule::KINDS
-                .iter()
-                .map(|kind| kind.to_string())
-                .collect(),
-            rooms: 40,
-            min_acked_per_room: 1,
-            room_services: 3,
-            consumer_instances: 2,
-            max_unavailable: Duration::from_secs(5),
-        };
-        let mut rest = args.iter();
-        while let Some(flag) = rest.next() {
-            let mut value = || rest.next().ok_or_else(|| format!("{flag} needs a value"));
-            match flag.as_str() {
-                "--seed" => options.seed = value()?.parse().map_err(|_| "--seed wants a number")?,
-                "--duration" => options.duration = parse_duration(value()?)?,
-                "--max-unavailable" => options.max_unavailable = parse_duration(value()?)?,
-                "--rooms" => {
-                    options.rooms = value()?.parse().map_err(|_| "--rooms wants a number")?
-                }
-                "--min-acked-per-room" => {
-                    options.min_acked_per_room = value()?
-                        .parse()
-                        .map_err(|_| "--min-acked-per-room wants a number")?
-                }
-                "--room-services" => {
-                    options.room_services = value()?
-                        .parse()
-                        .map_err(|_| "--room-services wants a number")?
-                }
-                "--consumer-instances" => {
-                    options.consumer_instances = value()?
-                        .parse()
-                        .map_err(|_| "--consumer-instances wants a number")?
-                }
-                "--faults" => {
-                    let list: Vec<String> = value()?
-                        .split(',')
-                        .map(|kind| kind.trim().to_string())
-                        .collect();
-                    if let Some(unknown) = list
-                        .iter()
-                        .find(|kind| !schedule::KINDS.contains(&kind.as_str()))
-                    {
-                        return Err(format!(
-                            "--faults: unknown kind `{unknown}`; known: {}",
-                            schedule::KINDS.join(",")
-                        ));
-                    }
-                    options.faults = list;
-                }
-                other => {
-                    return Err(format!(
-                        "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
-                         [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N] \
-                         [--room-services 1-3] [--consumer-instances 1-2] \
-                         [--max-unavailable 5s]",
-                        schedule::KINDS.join(",")
-                    ));
-                }
-            }
-        }
-        if options.rooms == 0 {
-            return Err("--rooms must be positive".into());
-        }
-        if options.min_acked_per_room == 0 {
-            return Err("--min-acked-per-room must be positive: a run that committed nothing proves nothing".into());
-        }
-        Topology::new(options.room_services, options.consumer_instances)?;
-        Ok(options)
-    }
-}
-
-/// `2500ms`, `90s`, `10m`, `1h` or plain seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((text, "s"), |at| text.split_at(at));
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("bad duration `{text}`"))?;
-    let millis = match unit {
-        "ms" => value,
-        "s" => value * 1_000,
-        "m" => value * 60_000,
-        "h" => value * 3_600_000,
-        _ => {
-            return Err(format!(
-                "bad duration `{text}` (use 2500ms, 90s, 10m or 1h)"
-            ));
-        }
-    };
-    Ok(Duration::from_millis(millis))
-}
-
 /// Runs the reliability check; `Err` carries the reason for a non-zero exit.
 pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let options = Options::parse(args)?;
@@ -177,19 +51,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let dir = root.join(format!("target/chaos/seed-{}", options.seed));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
-    crate::step(&format!(
-        "chaos run: seed {}, {}s of workload over {} rooms, faults {}; {} room-service \
-         instances, {} per consumer group; rooms of a killed instance back within {}ms; \
-         files in {}",
-        options.seed,
-        options.duration.as_secs(),
-        options.rooms,
-        options.faults.join(","),
-        options.room_services,
-        options.consumer_instances,
-        options.max_unavailable.as_millis(),
-        dir.display()
-    ));
+    announce(&options, &dir);
     let tansu = infra::ensure_broker_with(|build| interrupt::run_interruptible(build, stop))?;
     let built = crate::binaries::build_binaries(stop)?;
     if !built.contains("chaos") {
@@ -206,22 +68,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     ports.redis = backends.redis_port;
     let overrides = overrides();
     let specs = scaled_specs(&ports, &overrides, &topology)?;
-    let room_services: Vec<String> = specs
-        .iter()
-        .filter(|spec| topology::role_of(spec.name) == "room-service")
-        .map(|spec| {
-            let grpc = spec.env_value("ROOM__GRPC_LISTEN").unwrap_or_default();
-            format!("{}=http://{grpc}", spec.name)
-        })
-        .collect();
-    let consumer_metrics: Vec<String> = specs
-        .iter()
-        .filter(|spec| groups::is_consumer_service(topology::role_of(spec.name)))
-        .map(|spec| {
-            let port = spec.probe.target().0;
-            format!("{}=http://127.0.0.1:{port}/metrics", spec.name)
-        })
-        .collect();
+    let (room_services, consumer_metrics) = (room_service_urls(&specs), consumer_metrics(&specs));
     let plan = Plan {
         ports: ports.clone(),
         database: DATABASE.into(),
@@ -237,21 +84,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     }
 
     crate::step("workload and fault schedule running");
-    let mut workload = Command::new(crate::binaries::target_dir().join("debug/chaos"));
-    workload.arg("workload");
-    for room_service in &room_services {
-        workload.args(["--grpc", room_service]);
-    }
-    let mut workload = workload
-        .args([
-            "--wallet-admin",
-            &format!("http://127.0.0.1:{}", ports.wallet_admin),
-        ])
-        .args(["--seed", &options.seed.to_string()])
-        .args(["--duration-secs", &options.duration.as_secs().to_string()])
-        .args(["--rooms", &options.rooms.to_string()])
-        .arg("--out")
-        .arg(dir.join("commands.jsonl"))
+    let mut workload = workload_command(&options, &ports, &room_services, &dir)
         .spawn()
         .map_err(|error| format!("cannot start the chaos workload: {error}"))?;
     let mut world = faults::World {
@@ -272,6 +105,91 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     }
 
     crate::step("faults over; checking the ledger once the system settles");
+    let mut checker = checker_command(&options, &ports, &consumer_metrics, &dir)
+        .spawn()
+        .map_err(|error| format!("cannot start the checker: {error}"))?;
+    let verdict = interrupt::wait_child(&mut checker, stop)?;
+    stack.stop();
+    drop(backends);
+    for problem in &problems {
+        eprintln!("xtask: {problem}");
+    }
+    conclude(verdict, &problems, &dir)
+}
+
+/// Prints what the run does and where its files go.
+fn announce(options: &Options, dir: &Path) {
+    crate::step(&format!(
+        "chaos run: seed {}, {}s of workload over {} rooms, faults {}; {} room-service \
+         instances, {} per consumer group; rooms of a killed instance back within {}ms; \
+         files in {}",
+        options.seed,
+        options.duration.as_secs(),
+        options.rooms,
+        options.faults.join(","),
+        options.room_services,
+        options.consumer_instances,
+        options.max_unavailable.as_millis(),
+        dir.display()
+    ));
+}
+
+/// `name=http://grpc` of every room-service instance, for the workload.
+fn room_service_urls(specs: &[Spec]) -> Vec<String> {
+    specs
+        .iter()
+        .filter(|spec| topology::role_of(spec.name) == "room-service")
+        .map(|spec| {
+            let grpc = spec.env_value("ROOM__GRPC_LISTEN").unwrap_or_default();
+            format!("{}=http://{grpc}", spec.name)
+        })
+        .collect()
+}
+
+/// `name=http://…/metrics` of every consumer instance, for the checker.
+fn consumer_metrics(specs: &[Spec]) -> Vec<String> {
+    specs
+        .iter()
+        .filter(|spec| groups::is_consumer_service(topology::role_of(spec.name)))
+        .map(|spec| {
+            let port = spec.probe.target().0;
+            format!("{}=http://127.0.0.1:{port}/metrics", spec.name)
+        })
+        .collect()
+}
+
+/// The `chaos workload` command: commands to every room-service instance.
+fn workload_command(
+    options: &Options,
+    ports: &Ports,
+    room_services: &[String],
+    dir: &Path,
+) -> Command {
+    let mut workload = Command::new(crate::binaries::target_dir().join("debug/chaos"));
+    workload.arg("workload");
+    for room_service in room_services {
+        workload.args(["--grpc", room_service]);
+    }
+    workload
+        .args([
+            "--wallet-admin",
+            &format!("http://127.0.0.1:{}", ports.wallet_admin),
+        ])
+        .args(["--seed", &options.seed.to_string()])
+        .args(["--duration-secs", &options.duration.as_secs().to_string()])
+        .args(["--rooms", &options.rooms.to_string()])
+        .arg("--out")
+        .arg(dir.join("commands.jsonl"));
+    workload
+}
+
+/// The `chaos check` command: the ledger of the run against every store.
+fn checker_command(
+    options: &Options,
+    ports: &Ports,
+    consumer_metrics: &[String],
+    dir: &Path,
+) -> Command {
     let mut check = Command::new(crate::binaries::target_dir().join("debug/chaos"));
     check
         .arg("check")
@@ -301,18 +219,18 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
             &options.max_unavailable.as_millis().to_string(),
         ])
         .args(["--dead-letter-topics", &dead_letter_topics()]);
-    for metrics in &consumer_metrics {
+    for metrics in consumer_metrics {
         check.args(["--metrics", metrics]);
     }
-    let mut checker = check
-        .spawn()
-        .map_err(|error| format!("cannot start the checker: {error}"))?;
-    let verdict = interrupt::wait_child(&mut checker, stop)?;
-    stack.stop();
-    drop(backends);
-    for problem in &problems {
-        eprintln!("xtask: {problem}");
-    }
+    check
+}
+
+/// The run's result from the checker's exit and the harness's own problems.
+fn conclude(
+    verdict: Option<std::process::ExitStatus>,
+    problems: &[String],
+    dir: &Path,
+) -> Result<(), String> {
     match verdict {
         None => Err("interrupted".into()),
         Some(status) if status.success() && problems.is_empty() => {
@@ -493,63 +411,7 @@ fn overrides() -> Vec<(&'static str, String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_and_options_parse() {
-        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
-        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
-        assert_eq!(
-            parse_duration("2500ms").unwrap(),
-            Duration::from_millis(2_500)
-        );
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5d").is_err());
-        let args: Vec<String> = ["--seed", "7", "--faults", "kill,broker", "--duration", "2m"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let options = Options::parse(&args).unwrap();
-        assert_eq!((options.seed, options.duration.as_secs()), (7, 120));
-        assert_eq!(options.faults, ["kill", "broker"]);
-        assert_eq!(options.min_acked_per_room, 1);
-        assert_eq!(options.max_unavailable, Duration::from_secs(5));
-        let strict: Vec<String> = ["--max-unavailable", "1500ms"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(
-            Options::parse(&strict).unwrap().max_unavailable,
-            Duration::from_millis(1_500)
-        );
-        assert_eq!((options.room_services, options.consumer_instances), (3, 2));
-        let single: Vec<String> = ["--room-services", "1", "--consumer-instances", "1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let single = Options::parse(&single).unwrap();
-        assert_eq!((single.room_services, single.consumer_instances), (1, 1));
-        let four: Vec<String> = ["--room-services", "4"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert!(Options::parse(&four).is_err());
-        let strict: Vec<String> = ["--min-acked-per-room", "5"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(Options::parse(&strict).unwrap().min_acked_per_room, 5);
-        let vacuous: Vec<String> = ["--min-acked-per-room", "0"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert!(Options::parse(&vacuous).is_err());
-        let bad: Vec<String> = ["--faults", "meteor"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert!(Options::parse(&bad).unwrap_err().contains("meteor"));
-    }
+    use crate::chaos_options::parse_duration;
 
     #[test]
     fn crashes_are_detected_by_the_liveness_key_not_the_lease() {

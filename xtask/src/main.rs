@@ -23,6 +23,7 @@ mod backends;
 mod bench;
 mod binaries;
 mod chaos;
+mod chaos_options;
 mod chromium;
 mod debian;
 mod demo;

@@ -18,7 +18,7 @@ pub const KINDS: &[&str] = &[
 ];
 
 /// How long a killed consumer stays down at least: past its group session
-/// timeout (25 s in the chaos stack, see `chaos::overrides`). Tansu 0.6.0 only drops a dead member when a join finds it
+/// timeout (25 s in the chaos stack, see `crate::chaos` overrides). Tansu 0.6.0 only drops a dead member when a join finds it
 /// silent for longer than the session timeout; a replacement that joins
 /// sooner is handed an empty assignment while the dead member keeps its
 /// partitions, and nothing moves them again (observed: a restarted
