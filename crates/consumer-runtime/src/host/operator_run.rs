@@ -13,10 +13,11 @@ use super::{
     ConsumerService, Error, ServiceConfig,
     audit::Accountable,
     dead_letters::{self, DeadLetter, Filter},
-    deliveries::{RetryBy, Selection},
-    operator::{DeadLettersCommand, DeliveriesCommand, OperatorCommand, ReplayArgs},
+    deliveries::{FailedDeliveries, FailedRow, RetryBy, Selection},
+    operator::{DeadLettersCommand, DeliveriesCommand, OperatorCommand, ReplayArgs, RetryArgs},
     replay::{self, Replayed},
 };
+use crate::ConsumerSettings;
 use std::fmt::Write as _;
 
 /// What a command printed, and whether it did all it was asked.
@@ -46,20 +47,7 @@ pub async fn run_operator<S: ConsumerService>(
     let settings = config.consumer_settings()?;
     match command {
         OperatorCommand::DeadLetters(DeadLettersCommand::List { since, limit, json }) => {
-            let filter = Filter {
-                since_ms: since,
-                event_id: None,
-            };
-            let found = dead_letters::read::<S::Message>(&settings, &filter, cap(limit)).await?;
-            Ok(OperatorReport::done(if json {
-                to_json(&serde_json::json!({
-                    "topic": settings.dead_letter_topic,
-                    "matched": found.matched,
-                    "dead_letters": found.letters,
-                }))
-            } else {
-                list_text(&settings.dead_letter_topic, &found.letters, found.matched)
-            }))
+            list_command::<S>(&settings, since, limit, json).await
         }
         OperatorCommand::DeadLetters(DeadLettersCommand::Inspect { event_id, json }) => {
             let filter = Filter {
@@ -76,76 +64,112 @@ pub async fn run_operator<S: ConsumerService>(
             replay_command::<S>(config, &settings, args).await
         }
         OperatorCommand::Deliveries(command) => {
-            let Some(table) = S::failed_deliveries() else {
-                return Err(Error::Operator(format!(
-                    "{} owns no delivery table",
-                    S::Config::SERVICE
-                )));
-            };
-            let pool = config.shared().mysql.connect().await?;
-            let result = match command {
-                DeliveriesCommand::List { since, limit, json } => {
-                    let rows = table.list(&pool, since.unwrap_or(0), limit).await;
-                    rows.map(|rows| {
-                        OperatorReport::done(if json {
-                            to_json(&serde_json::json!({ "table": table.table(), "failed": rows }))
-                        } else {
-                            let mut text =
-                                format!("{} failed rows in {}\n", rows.len(), table.table());
-                            for row in &rows {
-                                let _ = writeln!(
-                                    text,
-                                    "{}  created {}  room {}  for {}  attempts {}  last error: {}",
-                                    row.event_id,
-                                    ago(row.created_at_ms),
-                                    row.room_id,
-                                    row.target,
-                                    row.attempts,
-                                    row.last_error
-                                );
-                            }
-                            text
-                        })
-                    })
-                }
-                DeliveriesCommand::Retry(args) => {
-                    let who = Accountable::new(Some(&args.operator), Some(&args.reason))?;
-                    let (selection, target) = match (&args.event_id, args.since, args.all) {
-                        (Some(id), _, _) => {
-                            (Selection::Event(id.clone()), format!("event_id={id}"))
-                        }
-                        (None, Some(since_ms), _) => (
-                            Selection::Since {
-                                since_ms,
-                                limit: args.limit,
-                            },
-                            format!("since_ms={since_ms} limit={}", args.limit),
-                        ),
-                        (None, None, _) => (
-                            Selection::Since {
-                                since_ms: 0,
-                                limit: args.limit,
-                            },
-                            format!("all limit={}", args.limit),
-                        ),
-                    };
-                    let by = RetryBy {
-                        who: &who,
-                        service: S::Config::SERVICE,
-                        consumer_group: &settings.consumer_group,
-                        target: &target,
-                    };
-                    table.retry(&pool, &selection, by).await.map(|reset| {
-                        OperatorReport::done(format!(
-                            "{reset} failed rows of {} set back to pending; the sweeper sends them again\n",
-                            table.table()
-                        ))
-                    })
-                }
-            };
-            pool.close().await;
-            result
+            deliveries_command::<S>(config, &settings, command).await
         }
+    }
+}
+
+/// `dead-letters list`: the letters since `since` (at most `limit`).
+async fn list_command<S: ConsumerService>(
+    settings: &ConsumerSettings,
+    since: Option<i64>,
+    limit: u32,
+    json: bool,
+) -> Result<OperatorReport, Error> {
+    let filter = Filter {
+        since_ms: since,
+        event_id: None,
+    };
+    let found = dead_letters::read::<S::Message>(settings, &filter, cap(limit)).await?;
+    Ok(OperatorReport::done(if json {
+        to_json(&serde_json::json!({
+            "topic": settings.dead_letter_topic,
+            "matched": found.matched,
+            "dead_letters": found.letters,
+        }))
+    } else {
+        list_text(&settings.dead_letter_topic, &found.letters, found.matched)
+    }))
+}
+
+/// `deliveries list|retry` on the service's delivery table.
+async fn deliveries_command<S: ConsumerService>(
+    config: &S::Config,
+    settings: &ConsumerSettings,
+    command: DeliveriesCommand,
+) -> Result<OperatorReport, Error> {
+    let Some(table) = S::failed_deliveries() else {
+        return Err(Error::Operator(format!(
+            "{} owns no delivery table",
+            S::Config::SERVICE
+        )));
+    };
+    let pool = config.shared().mysql.connect().await?;
+    let result = match command {
+        DeliveriesCommand::List { since, limit, json } => {
+            let rows = table.list(&pool, since.unwrap_or(0), limit).await;
+            rows.map(|rows| OperatorReport::done(failed_rows_text(&table, &rows, json)))
+        }
+        DeliveriesCommand::Retry(args) => {
+            let who = Accountable::new(Some(&args.operator), Some(&args.reason))?;
+            let (selection, target) = retry_selection(&args);
+            let by = RetryBy {
+                who: &who,
+                service: S::Config::SERVICE,
+                consumer_group: &settings.consumer_group,
+                target: &target,
+            };
+            table.retry(&pool, &selection, by).await.map(|reset| {
+                OperatorReport::done(format!(
+                    "{reset} failed rows of {} set back to pending; the sweeper sends them again\n",
+                    table.table()
+                ))
+            })
+        }
+    };
+    pool.close().await;
+    result
+}
+
+/// The failed rows of `table`, as text or JSON.
+fn failed_rows_text(table: &FailedDeliveries, rows: &[FailedRow], json: bool) -> String {
+    if json {
+        return to_json(&serde_json::json!({ "table": table.table(), "failed": rows }));
+    }
+    let mut text = format!("{} failed rows in {}\n", rows.len(), table.table());
+    for row in rows {
+        let _ = writeln!(
+            text,
+            "{}  created {}  room {}  for {}  attempts {}  last error: {}",
+            row.event_id,
+            ago(row.created_at_ms),
+            row.room_id,
+            row.target,
+            row.attempts,
+            row.last_error
+        );
+    }
+    text
+}
+
+/// Which failed rows a `deliveries retry` selects, and how the audit row names them.
+fn retry_selection(args: &RetryArgs) -> (Selection, String) {
+    match (&args.event_id, args.since, args.all) {
+        (Some(id), _, _) => (Selection::Event(id.clone()), format!("event_id={id}")),
+        (None, Some(since_ms), _) => (
+            Selection::Since {
+                since_ms,
+                limit: args.limit,
+            },
+            format!("since_ms={since_ms} limit={}", args.limit),
+        ),
+        (None, None, _) => (
+            Selection::Since {
+                since_ms: 0,
+                limit: args.limit,
+            },
+            format!("all limit={}", args.limit),
+        ),
     }
 }
 
@@ -168,7 +192,7 @@ pub(super) async fn main<S: ConsumerService>(
 
 async fn replay_command<S: ConsumerService>(
     config: &S::Config,
-    settings: &crate::ConsumerSettings,
+    settings: &ConsumerSettings,
     args: ReplayArgs,
 ) -> Result<OperatorReport, Error> {
     let who = if args.dry_run {
