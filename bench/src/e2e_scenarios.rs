@@ -15,7 +15,6 @@
 use crate::{
     consumers::{self, Kind},
     fixtures::{self, BenchEnv},
-    plots::{self, Series},
     relay_scenarios::{create_topic, mq_config, worker},
     report::{Report, Row},
 };
@@ -29,6 +28,9 @@ use service_kit::{duration::ConfigDuration, time::now_ms};
 use sqlx::{MySqlPool, Row as _};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+mod plot;
+use plot::plot;
 
 fn meta(command_id: String) -> Option<CommandMeta> {
     Some(CommandMeta {
@@ -91,97 +93,6 @@ pub async fn e2e_latency(env: &BenchEnv, report: &mut Report) -> anyhow::Result<
         }
     }
     plot(env, &results)
-}
-
-/// Latency histograms per hop (nudge on vs off), and over time: events per
-/// second at each stage and the p99 of commit → consumed per second.
-fn plot(env: &BenchEnv, results: &[(bool, Hops)]) -> anyhow::Result<()> {
-    let variant = |nudge: bool| if nudge { "nudge on" } else { "nudge off" };
-    for (name, title, pick) in [
-        (
-            "e2e-latency-commit-to-published",
-            "commit -> published",
-            (|hops: &Hops| &hops.publish) as fn(&Hops) -> &Histogram<u64>,
-        ),
-        (
-            "e2e-latency-commit-to-consumed",
-            "commit -> consumed",
-            |hops| &hops.total,
-        ),
-    ] {
-        let series: Vec<(String, &Histogram<u64>)> = results
-            .iter()
-            .map(|(nudge, hops)| (variant(*nudge).to_string(), pick(hops)))
-            .collect();
-        plots::latency_histogram(&env.plot_path(name), &format!("e2e {title}"), &series)?;
-    }
-    let mut p99 = Vec::new();
-    for (nudge, hops) in results {
-        let mut per_second: Vec<Vec<i64>> = Vec::new();
-        let mut counts: [Vec<f64>; 3] = Default::default();
-        for event in &hops.events {
-            let times = [event.created, event.delivered, event.processed];
-            for (stage, at) in times.iter().enumerate() {
-                let second = (*at / 1_000).max(0) as usize;
-                if counts[stage].len() <= second {
-                    counts[stage].resize(second + 1, 0.0);
-                }
-                counts[stage][second] += 1.0;
-            }
-            let second = (event.created / 1_000).max(0) as usize;
-            if per_second.len() <= second {
-                per_second.resize(second + 1, Vec::new());
-            }
-            per_second[second].push(event.processed - event.created);
-        }
-        if *nudge {
-            let labels = ["committed/s", "published/s", "consumed/s"];
-            let series: Vec<Series> = labels
-                .iter()
-                .zip(&counts)
-                .map(|(label, counts)| Series {
-                    label: (*label).into(),
-                    points: step_points(counts),
-                })
-                .collect();
-            plots::line_chart(
-                &env.plot_path("e2e-throughput"),
-                "e2e throughput over time (nudge on)",
-                "seconds since start",
-                "events/s",
-                &series,
-            )?;
-        }
-        let points = per_second
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, lags)| !lags.is_empty())
-            .map(|(second, lags)| {
-                lags.sort_unstable();
-                let index = (lags.len() * 99 / 100).min(lags.len() - 1);
-                (second as f64, lags[index] as f64)
-            })
-            .collect();
-        p99.push(Series {
-            label: variant(*nudge).into(),
-            points,
-        });
-    }
-    plots::line_chart(
-        &env.plot_path("e2e-p99-over-time"),
-        "e2e commit -> consumed p99 per second of commit",
-        "seconds since start",
-        "p99 ms",
-        &p99,
-    )
-}
-
-fn step_points(counts: &[f64]) -> Vec<(f64, f64)> {
-    counts
-        .iter()
-        .enumerate()
-        .flat_map(|(second, &count)| [(second as f64, count), (second as f64 + 1.0, count)])
-        .collect()
 }
 
 #[derive(Debug)]
@@ -264,23 +175,7 @@ pub(crate) async fn run(
     let fake = consumers::fake_im().await?;
     let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default()).await?;
 
-    let mut config = room_service::Config::default();
-    config.mysql.url = mysql_url.clone();
-    config.mysql.max_connections = 32;
-    config.redis.url = env.redis.clone();
-    config.grpc_listen = "127.0.0.1:0".into();
-    config.http_listen = "127.0.0.1:0".into();
-    config.node_id = format!("bench-{db}");
-    config.wallet.endpoint = wallet.endpoint();
-    config.tencent_im.enabled = false;
-    config.rocketmq = mq.clone();
-    config.outbox_worker = worker(
-        &format!("bench-e2e-{db}"),
-        nudge,
-        ConfigDuration::from_secs(1),
-        &env.redis,
-    );
-    config.outbox_worker.enabled = true;
+    let config = room_config(env, &db, &mysql_url, &mq, wallet.endpoint(), nudge);
     let app = room_service::App::build(config.validate()?).await?;
     let client = RoomServiceClient::connect(format!("http://{}", app.grpc_addr())).await?;
     let room_shutdown = CancellationToken::new();
@@ -297,28 +192,7 @@ pub(crate) async fn run(
 
     // Room leases live in Redis across runs: fresh room ids per run.
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
-    // Rooms, one sender each, and one warm-up gift per room consumed end to end.
-    for room in 0..rooms {
-        let mut client = client.clone();
-        let room_id = format!("e2e-{run_id}-{room}");
-        client
-            .create_room(CreateRoomRequest {
-                meta: meta(format!("create-{room_id}")),
-                room_id: room_id.clone(),
-                owner_id: "host".into(),
-                title: "e2e".into(),
-                mic_seat_count: 8,
-            })
-            .await?;
-        client
-            .join_room(JoinRoomRequest {
-                meta: meta(format!("join-{room_id}")),
-                room_id: room_id.clone(),
-                user_id: "sender".into(),
-            })
-            .await?;
-        send_gift(&mut client, &room_id, u64::MAX - room as u64).await?;
-    }
+    open_rooms(&client, &run_id, rooms).await?;
     wait_consumed(&pool, &group, 0, Duration::from_secs(60)).await?;
 
     let started_ms = now_ms();
@@ -357,6 +231,62 @@ pub(crate) async fn run(
 }
 
 type Client = RoomServiceClient<tonic::transport::Channel>;
+
+/// room-service in-process against the run's database, Redis, broker and
+/// fake wallet, its embedded relay on (nudge as asked), IM off.
+fn room_config(
+    env: &BenchEnv,
+    db: &str,
+    mysql_url: &str,
+    mq: &service_kit::mq::MqConfig,
+    wallet_endpoint: String,
+    nudge: bool,
+) -> room_service::Config {
+    let mut config = room_service::Config::default();
+    config.mysql.url = mysql_url.to_string();
+    config.mysql.max_connections = 32;
+    config.redis.url = env.redis.clone();
+    config.grpc_listen = "127.0.0.1:0".into();
+    config.http_listen = "127.0.0.1:0".into();
+    config.node_id = format!("bench-{db}");
+    config.wallet.endpoint = wallet_endpoint;
+    config.tencent_im.enabled = false;
+    config.rocketmq = mq.clone();
+    config.outbox_worker = worker(
+        &format!("bench-e2e-{db}"),
+        nudge,
+        ConfigDuration::from_secs(1),
+        &env.redis,
+    );
+    config.outbox_worker.enabled = true;
+    config
+}
+
+/// Creates the rooms, one sender each, and sends one warm-up gift per room.
+async fn open_rooms(client: &Client, run_id: &str, rooms: usize) -> anyhow::Result<()> {
+    for room in 0..rooms {
+        let mut client = client.clone();
+        let room_id = format!("e2e-{run_id}-{room}");
+        client
+            .create_room(CreateRoomRequest {
+                meta: meta(format!("create-{room_id}")),
+                room_id: room_id.clone(),
+                owner_id: "host".into(),
+                title: "e2e".into(),
+                mic_seat_count: 8,
+            })
+            .await?;
+        client
+            .join_room(JoinRoomRequest {
+                meta: meta(format!("join-{room_id}")),
+                room_id: room_id.clone(),
+                user_id: "sender".into(),
+            })
+            .await?;
+        send_gift(&mut client, &room_id, u64::MAX - room as u64).await?;
+    }
+    Ok(())
+}
 
 /// `rate` gifts a second for `duration`, each on its own task; one entry per
 /// command: its round trip, or `None` when it failed.

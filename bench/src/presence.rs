@@ -43,6 +43,29 @@ struct Sizes {
     idle: Duration,
 }
 
+impl Sizes {
+    /// The full run's sizes, or the smoke run's.
+    fn of_run(smoke: bool) -> Self {
+        if smoke {
+            Sizes {
+                users: 300,
+                rooms: 6,
+                interval: Duration::from_secs(1),
+                window: Duration::from_secs(2),
+                idle: Duration::from_millis(500),
+            }
+        } else {
+            Sizes {
+                users: 50_000,
+                rooms: 500,
+                interval: Duration::from_secs(10),
+                window: Duration::from_secs(30),
+                idle: Duration::from_secs(5),
+            }
+        }
+    }
+}
+
 /// What the heartbeat workers measured (µs histograms).
 #[derive(Debug)]
 struct Beats {
@@ -78,23 +101,7 @@ impl Beats {
 
 /// Runs the scenario.
 pub async fn presence(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> {
-    let sizes = if env.smoke {
-        Sizes {
-            users: 300,
-            rooms: 6,
-            interval: Duration::from_secs(1),
-            window: Duration::from_secs(2),
-            idle: Duration::from_millis(500),
-        }
-    } else {
-        Sizes {
-            users: 50_000,
-            rooms: 500,
-            interval: Duration::from_secs(10),
-            window: Duration::from_secs(30),
-            idle: Duration::from_secs(5),
-        }
-    };
+    let sizes = Sizes::of_run(env.smoke);
     let offered = sizes.users as f64 / sizes.interval.as_secs_f64();
     let Some(binary) = room_service_binary() else {
         report.add(row(
@@ -135,28 +142,7 @@ pub async fn presence(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()>
     let wall = sizes.window.max(sending);
     cluster.stop(env).await?;
 
-    let answered = beats.from_send.len();
-    let failed: u64 = beats.failures.values().sum();
-    let rate = answered as f64 / wall.as_secs_f64().max(f64::EPSILON);
-    let mut throughput = row(
-        "heartbeats/s",
-        rate,
-        format!(
-            "{} members / {} rooms, every {:?} over {:.1} s, random instance per call \
-             ({:.0} % forwarded); {failed} failed{}",
-            sizes.users,
-            sizes.rooms,
-            sizes.interval,
-            wall.as_secs_f64(),
-            beats.forwarded as f64 * 100.0 / answered.max(1) as f64,
-            failures_note(&beats.failures)
-        ),
-    );
-    throughput.target = Some(format!(">= {:.0}", offered * 0.99));
-    throughput.pass = Some(rate >= offered * 0.99);
-    throughput.baseline = Some(offered);
-    throughput.ratio = Some(rate / offered);
-    report.add(throughput);
+    report.add(throughput_row(sizes, &beats, wall, offered));
     report.add(row(
         "p99 heartbeat",
         millis_at(&beats.from_send, 0.99),
@@ -190,6 +176,32 @@ pub async fn presence(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()>
         ),
     ));
     Ok(())
+}
+
+/// Heartbeats answered a second against the rate offered.
+fn throughput_row(sizes: Sizes, beats: &Beats, wall: Duration, offered: f64) -> Row {
+    let answered = beats.from_send.len();
+    let failed: u64 = beats.failures.values().sum();
+    let rate = answered as f64 / wall.as_secs_f64().max(f64::EPSILON);
+    let mut throughput = row(
+        "heartbeats/s",
+        rate,
+        format!(
+            "{} members / {} rooms, every {:?} over {:.1} s, random instance per call \
+             ({:.0} % forwarded); {failed} failed{}",
+            sizes.users,
+            sizes.rooms,
+            sizes.interval,
+            wall.as_secs_f64(),
+            beats.forwarded as f64 * 100.0 / answered.max(1) as f64,
+            failures_note(&beats.failures)
+        ),
+    );
+    throughput.target = Some(format!(">= {:.0}", offered * 0.99));
+    throughput.pass = Some(rate >= offered * 0.99);
+    throughput.baseline = Some(offered);
+    throughput.ratio = Some(rate / offered);
+    throughput
 }
 
 fn row(metric: &str, measured: f64, note: String) -> Row {
