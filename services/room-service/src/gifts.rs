@@ -16,6 +16,9 @@ use crate::mutation::{AppliedCommand, GiftCharge};
 use crate::store::saga::{NewSaga, SagaRow, SagaStart, status};
 use crate::wallet::DebitFailure;
 
+/// A gift of the batch (its index in `pending`) and what it costs.
+type Charge<'a> = (usize, GiftCharge<'a>);
+
 /// Starts the sagas of the batch's uncharged gifts and debits them, each for
 /// the amount room-core applied (`applied[i]` is `pending[i]` accepted); a
 /// batch without one returns at once. Returns the commands that leave the
@@ -27,7 +30,7 @@ pub(crate) async fn charge_gifts(
     now_ms: i64,
 ) -> Vec<(usize, Result<CommandReply, Error>)> {
     let started = Instant::now();
-    let charges: Vec<(usize, GiftCharge<'_>)> = applied
+    let charges: Vec<Charge<'_>> = applied
         .iter()
         .enumerate()
         .filter(|(index, _)| !pending[*index].debited)
@@ -73,9 +76,9 @@ pub(crate) async fn charge_gifts(
 /// The gifts whose saga row this batch wrote (to be debited), and those
 /// whose row was already there (a retry of a gift begun before).
 fn split_started<'a>(
-    charges: &[(usize, GiftCharge<'a>)],
+    charges: &[Charge<'a>],
     starts: Vec<SagaStart>,
-) -> (Vec<(usize, GiftCharge<'a>)>, Vec<(usize, SagaRow)>) {
+) -> (Vec<Charge<'a>>, Vec<(usize, SagaRow)>) {
     let mut to_debit = Vec::new();
     let mut existing = Vec::new();
     for ((index, charge), start) in charges.iter().copied().zip(starts) {
@@ -132,7 +135,7 @@ async fn answer_existing(
 async fn debit(
     deps: &Deps,
     pending: &mut [Pending],
-    to_debit: Vec<(usize, GiftCharge<'_>)>,
+    to_debit: Vec<Charge<'_>>,
 ) -> Vec<(usize, Result<CommandReply, Error>)> {
     let debits = to_debit.iter().map(|(index, charge)| {
         let request = &pending[*index].job.request;
