@@ -32,7 +32,7 @@ use crate::topology::{self, Topology};
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The run's database.
 const DATABASE: &str = "hyapp_chaos";
@@ -412,6 +412,7 @@ fn overrides() -> Vec<(&'static str, String, String)> {
 mod tests {
     use super::*;
     use crate::chaos_options::parse_duration;
+    use std::time::Duration;
 
     #[test]
     fn crashes_are_detected_by_the_liveness_key_not_the_lease() {
