@@ -170,6 +170,64 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     driver.create_room(HOST, "Demo room", 8).await;
     let mut timed = String::from("\n2. Timed effects (shortened timers)\n");
     wait_warm(&sources, &args, &mut timed).await;
+    play_session(&mut driver, &args).await?;
+
+    let treasure_cleared = wait_treasure(&mut driver, &args, &mut timed).await;
+    wait_presence_expiry(&mut driver, &args, &mut timed).await;
+    // After the treasure box: the storm's heat (far below the next threshold)
+    // starts no second box.
+    let storm_unit = STORM_UNIT_VALUE.min(args.big_gift_threshold.saturating_sub(1).max(1));
+    let storm = driver
+        .gift_storm(
+            &STORM_PAIRS,
+            args.storm_gifts,
+            storm_unit,
+            args.storm_concurrency,
+        )
+        .await;
+
+    let (observed, mut checks) =
+        await_effects(&sources, &driver, &args, treasure_cleared, &storm).await;
+    heartbeats.abort();
+    checks.push(wallet_check(&http, &args.fake_wallet, &driver).await);
+    if !args.metrics.is_empty() {
+        checks.push(metrics_check(&http, &args.metrics).await);
+    }
+
+    if let Some(base) = &args.relay_admin {
+        let token = args
+            .secret
+            .iter()
+            .find_map(|pair| pair.strip_prefix("outbox-relay admin_token="));
+        checks.push(security::admin_check(&http, base, token).await);
+    }
+    checks.push(security::listeners_check(args.listeners.as_deref()));
+
+    report::commands(&mut out, &driver.steps, &storm);
+    out.push_str(&timed);
+    let _ = write_treasure_rows(&mut out, &observed);
+    report::consumers(&mut out, &observed, &args.sender_board);
+    report::gift_storm(&mut out, &observed, &storm);
+    report::lags(&mut out, &observed, &storm);
+    // Last, so it sees every log line the session caused and the whole
+    // report but the verdict (whose details are fixed text and check results).
+    checks.push(security::secrets_check(
+        &args.secret,
+        args.logs.as_deref(),
+        &out,
+    ));
+    report::verdict(&mut out, &checks, &args.unavailable, &observed.notes);
+    if let Some(logs) = &args.logs {
+        let _ = writeln!(out, "Service logs: {logs}");
+    }
+    println!("{out}");
+    Ok(checks.iter().all(|check| check.ok))
+}
+
+/// The session's commands up to the treasure box: joins, mics, gifts (one
+/// big), a kick and its refused rejoin, then gifts until the heat passes the
+/// first treasure threshold (each below the big-gift threshold).
+async fn play_session(driver: &mut Driver, args: &Args) -> anyhow::Result<()> {
     for user in ["alice", "bob", SILENT, KICKED] {
         driver.join(user, Expect::Accepted).await;
     }
@@ -205,21 +263,18 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             .gift("alice", "bob", "crown", 1, i64::try_from(unit)?)
             .await;
     }
+    Ok(())
+}
 
-    let treasure_cleared = wait_treasure(&mut driver, &args, &mut timed).await;
-    wait_presence_expiry(&mut driver, &args, &mut timed).await;
-    // After the treasure box: the storm's heat (far below the next threshold)
-    // starts no second box.
-    let storm_unit = STORM_UNIT_VALUE.min(args.big_gift_threshold.saturating_sub(1).max(1));
-    let storm = driver
-        .gift_storm(
-            &STORM_PAIRS,
-            args.storm_gifts,
-            storm_unit,
-            args.storm_concurrency,
-        )
-        .await;
-
+/// Observes the effects until every check passes or `effect_timeout_secs`
+/// runs out; returns the last observation and its checks.
+async fn await_effects(
+    sources: &Sources,
+    driver: &Driver,
+    args: &Args,
+    treasure_cleared: bool,
+    storm: &script::Storm,
+) -> (Observed, Vec<checks::Check>) {
     let im_silent: Vec<String> = if args.im_silent.is_empty() {
         outbox_schema::names::IM_SILENT_EVENT_TYPES
             .iter()
@@ -229,7 +284,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         args.im_silent.clone()
     };
     let deadline = Instant::now() + Duration::from_secs(args.effect_timeout_secs);
-    let (observed, mut checks) = loop {
+    loop {
         let observed = sources.observe().await;
         let script = checks::Script {
             steps: &driver.steps,
@@ -240,7 +295,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             treasure_cleared,
             sender_board: &args.sender_board,
             im_silent: &im_silent,
-            storm: &storm,
+            storm,
             im_group_limit: args.im_group_limit,
         };
         let checks = checks::evaluate(&script, &observed);
@@ -248,41 +303,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             break (observed, checks);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    heartbeats.abort();
-    checks.push(wallet_check(&http, &args.fake_wallet, &driver).await);
-    if !args.metrics.is_empty() {
-        checks.push(metrics_check(&http, &args.metrics).await);
     }
-
-    if let Some(base) = &args.relay_admin {
-        let token = args
-            .secret
-            .iter()
-            .find_map(|pair| pair.strip_prefix("outbox-relay admin_token="));
-        checks.push(security::admin_check(&http, base, token).await);
-    }
-    checks.push(security::listeners_check(args.listeners.as_deref()));
-
-    report::commands(&mut out, &driver.steps, &storm);
-    out.push_str(&timed);
-    let _ = write_treasure_rows(&mut out, &observed);
-    report::consumers(&mut out, &observed, &args.sender_board);
-    report::gift_storm(&mut out, &observed, &storm);
-    report::lags(&mut out, &observed, &storm);
-    // Last, so it sees every log line the session caused and the whole
-    // report but the verdict (whose details are fixed text and check results).
-    checks.push(security::secrets_check(
-        &args.secret,
-        args.logs.as_deref(),
-        &out,
-    ));
-    report::verdict(&mut out, &checks, &args.unavailable, &observed.notes);
-    if let Some(logs) = &args.logs {
-        let _ = writeln!(out, "Service logs: {logs}");
-    }
-    println!("{out}");
-    Ok(checks.iter().all(|check| check.ok))
 }
 
 /// Scrapes each service's `/metrics` and checks the Prometheus text carries

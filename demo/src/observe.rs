@@ -108,38 +108,7 @@ impl Sources {
     pub async fn observe(&self) -> Observed {
         let mut observed = Observed::default();
         let room = self.room_id.as_str();
-        match sqlx::query_as::<_, RawOutbox>(
-            "SELECT event_id, event_type, lane, status, created_at_ms, \
-             NULLIF(delivered_at_ms, 0) AS delivered_at_ms, next_retry_at_ms, payload \
-             FROM room_outbox WHERE room_id = ? ORDER BY id",
-        )
-        .bind(room)
-        .fetch_all(&self.pool)
-        .await
-        {
-            Ok(rows) => {
-                observed.outbox = rows
-                    .into_iter()
-                    .map(
-                        |(event_id, event_type, lane, status, created, delivered, due, payload)| {
-                            OutboxRow {
-                                envelope: (lane == 0)
-                                    .then(|| outbox_schema::decode_envelope(&payload).ok())
-                                    .flatten(),
-                                event_id: id(event_id),
-                                event_type,
-                                lane,
-                                status,
-                                created_at_ms: created,
-                                delivered_at_ms: delivered,
-                                next_retry_at_ms: due,
-                            }
-                        },
-                    )
-                    .collect();
-            }
-            Err(error) => observed.notes.push(format!("room_outbox: {error}")),
-        }
+        self.observe_outbox(&mut observed).await;
         match sqlx::query_as::<_, (IdBytes, IdBytes, i64)>(
             "SELECT d.consumer_group, d.event_id, d.processed_at_ms FROM consumer_dedup d \
              JOIN room_outbox o ON o.event_id = d.event_id WHERE o.room_id = ?",
@@ -213,6 +182,43 @@ impl Sources {
         }
         self.observe_im(&mut observed).await;
         observed
+    }
+
+    /// The room's outbox rows, lane-0 payloads decoded.
+    async fn observe_outbox(&self, observed: &mut Observed) {
+        let room = self.room_id.as_str();
+        match sqlx::query_as::<_, RawOutbox>(
+            "SELECT event_id, event_type, lane, status, created_at_ms, \
+             NULLIF(delivered_at_ms, 0) AS delivered_at_ms, next_retry_at_ms, payload \
+             FROM room_outbox WHERE room_id = ? ORDER BY id",
+        )
+        .bind(room)
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => {
+                observed.outbox = rows
+                    .into_iter()
+                    .map(
+                        |(event_id, event_type, lane, status, created, delivered, due, payload)| {
+                            OutboxRow {
+                                envelope: (lane == 0)
+                                    .then(|| outbox_schema::decode_envelope(&payload).ok())
+                                    .flatten(),
+                                event_id: id(event_id),
+                                event_type,
+                                lane,
+                                status,
+                                created_at_ms: created,
+                                delivered_at_ms: delivered,
+                                next_retry_at_ms: due,
+                            }
+                        },
+                    )
+                    .collect();
+            }
+            Err(error) => observed.notes.push(format!("room_outbox: {error}")),
+        }
     }
 
     async fn observe_im(&self, observed: &mut Observed) {

@@ -5,7 +5,7 @@
 
 use crate::checks::{Check, GROUP_ACTIVITY, GROUP_IM, GROUP_NOTICE};
 use crate::im_messages::{GIFT_BATCH_DESC, ImMessage};
-use crate::observe::Observed;
+use crate::observe::{Observed, OutboxRow};
 use crate::script::{Step, Storm};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -278,6 +278,13 @@ pub fn lags(out: &mut String, observed: &Observed, storm: &Storm) {
         publish,
         "room_outbox delivered_at_ms − created_at_ms",
     );
+    consumer_lags(out, observed, &rows);
+    im_lags(out, observed, &rows, storm);
+    wakeup_lags(out, observed);
+}
+
+/// Publish → consumed, per consumer group.
+fn consumer_lags(out: &mut String, observed: &Observed, rows: &HashMap<&str, &OutboxRow>) {
     for (group, label) in [
         (GROUP_IM, "publish → consumed (im-bridge)"),
         (GROUP_ACTIVITY, "publish → consumed (activity-consumer)"),
@@ -300,6 +307,10 @@ pub fn lags(out: &mut String, observed: &Observed, storm: &Storm) {
             "consumer_dedup processed_at_ms − delivered_at_ms",
         );
     }
+}
+
+/// Publish → IM and commit → IM of the session's events, and the storm's end to end.
+fn im_lags(out: &mut String, observed: &Observed, rows: &HashMap<&str, &OutboxRow>, storm: &Storm) {
     let storm_ids: HashSet<&str> = storm.event_ids.iter().map(String::as_str).collect();
     // Every event a message represents, with the message's receipt time.
     let represented = observed.room_messages.iter().flat_map(|message| {
@@ -341,6 +352,10 @@ pub fn lags(out: &mut String, observed: &Observed, storm: &Storm) {
         storm_end_to_end,
         "fake IM received_at_ms − created_at_ms",
     );
+}
+
+/// The treasure wake-up: due → published, and published → box opened.
+fn wakeup_lags(out: &mut String, observed: &Observed) {
     let wakeups: Vec<i64> = observed
         .outbox
         .iter()
