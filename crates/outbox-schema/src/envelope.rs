@@ -49,6 +49,18 @@ pub fn envelope_for(
     }
 }
 
+/// A `match` on an [`EventKind`] whose listed variants become the payload
+/// variant of the same name with the same fields, followed by the arms that
+/// map fields differently.
+macro_rules! same_fields {
+    ($kind:expr; $($variant:ident { $($field:ident),* }),* ; $($arm:tt)*) => {
+        match $kind {
+            $(EventKind::$variant { $($field),* } => P::$variant(pb::$variant { $($field),* }),)*
+            $($arm)*
+        }
+    };
+}
+
 fn leave_reason(reason: &LeaveReason) -> pb::LeaveReason {
     match reason {
         LeaveReason::Voluntary => pb::LeaveReason::Voluntary,
@@ -57,82 +69,29 @@ fn leave_reason(reason: &LeaveReason) -> pb::LeaveReason {
     }
 }
 
+/// The wire payload of an event. Most variants carry the same fields under
+/// the same names on both sides: [`same_fields`] writes those arms, so a field
+/// added on one side only fails to compile here.
 fn payload_of(kind: &EventKind) -> pb::room_outbox_event::Payload {
     use pb::room_outbox_event::Payload as P;
-    match kind.clone() {
-        EventKind::RoomCreated {
-            owner_id,
-            title,
-            mic_seat_count,
-        } => P::RoomCreated(pb::RoomCreated {
-            owner_id,
-            title,
-            mic_seat_count,
-        }),
-        EventKind::RoomClosed { closed_by } => P::RoomClosed(pb::RoomClosed { closed_by }),
-        EventKind::RoomUserJoined { user_id } => P::RoomUserJoined(pb::RoomUserJoined { user_id }),
+    same_fields!(kind.clone();
+        RoomCreated { owner_id, title, mic_seat_count },
+        RoomClosed { closed_by },
+        RoomUserJoined { user_id },
+        RoomUserKicked { actor_id, target_id, ban_until_ms },
+        RoomAdminChanged { target_id, admin },
+        RoomMicTaken { user_id, seat_index },
+        RoomMicLeft { user_id, seat_index },
+        RoomMicLocked { actor_id, seat_index },
+        RoomMicUnlocked { actor_id, seat_index },
+        RoomGiftSent { sender_id, receiver_id, gift_id, count, unit_value, total_value },
+        RoomHeatChanged { heat, delta },
+        RoomTreasureCountdownStarted { box_id, level, open_at_ms },
+        RoomTreasureOpened { box_id, level, opened_at_ms, rewarded_user_ids };
         EventKind::RoomUserLeft { user_id, reason } => P::RoomUserLeft(pb::RoomUserLeft {
             user_id,
             reason: leave_reason(&reason).into(),
         }),
-        EventKind::RoomUserKicked {
-            actor_id,
-            target_id,
-            ban_until_ms,
-        } => P::RoomUserKicked(pb::RoomUserKicked {
-            actor_id,
-            target_id,
-            ban_until_ms,
-        }),
-        EventKind::RoomAdminChanged { target_id, admin } => {
-            P::RoomAdminChanged(pb::RoomAdminChanged { target_id, admin })
-        }
-        EventKind::RoomMicTaken {
-            user_id,
-            seat_index,
-        } => P::RoomMicTaken(pb::RoomMicTaken {
-            user_id,
-            seat_index,
-        }),
-        EventKind::RoomMicLeft {
-            user_id,
-            seat_index,
-        } => P::RoomMicLeft(pb::RoomMicLeft {
-            user_id,
-            seat_index,
-        }),
-        EventKind::RoomMicLocked {
-            actor_id,
-            seat_index,
-        } => P::RoomMicLocked(pb::RoomMicLocked {
-            actor_id,
-            seat_index,
-        }),
-        EventKind::RoomMicUnlocked {
-            actor_id,
-            seat_index,
-        } => P::RoomMicUnlocked(pb::RoomMicUnlocked {
-            actor_id,
-            seat_index,
-        }),
-        EventKind::RoomGiftSent {
-            sender_id,
-            receiver_id,
-            gift_id,
-            count,
-            unit_value,
-            total_value,
-        } => P::RoomGiftSent(pb::RoomGiftSent {
-            sender_id,
-            receiver_id,
-            gift_id,
-            count,
-            unit_value,
-            total_value,
-        }),
-        EventKind::RoomHeatChanged { heat, delta } => {
-            P::RoomHeatChanged(pb::RoomHeatChanged { heat, delta })
-        }
         EventKind::RoomRankChanged { top } => P::RoomRankChanged(pb::RoomRankChanged {
             top: top
                 .into_iter()
@@ -142,27 +101,7 @@ fn payload_of(kind: &EventKind) -> pb::room_outbox_event::Payload {
                 })
                 .collect(),
         }),
-        EventKind::RoomTreasureCountdownStarted {
-            box_id,
-            level,
-            open_at_ms,
-        } => P::RoomTreasureCountdownStarted(pb::RoomTreasureCountdownStarted {
-            box_id,
-            level,
-            open_at_ms,
-        }),
-        EventKind::RoomTreasureOpened {
-            box_id,
-            level,
-            opened_at_ms,
-            rewarded_user_ids,
-        } => P::RoomTreasureOpened(pb::RoomTreasureOpened {
-            box_id,
-            level,
-            opened_at_ms,
-            rewarded_user_ids,
-        }),
-    }
+    )
 }
 
 /// The event type a payload variant must be announced as.
