@@ -53,8 +53,21 @@ pub(crate) async fn charge_gifts(
         .collect();
     let mut removed = match deps.store.start_sagas(&sagas, now_ms).await {
         Ok(starts) => {
-            let (to_debit, existing) = split_started(&charges, starts);
-            let mut removed = answer_existing(deps, pending, existing).await;
+            // A saga already there is a retry of a gift begun before: it is
+            // answered, not debited again.
+            let mut to_debit = Vec::new();
+            let mut existing = Vec::new();
+            for ((index, charge), start) in charges.iter().copied().zip(starts) {
+                match start {
+                    SagaStart::Started => to_debit.push((index, charge)),
+                    SagaStart::Exists(row) => existing.push((index, row)),
+                }
+            }
+            let mut removed = if existing.is_empty() {
+                Vec::new()
+            } else {
+                answer_existing(deps, pending, existing).await
+            };
             removed.extend(debit(deps, pending, to_debit).await);
             removed
         }
@@ -73,23 +86,6 @@ pub(crate) async fn charge_gifts(
     removed
 }
 
-/// The gifts whose saga row this batch wrote (to be debited), and those
-/// whose row was already there (a retry of a gift begun before).
-fn split_started<'a>(
-    charges: &[Charge<'a>],
-    starts: Vec<SagaStart>,
-) -> (Vec<Charge<'a>>, Vec<(usize, SagaRow)>) {
-    let mut to_debit = Vec::new();
-    let mut existing = Vec::new();
-    for ((index, charge), start) in charges.iter().copied().zip(starts) {
-        match start {
-            SagaStart::Started => to_debit.push((index, charge)),
-            SagaStart::Exists(row) => existing.push((index, row)),
-        }
-    }
-    (to_debit, existing)
-}
-
 /// Answers the gifts whose saga existed already: from the command log when
 /// the gift committed, else by the saga's state.
 async fn answer_existing(
@@ -97,9 +93,6 @@ async fn answer_existing(
     pending: &[Pending],
     existing: Vec<(usize, SagaRow)>,
 ) -> Vec<(usize, Result<CommandReply, Error>)> {
-    if existing.is_empty() {
-        return Vec::new();
-    }
     let ids: Vec<&str> = existing
         .iter()
         .map(|(_, row)| row.command_id.as_str())
