@@ -2,7 +2,10 @@
 //! and the `rocketmq` section. This is where the rules of
 //! docs/design.md#configuration-names live: non-positive durations and sizes
 //! fall back to defaults (never a busy loop, a full scan or an unbounded
-//! call); unknown strategies or modes, or `mq`/`dual` without the MQ
+//! call) and an oversized batch is cut to [`MAX_BATCH_SIZE`] — never
+//! silently: each such value is listed in [`RelaySettings::adjusted`] and
+//! logged as a warning naming the key when the relay is built (docs/style.md,
+//! configuration); unknown strategies or modes, or `mq`/`dual` without the MQ
 //! publisher enabled, are start-up errors naming the key.
 
 use crate::{
@@ -17,8 +20,9 @@ use service_kit::{
 };
 use std::time::Duration;
 
-/// Largest accepted `batch_size`; bigger values are clamped (one claim
-/// statement must stay small enough not to hold locks for long).
+/// Largest accepted `batch_size`; bigger values are cut to it, with a
+/// warning (one claim statement must stay small enough not to hold locks
+/// for long).
 pub const MAX_BATCH_SIZE: usize = 5_000;
 
 /// Settings the relay runs with.
@@ -61,6 +65,39 @@ pub struct RelaySettings {
     /// alone. Not a config key: always false from [`Self::from_config`]; the
     /// benchmark sets it to measure the old path beside the new one.
     pub claim_mq_rows: bool,
+    /// Values the config gave that the relay does not run with, each as
+    /// "key: given …, using …" (the documented fallbacks and caps);
+    /// [`crate::build_relay`] logs each as a warning.
+    pub adjusted: Vec<String>,
+}
+
+/// Collects the values replaced by a fallback or a cap, for
+/// [`RelaySettings::adjusted`].
+#[derive(Debug, Default)]
+struct Adjusted(Vec<String>);
+
+impl Adjusted {
+    /// `value` when positive, else `default`, noting the fallback.
+    fn positive(&mut self, key: &str, value: ConfigDuration, default: ConfigDuration) -> Duration {
+        let used = value.positive_or(default);
+        if used != value {
+            self.0.push(format!(
+                "outbox_worker.{key}: given {value}, using the default {used} (must be positive)"
+            ));
+        }
+        used.as_std()
+    }
+
+    /// `value` when positive, else `default`, noting the fallback.
+    fn positive_count(&mut self, key: &str, value: i64, default: i64) -> i64 {
+        if value > 0 {
+            return value;
+        }
+        self.0.push(format!(
+            "outbox_worker.{key}: given {value}, using the default {default} (must be positive)"
+        ));
+        default
+    }
 }
 
 impl RelaySettings {
@@ -96,20 +133,27 @@ impl RelaySettings {
                 )));
             }
         };
-        let positive =
-            |value: ConfigDuration, default: ConfigDuration| value.positive_or(default).as_std();
-        let batch_size = if worker.batch_size > 0 {
-            worker.batch_size
-        } else {
-            defaults.batch_size
-        };
-        let max_retry_count = if worker.max_retry_count > 0 {
-            worker.max_retry_count
-        } else {
-            defaults.max_retry_count
-        };
-        let initial_backoff = positive(worker.initial_backoff, defaults.initial_backoff);
-        let max_backoff = positive(worker.max_backoff, defaults.max_backoff).max(initial_backoff);
+        let mut adjusted = Adjusted::default();
+        let batch_size = batch_size(&mut adjusted, worker.batch_size, defaults.batch_size);
+        let max_retry_count = adjusted.positive_count(
+            "max_retry_count",
+            worker.max_retry_count,
+            defaults.max_retry_count,
+        );
+        let initial_backoff = adjusted.positive(
+            "initial_backoff",
+            worker.initial_backoff,
+            defaults.initial_backoff,
+        );
+        let mut max_backoff =
+            adjusted.positive("max_backoff", worker.max_backoff, defaults.max_backoff);
+        if max_backoff < initial_backoff {
+            adjusted.0.push(format!(
+                "outbox_worker.max_backoff: given {}, using initial_backoff {} (it cannot be shorter)",
+                worker.max_backoff, worker.initial_backoff
+            ));
+            max_backoff = initial_backoff;
+        }
         // `fixed_interval` keeps its documented contract — exactly
         // `initial_backoff` every time — so only the exponential strategy jitters.
         let backoff = Backoff::new(retry_strategy, initial_backoff, max_backoff).with_jitter(
@@ -130,23 +174,30 @@ impl RelaySettings {
         };
         Ok(Self {
             publish_mode,
-            poll_interval: positive(worker.poll_interval, defaults.poll_interval),
-            batch_size: usize::try_from(batch_size)
-                .unwrap_or(MAX_BATCH_SIZE)
-                .min(MAX_BATCH_SIZE),
-            publish_timeout: positive(worker.publish_timeout, defaults.publish_timeout),
+            poll_interval: adjusted.positive(
+                "poll_interval",
+                worker.poll_interval,
+                defaults.poll_interval,
+            ),
+            batch_size,
+            publish_timeout: adjusted.positive(
+                "publish_timeout",
+                worker.publish_timeout,
+                defaults.publish_timeout,
+            ),
             max_retry_count: u32::try_from(max_retry_count).unwrap_or(u32::MAX),
             backoff,
-            claim_lease: positive(worker.claim_lease, defaults.claim_lease),
-            shard_lease: positive(worker.shard_lease, defaults.shard_lease),
+            claim_lease: adjusted.positive("claim_lease", worker.claim_lease, defaults.claim_lease),
+            shard_lease: adjusted.positive("shard_lease", worker.shard_lease, defaults.shard_lease),
             nudge_enabled: worker.nudge_enabled,
             redis_url: Secret::new(worker.redis_url.as_str()),
             redis_tls_ca_file: worker.redis_tls_ca_file.clone(),
-            retention: positive(worker.retention, defaults.retention),
+            retention: adjusted.positive("retention", worker.retention, defaults.retention),
             node_id,
             room_outbox_topic: mq.topic(&mq.room_outbox.topic),
             treasure_open_topic: mq.topic(&mq.treasure_open.topic),
             claim_mq_rows: false,
+            adjusted: adjusted.0,
         })
     }
 
@@ -158,6 +209,21 @@ impl RelaySettings {
     /// True when the mode includes the direct sinks.
     pub fn uses_direct(&self) -> bool {
         matches!(self.publish_mode, PublishMode::Direct | PublishMode::Dual)
+    }
+}
+
+/// `batch_size`: a non-positive value falls back to the default, a value
+/// over [`MAX_BATCH_SIZE`] is cut to it; both noted.
+fn batch_size(adjusted: &mut Adjusted, given: i64, default: i64) -> usize {
+    let positive = adjusted.positive_count("batch_size", given, default);
+    match usize::try_from(positive) {
+        Ok(size) if size <= MAX_BATCH_SIZE => size,
+        _ => {
+            adjusted.0.push(format!(
+                "outbox_worker.batch_size: given {given}, using {MAX_BATCH_SIZE} (the largest accepted)"
+            ));
+            MAX_BATCH_SIZE
+        }
     }
 }
 
@@ -195,6 +261,27 @@ mod tests {
         assert_eq!(settings.batch_size, 100);
         assert_eq!(settings.publish_timeout, Duration::from_secs(3));
         assert_eq!(settings.max_retry_count, 10);
+        let keys: Vec<&str> = settings
+            .adjusted
+            .iter()
+            .map(|line| line.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "outbox_worker.batch_size",
+                "outbox_worker.max_retry_count",
+                "outbox_worker.poll_interval",
+                "outbox_worker.publish_timeout"
+            ],
+            "every fallback is reported, naming its key"
+        );
+        let defaults =
+            RelaySettings::from_config(&OutboxWorkerConfig::default(), &MqConfig::default());
+        assert!(
+            defaults.unwrap().adjusted.is_empty(),
+            "the defaults need no adjustment"
+        );
     }
 
     #[test]
@@ -246,6 +333,23 @@ mod tests {
         let settings = RelaySettings::from_config(&worker, &MqConfig::default()).unwrap();
         assert_eq!(settings.backoff.strategy(), Strategy::Fixed);
         assert_eq!(settings.batch_size, MAX_BATCH_SIZE);
+        assert_eq!(
+            settings.adjusted,
+            ["outbox_worker.batch_size: given 1000000, using 5000 (the largest accepted)"]
+        );
+    }
+
+    #[test]
+    fn a_max_backoff_below_the_initial_one_is_raised_and_reported() {
+        let worker = OutboxWorkerConfig {
+            initial_backoff: ConfigDuration::from_secs(5),
+            max_backoff: ConfigDuration::from_secs(1),
+            ..OutboxWorkerConfig::default()
+        };
+        let settings = RelaySettings::from_config(&worker, &MqConfig::default()).unwrap();
+        assert_eq!(settings.backoff.delay_with(1, 1.0), Duration::from_secs(5));
+        assert_eq!(settings.adjusted.len(), 1, "{:?}", settings.adjusted);
+        assert!(settings.adjusted[0].starts_with("outbox_worker.max_backoff:"));
     }
 
     const SECOND: Duration = Duration::from_secs(1);
