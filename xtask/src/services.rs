@@ -172,6 +172,9 @@ pub struct Spec {
 /// `(service name, ENV_KEY, value)`.
 pub type Overrides = [(&'static str, String, String)];
 
+/// A service's environment: `(KEY, value)` pairs.
+type Env = Vec<(String, String)>;
+
 fn kv(key: &str, value: impl ToString) -> (String, String) {
     (key.to_string(), value.to_string())
 }
@@ -211,71 +214,83 @@ fn service_env(
 
 /// The services in start order (the stop order is `stack::STOP_ORDER`).
 pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> {
-    let mut room = service_env("ROOM", ports, database, true);
-    room.extend([
-        kv(
-            "ROOM__GRPC_LISTEN",
-            format!("127.0.0.1:{}", ports.room_grpc),
+    let mut specs = fake_specs(ports);
+    specs.extend([
+        app_spec(
+            "room-service",
+            "services/room-service/configs/room-service.yaml",
+            room_env(ports, database),
+            ports.room_http,
+            Phase::Writer,
+            true,
         ),
-        kv(
-            "ROOM__HTTP_LISTEN",
-            format!("127.0.0.1:{}", ports.room_http),
+        app_spec(
+            "outbox-relay",
+            "services/outbox-relay/configs/outbox-relay.yaml",
+            relay_env(ports, database),
+            ports.relay_http,
+            Phase::Downstream,
+            true,
         ),
-        kv(
-            "ROOM__REDIS__URL",
-            format!("redis://127.0.0.1:{}", ports.redis),
+        app_spec(
+            "im-bridge",
+            "services/im-bridge/configs/im-bridge.yaml",
+            im_bridge_env(ports, database),
+            ports.im_bridge_http,
+            Phase::Downstream,
+            false,
         ),
-        kv(
-            "ROOM__WALLET__ENDPOINT",
-            format!("http://127.0.0.1:{}", ports.wallet_grpc),
+        app_spec(
+            "activity-consumer",
+            "services/activity-consumer/configs/activity-consumer.yaml",
+            activity_env(ports, database),
+            ports.activity_http,
+            Phase::Downstream,
+            false,
         ),
-        kv("ROOM__TENCENT_IM__ENABLED", true),
-        // A local stack on loopback: grpcurl may list the API (off by default).
-        kv("ROOM__GRPC_REFLECTION", true),
-        // The standalone outbox-relay publishes; room-service only writes the outbox.
-        kv("ROOM__OUTBOX_WORKER__ENABLED", false),
-        kv("ROOM__ROCKETMQ__ROOM_OUTBOX__ENABLED", true),
-        // Treasure wake-up rows, and the treasure-open consumer inside room-service.
-        kv("ROOM__ROCKETMQ__TREASURE_OPEN__ENABLED", true),
-    ]);
-    let mut relay = service_env("RELAY", ports, database, false);
-    relay.extend([
-        kv(
-            "RELAY__HTTP_LISTEN",
-            format!("127.0.0.1:{}", ports.relay_http),
-        ),
-        kv("RELAY__ROCKETMQ__ROOM_OUTBOX__ENABLED", true),
-        kv("RELAY__ROCKETMQ__TREASURE_OPEN__ENABLED", true),
-        kv("RELAY__OUTBOX_WORKER__ENABLED", true),
-        kv("RELAY__OUTBOX_WORKER__PUBLISH_MODE", "mq"),
-        kv(
-            "RELAY__OUTBOX_WORKER__REDIS_URL",
-            format!("redis://127.0.0.1:{}", ports.redis),
-        ),
-    ]);
-    let mut im_bridge = service_env("IM_BRIDGE", ports, database, true);
-    im_bridge.push(kv(
-        "IM_BRIDGE__HTTP_LISTEN",
-        format!("127.0.0.1:{}", ports.im_bridge_http),
-    ));
-    let mut activity = service_env("ACTIVITY", ports, database, true);
-    activity.extend([
-        kv(
-            "ACTIVITY__GRPC_LISTEN",
-            format!("127.0.0.1:{}", ports.activity_grpc),
-        ),
-        kv(
-            "ACTIVITY__HTTP_LISTEN",
-            format!("127.0.0.1:{}", ports.activity_http),
+        app_spec(
+            "notice-consumer",
+            "services/notice-consumer/configs/notice-consumer.yaml",
+            notice_env(ports, database),
+            ports.notice_http,
+            Phase::Downstream,
+            false,
         ),
     ]);
-    let mut notice = service_env("NOTICE", ports, database, true);
-    notice.push(kv(
-        "NOTICE__HTTP_LISTEN",
-        format!("127.0.0.1:{}", ports.notice_http),
-    ));
+    for (service, key, value) in overrides {
+        if let Some(spec) = specs.iter_mut().find(|spec| spec.name == *service) {
+            spec.env.retain(|(existing, _)| existing != key);
+            spec.env.push((key.clone(), value.clone()));
+        }
+    }
+    specs
+}
 
-    let mut specs = vec![
+/// A service binary of the workspace, started with its config file and
+/// `env`, ready when its admin port answers `/readyz`.
+fn app_spec(
+    name: &'static str,
+    config: &'static str,
+    env: Env,
+    admin_port: u16,
+    phase: Phase,
+    required: bool,
+) -> Spec {
+    Spec {
+        name,
+        binary: name,
+        config: Some(config),
+        args: Vec::new(),
+        env,
+        probe: Probe::Readyz(admin_port),
+        phase,
+        required,
+    }
+}
+
+/// The two fakes, started first.
+fn fake_specs(ports: &Ports) -> Vec<Spec> {
+    vec![
         Spec {
             name: "fake-tencent-im",
             binary: "fake-tencent-im",
@@ -307,64 +322,95 @@ pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> 
             phase: Phase::Fakes,
             required: true,
         },
-        Spec {
-            name: "room-service",
-            binary: "room-service",
-            config: Some("services/room-service/configs/room-service.yaml"),
-            args: Vec::new(),
-            env: room,
-            probe: Probe::Readyz(ports.room_http),
-            phase: Phase::Writer,
-            required: true,
-        },
-        Spec {
-            name: "outbox-relay",
-            binary: "outbox-relay",
-            config: Some("services/outbox-relay/configs/outbox-relay.yaml"),
-            args: Vec::new(),
-            env: relay,
-            probe: Probe::Readyz(ports.relay_http),
-            phase: Phase::Downstream,
-            required: true,
-        },
-        Spec {
-            name: "im-bridge",
-            binary: "im-bridge",
-            config: Some("services/im-bridge/configs/im-bridge.yaml"),
-            args: Vec::new(),
-            env: im_bridge,
-            probe: Probe::Readyz(ports.im_bridge_http),
-            phase: Phase::Downstream,
-            required: false,
-        },
-        Spec {
-            name: "activity-consumer",
-            binary: "activity-consumer",
-            config: Some("services/activity-consumer/configs/activity-consumer.yaml"),
-            args: Vec::new(),
-            env: activity,
-            probe: Probe::Readyz(ports.activity_http),
-            phase: Phase::Downstream,
-            required: false,
-        },
-        Spec {
-            name: "notice-consumer",
-            binary: "notice-consumer",
-            config: Some("services/notice-consumer/configs/notice-consumer.yaml"),
-            args: Vec::new(),
-            env: notice,
-            probe: Probe::Readyz(ports.notice_http),
-            phase: Phase::Downstream,
-            required: false,
-        },
-    ];
-    for (service, key, value) in overrides {
-        if let Some(spec) = specs.iter_mut().find(|spec| spec.name == *service) {
-            spec.env.retain(|(existing, _)| existing != key);
-            spec.env.push((key.clone(), value.clone()));
-        }
-    }
-    specs
+    ]
+}
+
+/// room-service: its listeners, Redis, the wallet, IM, and the outbox written for the standalone relay.
+fn room_env(ports: &Ports, database: &str) -> Env {
+    let mut room = service_env("ROOM", ports, database, true);
+    room.extend([
+        kv(
+            "ROOM__GRPC_LISTEN",
+            format!("127.0.0.1:{}", ports.room_grpc),
+        ),
+        kv(
+            "ROOM__HTTP_LISTEN",
+            format!("127.0.0.1:{}", ports.room_http),
+        ),
+        kv(
+            "ROOM__REDIS__URL",
+            format!("redis://127.0.0.1:{}", ports.redis),
+        ),
+        kv(
+            "ROOM__WALLET__ENDPOINT",
+            format!("http://127.0.0.1:{}", ports.wallet_grpc),
+        ),
+        kv("ROOM__TENCENT_IM__ENABLED", true),
+        // A local stack on loopback: grpcurl may list the API (off by default).
+        kv("ROOM__GRPC_REFLECTION", true),
+        // The standalone outbox-relay publishes; room-service only writes the outbox.
+        kv("ROOM__OUTBOX_WORKER__ENABLED", false),
+        kv("ROOM__ROCKETMQ__ROOM_OUTBOX__ENABLED", true),
+        // Treasure wake-up rows, and the treasure-open consumer inside room-service.
+        kv("ROOM__ROCKETMQ__TREASURE_OPEN__ENABLED", true),
+    ]);
+    room
+}
+
+/// outbox-relay: mq mode on both topics.
+fn relay_env(ports: &Ports, database: &str) -> Env {
+    let mut relay = service_env("RELAY", ports, database, false);
+    relay.extend([
+        kv(
+            "RELAY__HTTP_LISTEN",
+            format!("127.0.0.1:{}", ports.relay_http),
+        ),
+        kv("RELAY__ROCKETMQ__ROOM_OUTBOX__ENABLED", true),
+        kv("RELAY__ROCKETMQ__TREASURE_OPEN__ENABLED", true),
+        kv("RELAY__OUTBOX_WORKER__ENABLED", true),
+        kv("RELAY__OUTBOX_WORKER__PUBLISH_MODE", "mq"),
+        kv(
+            "RELAY__OUTBOX_WORKER__REDIS_URL",
+            format!("redis://127.0.0.1:{}", ports.redis),
+        ),
+    ]);
+    relay
+}
+
+/// im-bridge's listener.
+fn im_bridge_env(ports: &Ports, database: &str) -> Env {
+    let mut im_bridge = service_env("IM_BRIDGE", ports, database, true);
+    im_bridge.push(kv(
+        "IM_BRIDGE__HTTP_LISTEN",
+        format!("127.0.0.1:{}", ports.im_bridge_http),
+    ));
+    im_bridge
+}
+
+/// activity-consumer's listeners.
+fn activity_env(ports: &Ports, database: &str) -> Env {
+    let mut activity = service_env("ACTIVITY", ports, database, true);
+    activity.extend([
+        kv(
+            "ACTIVITY__GRPC_LISTEN",
+            format!("127.0.0.1:{}", ports.activity_grpc),
+        ),
+        kv(
+            "ACTIVITY__HTTP_LISTEN",
+            format!("127.0.0.1:{}", ports.activity_http),
+        ),
+    ]);
+    activity
+}
+
+/// notice-consumer's listener.
+fn notice_env(ports: &Ports, database: &str) -> Env {
+    let mut notice = service_env("NOTICE", ports, database, true);
+    notice.push(kv(
+        "NOTICE__HTTP_LISTEN",
+        format!("127.0.0.1:{}", ports.notice_http),
+    ));
+    notice
 }
 
 impl Spec {
