@@ -99,6 +99,40 @@ fn run_with_database(
         Err(problems) => crate::detail(&format!("UNEXPECTED LISTENERS: {problems}")),
     }
     crate::step("running the scripted session (demo crate)");
+    let mut command = driver_command(plan, &stack, admin_token, &listening);
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("cannot run the demo driver: {error}"))?;
+    let status = interrupt::wait_child(&mut child, stop)?;
+    let died = stack.exited();
+    stack.stop();
+    if let Some((name, status, log)) = died {
+        eprintln!(
+            "xtask: {name} exited during the demo ({status}); last lines of {}:\n{}",
+            log.display(),
+            crate::logs::log_tail(&log, 20)
+        );
+    }
+    match status {
+        None => Err("interrupted".into()),
+        Some(status) if status.success() => Ok(()),
+        Some(status) => Err(format!(
+            "the demo did not observe every expected effect ({status}); logs in {}",
+            plan.log_dir.display()
+        )),
+    }
+}
+
+/// The demo crate's driver: the session's endpoints, the secrets it must not
+/// find in any log, the listeners found, and each running service's
+/// `/metrics` with a metric it must export after the session.
+fn driver_command(
+    plan: &Plan,
+    stack: &stack::Stack,
+    admin_token: &str,
+    listening: &Result<String, String>,
+) -> Command {
+    let p = &plan.ports;
     let mut command = Command::new(crate::binaries::target_dir().join("debug/demo"));
     command
         .args(["--grpc", &format!("http://127.0.0.1:{}", p.room_grpc)])
@@ -133,7 +167,7 @@ fn run_with_database(
         ])
         .args([
             "--listeners",
-            &match &listening {
+            &match listening {
                 Ok(summary) => format!("ok:{summary}"),
                 Err(problems) => format!("fail:{problems}"),
             },
@@ -178,27 +212,7 @@ fn run_with_database(
         let first_line = reason.lines().next().unwrap_or_default();
         command.args(["--unavailable", &format!("{name}: {first_line}")]);
     }
-    let mut child = command
-        .spawn()
-        .map_err(|error| format!("cannot run the demo driver: {error}"))?;
-    let status = interrupt::wait_child(&mut child, stop)?;
-    let died = stack.exited();
-    stack.stop();
-    if let Some((name, status, log)) = died {
-        eprintln!(
-            "xtask: {name} exited during the demo ({status}); last lines of {}:\n{}",
-            log.display(),
-            crate::logs::log_tail(&log, 20)
-        );
-    }
-    match status {
-        None => Err("interrupted".into()),
-        Some(status) if status.success() => Ok(()),
-        Some(status) => Err(format!(
-            "the demo did not observe every expected effect ({status}); logs in {}",
-            plan.log_dir.display()
-        )),
-    }
+    command
 }
 
 /// Each running service's configured listen addresses (all on 127.0.0.1).
