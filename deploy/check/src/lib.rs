@@ -26,13 +26,23 @@ pub mod transport;
 pub mod yaml;
 
 mod compose;
+mod compose_ports;
 mod k8s;
 mod k8s_objects;
 mod k8s_operations;
 mod network_policy;
 mod observability;
+// The one spelling of a duration (service_kit::duration), std-only, compiled
+// in: deploy-check reads the shipped durations exactly as the services do.
+#[path = "../../../crates/service-kit/src/duration/spelling.rs"]
+#[allow(
+    dead_code,
+    reason = "deploy files are config: a bare number is milliseconds"
+)]
+mod spelling;
 
-pub use compose::{PortMapping, check_compose, parse_port_mapping};
+pub use compose::check_compose;
+pub use compose_ports::{PortMapping, parse_port_mapping};
 pub use instances::{Advertise, Platform};
 pub use k8s::check_k8s;
 pub use k8s_operations::{Kustomize, check_k8s_operations};
@@ -247,22 +257,13 @@ pub fn port_of(address: &str) -> Option<u16> {
     authority.rsplit_once(':')?.1.parse().ok()
 }
 
-/// `20s`, `500ms`, `5m`, `1h`, `7d` or bare milliseconds.
+/// A duration of the deploy files in milliseconds, read as the services
+/// read it (`service_kit::duration`: `20s`, `500ms`, `5m`, `1h`, `7d`, a bare
+/// number is milliseconds); `None` for anything else or a negative value.
 pub fn parse_duration_ms(text: &str) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|ch: char| !ch.is_ascii_digit())
-        .unwrap_or(text.len());
-    let value: u64 = text[..split].parse().ok()?;
-    let unit = match &text[split..] {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    value.checked_mul(unit)
+    spelling::parse_millis(text)
+        .ok()
+        .and_then(|millis| u64::try_from(millis).ok())
 }
 
 /// `host:port` references inside `text` whose host is a bare lowercase name
@@ -345,6 +346,14 @@ mod tests {
         assert_eq!(parse_duration_ms("20s"), Some(20_000));
         assert_eq!(parse_duration_ms("500ms"), Some(500));
         assert_eq!(parse_duration_ms("soon"), None);
+        // The services' spelling: a bare number is milliseconds, a space
+        // may precede the unit, days exist; fractions and other units do not.
+        assert_eq!(parse_duration_ms("250"), Some(250));
+        assert_eq!(parse_duration_ms("3 s"), Some(3_000));
+        assert_eq!(parse_duration_ms("7d"), Some(604_800_000));
+        assert_eq!(parse_duration_ms("1.5s"), None);
+        assert_eq!(parse_duration_ms("5S"), None);
+        assert_eq!(parse_duration_ms("-1s"), None);
         assert_eq!(
             host_references(
                 "mysql://hyapp@mysql:3306/hyapp and 1@kafka:9093, 0.0.0.0:1, a.b:2, topic_x:8"

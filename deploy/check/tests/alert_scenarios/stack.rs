@@ -123,10 +123,8 @@ impl Stack {
         };
         let (addr, (shutdown, task)) = match job {
             "room-service" => {
-                let mut config = room_service::Config {
-                    mysql,
-                    ..Default::default()
-                };
+                let mut config = room_service::Config::default();
+                config.mysql = mysql;
                 config.redis.url = testkit::redis_url();
                 config.redis.key_prefix = self.db.name.clone();
                 config.grpc_listen = "127.0.0.1:0".into();
