@@ -44,6 +44,10 @@ mod offset_gap;
 pub mod purge;
 mod runner;
 pub mod sweeper;
+/// Helpers for consumers' tests, compiled only for tests: the `testing`
+/// feature, which only dev-dependencies enable, so no production build
+/// carries a stand-in producer or test settings.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod trace;
 mod worker;
