@@ -8,7 +8,10 @@
 //! [`Marker`] borrows only what marking needs, so this module stays below
 //! `worker`, which publishes the batches and hands their [`Outcome`]s here.
 
-use crate::{chain::Outcome, metrics::RelayMetrics, settings::RelaySettings, store};
+use crate::{
+    chain::Outcome, failure::PublishFailure, metrics::RelayMetrics, settings::RelaySettings, store,
+    store::OutboxRow,
+};
 use outbox_schema::OutboxStatus;
 use service_kit::time::now_ms;
 use sqlx::MySqlPool;
@@ -78,71 +81,8 @@ impl Marker<'_> {
                 Outcome::Delivered(id) => delivered.push(id),
                 Outcome::Released(id) => released.push(id),
                 Outcome::Failed(row, failure) => {
-                    let attempts = row.retry_count.saturating_add(1);
-                    let dead = !failure.retryable || attempts >= self.settings.max_retry_count;
-                    let delay = self.settings.backoff.delay(attempts);
-                    let next_retry_at_ms = now + millis(delay);
-                    let marked = match fence {
-                        Fence::Claim(token) => {
-                            store::mark_failure(
-                                self.pool,
-                                row.id,
-                                *token,
-                                dead,
-                                next_retry_at_ms,
-                                &failure.message,
-                            )
-                            .await?
-                        }
-                        Fence::Lease(epochs) => match epoch_of(epochs, row.shard) {
-                            Some(epoch) => {
-                                store::mark_failure_leased(
-                                    self.pool,
-                                    row.id,
-                                    node_id,
-                                    epoch,
-                                    dead,
-                                    next_retry_at_ms,
-                                    &failure.message,
-                                )
-                                .await?
-                            }
-                            None => false,
-                        },
-                    };
-                    if !marked {
-                        report.fenced += 1;
-                        self.metrics.fenced_marks.inc();
-                    } else if dead {
-                        report.dead_lettered += 1;
-                        self.metrics.dead_letters.inc();
-                        tracing::error!(
-                            worker = "room_outbox",
-                            node_id = %self.settings.node_id,
-                            event_id = %row.event_id,
-                            event_type = %row.event_type,
-                            room_id = %row.room_id,
-                            retry_count = attempts,
-                            status = OutboxStatus::Failed.as_str(),
-                            final_failure = !failure.retryable,
-                            error = %failure.message,
-                            "outbox event dead-lettered; room moves on"
-                        );
-                    } else {
-                        report.retried += 1;
-                        tracing::warn!(
-                            worker = "room_outbox",
-                            node_id = %self.settings.node_id,
-                            event_id = %row.event_id,
-                            event_type = %row.event_type,
-                            room_id = %row.room_id,
-                            retry_count = attempts,
-                            status = OutboxStatus::Retryable.as_str(),
-                            next_retry_at_ms,
-                            error = %failure.message,
-                            "outbox publish failed; retrying"
-                        );
-                    }
+                    self.record_failure(&row, &failure, fence, now, &mut report)
+                        .await?
                 }
             }
         }
@@ -167,6 +107,85 @@ impl Marker<'_> {
             Fence::Lease(_) => released.len(),
         };
         Ok(report)
+    }
+
+    /// Marks one failed row retryable (due again after its backoff) or
+    /// dead-lettered, fenced like the batch's other marks, and logs it.
+    async fn record_failure(
+        &self,
+        row: &OutboxRow,
+        failure: &PublishFailure,
+        fence: &Fence,
+        now: i64,
+        report: &mut BatchReport,
+    ) -> Result<(), crate::Error> {
+        let node_id = self.settings.node_id.as_str();
+        let attempts = row.retry_count.saturating_add(1);
+        let dead = !failure.retryable || attempts >= self.settings.max_retry_count;
+        let delay = self.settings.backoff.delay(attempts);
+        let next_retry_at_ms = now + millis(delay);
+        let marked = match fence {
+            Fence::Claim(token) => {
+                store::mark_failure(
+                    self.pool,
+                    row.id,
+                    *token,
+                    dead,
+                    next_retry_at_ms,
+                    &failure.message,
+                )
+                .await?
+            }
+            Fence::Lease(epochs) => match epoch_of(epochs, row.shard) {
+                Some(epoch) => {
+                    store::mark_failure_leased(
+                        self.pool,
+                        row.id,
+                        node_id,
+                        epoch,
+                        dead,
+                        next_retry_at_ms,
+                        &failure.message,
+                    )
+                    .await?
+                }
+                None => false,
+            },
+        };
+        if !marked {
+            report.fenced += 1;
+            self.metrics.fenced_marks.inc();
+        } else if dead {
+            report.dead_lettered += 1;
+            self.metrics.dead_letters.inc();
+            tracing::error!(
+                worker = "room_outbox",
+                node_id = %self.settings.node_id,
+                event_id = %row.event_id,
+                event_type = %row.event_type,
+                room_id = %row.room_id,
+                retry_count = attempts,
+                status = OutboxStatus::Failed.as_str(),
+                final_failure = !failure.retryable,
+                error = %failure.message,
+                "outbox event dead-lettered; room moves on"
+            );
+        } else {
+            report.retried += 1;
+            tracing::warn!(
+                worker = "room_outbox",
+                node_id = %self.settings.node_id,
+                event_id = %row.event_id,
+                event_type = %row.event_type,
+                room_id = %row.room_id,
+                retry_count = attempts,
+                status = OutboxStatus::Retryable.as_str(),
+                next_retry_at_ms,
+                error = %failure.message,
+                "outbox publish failed; retrying"
+            );
+        }
+        Ok(())
     }
 }
 

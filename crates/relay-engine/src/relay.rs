@@ -108,31 +108,9 @@ impl Relay {
         self.processor.stopping = shutdown.clone();
         let settings = self.processor.settings.clone();
         self.processor.leases.ensure_shards().await?;
-        let tasks = TaskTracker::new();
         let (owned_tx, owned_rx) = watch::channel(Vec::<u16>::new());
         let background = shutdown.child_token();
-        tasks.spawn(lease_loop(
-            self.processor.leases.clone(),
-            owned_tx,
-            self.nudge.clone(),
-            self.processor.metrics.clone(),
-            settings.shard_lease,
-            background.clone(),
-        ));
-        tasks.spawn(gauge_loop(
-            self.processor.pool.clone(),
-            self.processor.metrics.clone(),
-            background.clone(),
-        ));
-        if settings.nudge_enabled {
-            tasks.spawn(crate::nudge::listen(
-                settings.redis_url.expose().to_owned(),
-                settings.redis_tls_ca_file.clone(),
-                self.nudge.clone(),
-                background.clone(),
-            ));
-        }
-        tasks.close();
+        let tasks = self.spawn_background(owned_tx, &background);
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, mode = ?settings.publish_mode, "relay started");
 
         // The previous chain batch's marks, written while the next batch is
@@ -180,19 +158,7 @@ impl Relay {
             if nudged.as_mut().now_or_never().is_some() {
                 continue;
             }
-            // Sleep until the next poll, or until the next delayed wake-up is
-            // due if that comes first, so a treasure box opens on time rather
-            // than up to a poll interval late.
-            let wait = match crate::store::next_delayed_due(&self.processor.pool, &shards).await {
-                Ok(Some(due)) => {
-                    let until_due = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
-                    // Never below a few ms: a due row we could not claim must not become a busy loop.
-                    settings
-                        .poll_interval
-                        .min(Duration::from_millis(until_due).max(MIN_WAKEUP_WAIT))
-                }
-                _ => settings.poll_interval,
-            };
+            let wait = self.idle_wait(&shards).await;
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 _ = nudged => {}
@@ -212,6 +178,55 @@ impl Relay {
         }
         tracing::info!(worker = "room_outbox", node_id = %settings.node_id, "relay stopped");
         Ok(())
+    }
+
+    /// Starts the relay's background tasks — lease upkeep (publishing the
+    /// owned shards on `owned`), the backlog gauges and, when enabled, the
+    /// nudge listener — all stopped by `background`.
+    fn spawn_background(
+        &self,
+        owned_tx: watch::Sender<Vec<u16>>,
+        background: &CancellationToken,
+    ) -> TaskTracker {
+        let tasks = TaskTracker::new();
+        tasks.spawn(lease_loop(
+            self.processor.leases.clone(),
+            owned_tx,
+            self.nudge.clone(),
+            self.processor.metrics.clone(),
+            self.processor.settings.shard_lease,
+            background.clone(),
+        ));
+        tasks.spawn(gauge_loop(
+            self.processor.pool.clone(),
+            self.processor.metrics.clone(),
+            background.clone(),
+        ));
+        if self.processor.settings.nudge_enabled {
+            tasks.spawn(crate::nudge::listen(
+                self.processor.settings.redis_url.expose().to_owned(),
+                self.processor.settings.redis_tls_ca_file.clone(),
+                self.nudge.clone(),
+                background.clone(),
+            ));
+        }
+        tasks.close();
+        tasks
+    }
+
+    /// How long an idle relay sleeps: until the next poll, or until the
+    /// next delayed wake-up is due if that comes first, so a treasure box
+    /// opens on time rather than up to a poll interval late.
+    async fn idle_wait(&self, shards: &[u16]) -> Duration {
+        let poll_interval = self.processor.settings.poll_interval;
+        match crate::store::next_delayed_due(&self.processor.pool, shards).await {
+            Ok(Some(due)) => {
+                let until_due = u64::try_from(due.saturating_sub(now_ms())).unwrap_or(0);
+                // Never below a few ms: a due row we could not claim must not become a busy loop.
+                poll_interval.min(Duration::from_millis(until_due).max(MIN_WAKEUP_WAIT))
+            }
+            _ => poll_interval,
+        }
     }
 }
 
