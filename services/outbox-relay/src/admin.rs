@@ -25,7 +25,7 @@
 //! Refusals are JSON `{"error": …}`: 400 bad input, 404 unknown room or
 //! event, 409 a row not in a state the command applies to.
 
-use crate::access::{self, Access, Client, Principal, constant_time_eq};
+use crate::access::{self, Access, Client, Principal};
 use crate::ops::{self, DeadLetterFilter, OperatorName, ReplayGuard, Target};
 use axum::{
     Extension, Json, Router,
@@ -37,6 +37,7 @@ use axum::{
 };
 use serde::Deserialize;
 use service_kit::Secret;
+use service_kit::secret::equal_in_constant_time;
 use sqlx::MySqlPool;
 
 /// The header naming who performs a mutation.
@@ -85,7 +86,7 @@ pub fn check_tokens(
                 .into(),
         ));
     }
-    if constant_time_eq(admin.expose().as_bytes(), read_only.expose().as_bytes()) {
+    if equal_in_constant_time(admin.expose().as_bytes(), read_only.expose().as_bytes()) {
         return Err(crate::Error::Config(
             "admin_read_token equals admin_token; give the read-only role its own token".into(),
         ));

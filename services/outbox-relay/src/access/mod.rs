@@ -7,7 +7,7 @@
 //!   limited (429 with `Retry-After`);
 //! - [`Credentials`]: the admin token (operator role), `admin_read_token`
 //!   (read-only role) and the named operators of [`operators`], each token
-//!   compared in constant time (`subtle`);
+//!   compared in constant time (`service_kit::secret::equal_in_constant_time`);
 //! - [`sessions`]: the console's session generation in MySQL.
 //!
 //! The probes and `/metrics` are not behind any of this.
@@ -25,17 +25,10 @@ use axum::{
 };
 use hosts::AllowedHosts;
 use operators::Operators;
-use service_kit::{Secret, operator::OperatorName};
+use service_kit::{Secret, operator::OperatorName, secret::equal_in_constant_time};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use subtle::ConstantTimeEq;
 use throttle::LoginThrottle;
-
-/// Compares without an early exit (`subtle`), so timing does not reveal a
-/// prefix match. Lengths are not secret: tokens have public minimums.
-pub fn constant_time_eq(left: &[u8], right: &[u8]) -> bool {
-    left.len() == right.len() && bool::from(left.ct_eq(right))
-}
 
 /// What a session may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,11 +80,11 @@ impl Credentials {
         if let Some(name) = self.operators.operator_of(token) {
             return principal(Role::Operator, Some(name));
         }
-        if constant_time_eq(token.as_bytes(), self.admin.expose().as_bytes()) {
+        if equal_in_constant_time(token.as_bytes(), self.admin.expose().as_bytes()) {
             return principal(Role::Operator, None);
         }
         let read_only = self.read_only.expose();
-        if !read_only.is_empty() && constant_time_eq(token.as_bytes(), read_only.as_bytes()) {
+        if !read_only.is_empty() && equal_in_constant_time(token.as_bytes(), read_only.as_bytes()) {
             return principal(Role::ReadOnly, None);
         }
         None
@@ -224,7 +217,9 @@ mod tests {
         );
         assert_eq!(of("admin-tokeN"), None);
         assert_eq!(of(""), None);
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd") && !constant_time_eq(b"abc", b"abcd"));
+        assert!(equal_in_constant_time(b"abc", b"abc"));
+        assert!(
+            !equal_in_constant_time(b"abc", b"abd") && !equal_in_constant_time(b"abc", b"abcd")
+        );
     }
 }

@@ -13,9 +13,9 @@
 //! malformed line, an invalid or duplicate name, or a hash used twice
 //! refuses start-up with the line number.
 
-use super::constant_time_eq;
 use crate::Error;
 use service_kit::operator::OperatorName;
+use service_kit::secret::equal_in_constant_time;
 use sha2::{Digest, Sha256};
 
 /// Shortest token `operator-hash` accepts: 32 bytes of random text.
@@ -82,7 +82,7 @@ impl Operators {
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut found = None;
         for (name, hash) in &self.entries {
-            if constant_time_eq(&presented, hash) {
+            if equal_in_constant_time(&presented, hash) {
                 found = Some(name.clone());
             }
         }

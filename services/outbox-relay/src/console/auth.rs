@@ -25,7 +25,7 @@ use crate::access::{Principal, hosts::AllowedHosts};
 pub use crate::access::{Role, bearer_token};
 use axum::http::{HeaderMap, header};
 use hmac::{Hmac, Mac};
-use service_kit::{Secret, operator::OperatorName};
+use service_kit::{Secret, operator::OperatorName, secret::equal_in_constant_time};
 use sha2::Sha256;
 
 /// The session cookie's name.
@@ -121,7 +121,7 @@ impl Keys {
     /// What a cookie value that is ours, untampered and unexpired says.
     pub fn verify(&self, cookie: &str, now_ms: i64) -> Option<Claims> {
         let (body, signature) = cookie.rsplit_once('.')?;
-        if !crate::access::constant_time_eq(self.sign(body).as_bytes(), signature.as_bytes()) {
+        if !equal_in_constant_time(self.sign(body).as_bytes(), signature.as_bytes()) {
             return None;
         }
         // The operator comes last: its name may hold dots.
@@ -235,7 +235,7 @@ pub fn cross_site(headers: &HeaderMap, hosts: &AllowedHosts) -> Option<&'static 
 pub fn csrf_ok(session: &Session, presented: &str) -> bool {
     !session.by_cookie
         || (!presented.is_empty()
-            && crate::access::constant_time_eq(presented.as_bytes(), session.csrf.as_bytes()))
+            && equal_in_constant_time(presented.as_bytes(), session.csrf.as_bytes()))
 }
 
 #[cfg(test)]
