@@ -121,3 +121,22 @@ pub const MAX_LIMIT: u64 = 10_000;
 pub fn limit(requested: Option<u64>) -> u64 {
     requested.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_is_spelled_as_in_config_and_must_be_positive() {
+        assert_eq!(parse_duration("retention", "2h").unwrap(), 7_200_000);
+        // A bare number is milliseconds, as in every config file.
+        for text in ["250", "90", "1500"] {
+            let config = ConfigDuration::parse(text).unwrap().as_millis();
+            assert_eq!(parse_duration("retention", text).unwrap(), config, "{text}");
+        }
+        for text in ["0", "-1s", "0ms", "2 weeks", "1.5h"] {
+            let error = parse_duration("--retention", text).unwrap_err().to_string();
+            assert!(error.contains("--retention"), "{text}: {error}");
+        }
+    }
+}
