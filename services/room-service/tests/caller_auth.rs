@@ -302,15 +302,16 @@ async fn a_user_assertion_must_name_the_user_the_request_acts_as() {
 #[test]
 fn unsafe_or_incomplete_auth_settings_are_refused_at_start_up() {
     let ids = Identities::generate();
-    let valid_mtls = || Config {
-        grpc_tls: ids.server_tls(),
-        peer_tls: ids.client(Some(&ids.room_service), ""),
-        grpc_auth: room_service::config::GrpcAuthConfig {
+    let valid_mtls = || {
+        let mut config = Config::default();
+        config.grpc_tls = ids.server_tls();
+        config.peer_tls = ids.client(Some(&ids.room_service), "");
+        config.grpc_auth = room_service::config::GrpcAuthConfig {
             gateway_identities: vec!["gateway".into()],
             peer_identities: vec!["room-service".into()],
             ..Default::default()
-        },
-        ..Config::default()
+        };
+        config
     };
     valid_mtls().validate().expect("the base case is valid");
     type Mutation = Box<dyn Fn(&mut Config)>;

@@ -276,10 +276,8 @@ fn inconsistent_tls_settings_are_refused_naming_the_key() {
         let error = config.validate().unwrap_err().to_string();
         assert!(error.contains(key), "{error} should name {key}");
     }
-    let plaintext = Config {
-        advertise_url: "https://10.0.0.7:7101".into(),
-        ..Config::default()
-    };
+    let mut plaintext = Config::default();
+    plaintext.advertise_url = "https://10.0.0.7:7101".into();
     let error = plaintext.validate().unwrap_err().to_string();
     assert!(error.contains("advertise_url"), "{error}");
 }
