@@ -21,6 +21,7 @@ use prometheus_client::registry::Registry;
 use service_kit::admin_http::{self, Readiness};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic_reflection::server::{v1, v1alpha};
 
 use crate::Error;
 use crate::auth::CallerAuth;
@@ -71,6 +72,8 @@ pub struct App {
 impl App {
     /// Connects MySQL, Redis and the wallet client and binds both listeners.
     pub async fn build(config: Config) -> Result<Self, Error> {
+        // Validation ran before telemetry: its replacements are logged now.
+        config.warn_adjusted();
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let pool = config
@@ -107,45 +110,9 @@ impl App {
             .load("grpc_tls")
             .map_err(|error| Error::Config(error.to_string()))?;
         let auth = Arc::new(CallerAuth::from_config(&config)?);
-        let mut peers = Peers::new(
-            &config.node_id,
-            &advertised,
-            config.forward_timeout.as_std(),
-        )
-        .with_address_policy(PeerAddressPolicy::new(&config.peer_addresses, &advertised)?);
-        if config.grpc_tls.is_enabled() {
-            // The other instances advertise https:// then (Config::check_grpc_tls).
-            peers = peers.with_tls(
-                config
-                    .peer_tls
-                    .load("peer_tls")
-                    .map_err(|error| Error::Config(error.to_string()))?,
-            );
-        }
-        let room = &config.room;
-        let settings = PipelineSettings {
-            snapshot_every_n: room.snapshot_every_n,
-            group_commit: room.group_commit,
-            max_batch: room.group_commit_max_batch,
-            recent_per_room: room.recent_commands_per_room,
-            presence_ttl_ms: room.presence_ttl.as_millis(),
-            treasure_wakeups: config.rocketmq.treasure_open.enabled,
-            rules: room.rules.to_rules(),
-            idle_ttl: room.idle_ttl.as_std(),
-            mailbox_capacity: room.mailbox_capacity,
-            max_loaded_rooms: room.max_loaded_rooms,
-            evict_idle_after: room.evict_idle_after.as_std(),
-            max_refund_attempts: config.saga.max_refund_attempts,
-        };
-        let mut store = Store::new(pool.clone());
-        if room.shared_commit_lanes > 0 {
-            store = store.with_shared_commits(SharedCommits::start(
-                pool,
-                room.shared_commit_lanes,
-                room.shared_commit_max_rooms,
-                metrics.shared_commit_rooms.clone(),
-            ));
-        }
+        let peers = peers(&config, &advertised)?;
+        let settings = pipeline_settings(&config);
+        let store = store(&config, pool, &metrics);
         let liveness = Liveness::new(config.redis.liveness_ttl.as_std());
         if liveness.enabled() {
             // Held before anything is served, so the first lease we take is
@@ -297,22 +264,7 @@ impl App {
         health
             .set_serving::<RoomServiceServer<GrpcRoomService>>()
             .await;
-        // Reflection maps the whole API for whoever reaches the port: only
-        // when `grpc_reflection` asks for it (development, debugging).
-        let reflection = || {
-            tonic_reflection::server::Builder::configure()
-                .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
-        };
-        let server_error =
-            |error: tonic_reflection::server::Error| Error::Server(error.to_string());
-        let (reflection, reflection_alpha) = if self.config.grpc_reflection {
-            (
-                Some(reflection().build_v1().map_err(server_error)?),
-                Some(reflection().build_v1alpha().map_err(server_error)?),
-            )
-        } else {
-            (None, None)
-        };
+        let (reflection, reflection_alpha) = reflection_services(self.config.grpc_reflection)?;
         let grpc_stop = CancellationToken::new();
         let incoming = tonic::transport::server::TcpIncoming::from(self.grpc_listener)
             .with_nodelay(Some(true));
@@ -358,15 +310,7 @@ impl App {
         step("workers_cancelled");
         // MySQL never closes under a running worker: one that outlives the
         // grace (the embedded relay waiting on a slow broker) is dropped.
-        if tokio::time::timeout(grace, self.workers.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                ?grace,
-                "workers did not stop within the grace period; aborting them"
-            );
-            self.workers.abort().await;
+        if !self.workers.stop_within(grace).await {
             step("workers_aborted");
         }
         step("workers_stopped");
@@ -395,16 +339,106 @@ impl App {
         let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
         step("http_stopped");
 
+        let steps = steps.lock().unwrap_or_else(|poison| poison.into_inner());
         let report = ShutdownReport {
-            steps: steps
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner())
-                .clone(),
+            steps: steps.clone(),
         };
-        match grpc_result {
-            Some(Ok(Err(error))) => Err(Error::Server(error.to_string())),
-            Some(Err(error)) => Err(Error::Server(error.to_string())),
-            _ => Ok(report),
-        }
+        served(grpc_result).map(|()| report)
+    }
+}
+
+/// How this instance forwards calls: its identity, the holder addresses it
+/// will dial, and (behind a TLS listener) the client TLS it presents.
+fn peers(config: &Config, advertised: &str) -> Result<Peers, Error> {
+    let mut peers = Peers::new(
+        &config.node_id,
+        &advertised,
+        config.forward_timeout.as_std(),
+    )
+    .with_address_policy(PeerAddressPolicy::new(&config.peer_addresses, &advertised)?);
+    if config.grpc_tls.is_enabled() {
+        // The other instances advertise https:// then (Config::check_grpc_tls).
+        peers = peers.with_tls(
+            config
+                .peer_tls
+                .load("peer_tls")
+                .map_err(|error| Error::Config(error.to_string()))?,
+        );
+    }
+    Ok(peers)
+}
+
+/// The room pipeline's settings from the `room` and `saga` sections.
+fn pipeline_settings(config: &Config) -> PipelineSettings {
+    let room = &config.room;
+    PipelineSettings {
+        snapshot_every_n: room.snapshot_every_n,
+        group_commit: room.group_commit,
+        max_batch: room.group_commit_max_batch,
+        recent_per_room: room.recent_commands_per_room,
+        presence_ttl_ms: room.presence_ttl.as_millis(),
+        treasure_wakeups: config.rocketmq.treasure_open.enabled,
+        rules: room.rules.to_rules(),
+        idle_ttl: room.idle_ttl.as_std(),
+        mailbox_capacity: room.mailbox_capacity,
+        max_loaded_rooms: room.max_loaded_rooms,
+        evict_idle_after: room.evict_idle_after.as_std(),
+        max_refund_attempts: config.saga.max_refund_attempts,
+    }
+}
+
+/// The store, with shared commits when `room.shared_commit_lanes` asks for them.
+fn store(config: &Config, pool: sqlx::MySqlPool, metrics: &Metrics) -> Store {
+    let room = &config.room;
+    let mut store = Store::new(pool.clone());
+    if room.shared_commit_lanes > 0 {
+        store = store.with_shared_commits(SharedCommits::start(
+            pool,
+            room.shared_commit_lanes,
+            room.shared_commit_max_rooms,
+            metrics.shared_commit_rooms.clone(),
+        ));
+    }
+    store
+}
+
+/// gRPC reflection's services, only when `grpc_reflection` asks for them
+/// (development, debugging): reflection maps the whole API for whoever
+/// reaches the port.
+#[allow(
+    clippy::type_complexity,
+    reason = "the services' types are opaque (`impl`)"
+)]
+fn reflection_services(
+    enabled: bool,
+) -> Result<
+    (
+        Option<v1::ServerReflectionServer<impl v1::ServerReflection>>,
+        Option<v1alpha::ServerReflectionServer<impl v1alpha::ServerReflection>>,
+    ),
+    Error,
+> {
+    if !enabled {
+        return Ok((None, None));
+    }
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(hyapp_api::FILE_DESCRIPTOR_SET)
+    };
+    let server_error = |error: tonic_reflection::server::Error| Error::Server(error.to_string());
+    Ok((
+        Some(reflection().build_v1().map_err(server_error)?),
+        Some(reflection().build_v1alpha().map_err(server_error)?),
+    ))
+}
+
+/// How the gRPC server ended: an error it returned or its task's panic.
+fn served(
+    result: Option<Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>>,
+) -> Result<(), Error> {
+    match result {
+        Some(Ok(Err(error))) => Err(Error::Server(error.to_string())),
+        Some(Err(error)) => Err(Error::Server(error.to_string())),
+        _ => Ok(()),
     }
 }

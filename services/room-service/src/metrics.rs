@@ -106,7 +106,15 @@ pub struct Metrics {
 impl Metrics {
     /// Creates the metrics and registers them.
     pub fn register(registry: &mut Registry) -> Self {
-        let metrics = Self {
+        let metrics = Self::new();
+        metrics.register_rooms(registry);
+        metrics.register_forwarding_and_sagas(registry);
+        metrics
+    }
+
+    /// Every metric, empty and unregistered.
+    fn new() -> Self {
+        Self {
             commands: Family::default(),
             command_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
@@ -132,113 +140,120 @@ impl Metrics {
             sagas_unsettled: Gauge::default(),
             presence_expired: Counter::default(),
             projection_failures: Counter::default(),
-        };
+        }
+    }
+
+    /// Commands, reads, commits, cells, leases and liveness.
+    fn register_rooms(&self, registry: &mut Registry) {
         registry.register(
             "room_commands",
             "Room write commands by outcome",
-            metrics.commands.clone(),
+            self.commands.clone(),
         );
         registry.register(
             "room_command_seconds",
             "Room write command latency",
-            metrics.command_seconds.clone(),
+            self.command_seconds.clone(),
         );
         registry.register(
             "room_reads",
             "Room reads (GetRoom, Heartbeat, ListRooms) by call and outcome, where they execute",
-            metrics.reads.clone(),
+            self.reads.clone(),
         );
         registry.register(
             "room_read_seconds",
             "Room read latency where the read executes",
-            metrics.read_seconds.clone(),
+            self.read_seconds.clone(),
         );
         registry.register(
             "room_group_commit_batch_size",
             "Commands committed per SaveMutation transaction",
-            metrics.batch_size.clone(),
+            self.batch_size.clone(),
         );
         registry.register(
             "room_shared_commit_rooms",
             "Rooms whose mutations shared one transaction",
-            metrics.shared_commit_rooms.clone(),
+            self.shared_commit_rooms.clone(),
         );
         registry.register(
             "room_cells_loaded",
             "Room cells loaded on this node",
-            metrics.cells_loaded.clone(),
+            self.cells_loaded.clone(),
         );
         registry.register(
             "room_cells_evicted",
             "Idle rooms unloaded to stay under room.max_loaded_rooms",
-            metrics.cells_evicted.clone(),
+            self.cells_evicted.clone(),
         );
         registry.register(
             "room_cells_refused",
             "Calls refused with RESOURCE_EXHAUSTED: room.max_loaded_rooms reached and no room idle",
-            metrics.cells_refused.clone(),
+            self.cells_refused.clone(),
         );
         registry.register(
             "room_lease_takeovers",
             "Rooms taken over from a holder whose liveness key had lapsed",
-            metrics.lease_takeovers.clone(),
+            self.lease_takeovers.clone(),
         );
         registry.register(
             "room_liveness_renewal_failures",
             "Renewals of this instance's liveness key that failed or timed out",
-            metrics.liveness_renewal_failures.clone(),
+            self.liveness_renewal_failures.clone(),
         );
         registry.register(
             "room_liveness_lapses",
             "Times this instance found its own liveness key lapsed",
-            metrics.liveness_lapses.clone(),
+            self.liveness_lapses.clone(),
         );
         registry.register(
             "room_orphaned_gifts_settled",
             "Gifts a previous holder left between debit and commit, settled at room load",
-            metrics.orphaned_gifts_settled.clone(),
+            self.orphaned_gifts_settled.clone(),
         );
+    }
+
+    /// Forwarding, gift sagas, presence and projections.
+    fn register_forwarding_and_sagas(&self, registry: &mut Registry) {
         registry.register(
             "room_forwarded",
             "Calls forwarded to the instance holding the room's lease, by outcome",
-            metrics.forwarded.clone(),
+            self.forwarded.clone(),
         );
         registry.register(
             "room_forward_seconds",
             "Round trip of a forwarded call, seen from the forwarding instance",
-            metrics.forward_seconds.clone(),
+            self.forward_seconds.clone(),
         );
         registry.register(
             "room_gift_sagas_compensated",
             "Gift sagas refunded",
-            metrics.sagas_compensated.clone(),
+            self.sagas_compensated.clone(),
         );
         registry.register(
             "room_gift_sagas_failed",
             "Gift sagas whose refund attempts ran out (sender debited, not refunded)",
-            metrics.sagas_failed.clone(),
+            self.sagas_failed.clone(),
         );
         registry.register(
             "room_gift_sagas_failed_open",
             "Gift sagas in status failed (debited, not refunded) at the last saga sweep",
-            metrics.sagas_failed_open.clone(),
+            self.sagas_failed_open.clone(),
         );
         registry.register(
             "room_gift_sagas_unsettled",
             "Gift sagas still unsettled (debiting, debited, compensating) past the stuck threshold, at the last saga sweep",
-            metrics.sagas_unsettled.clone(),
+            self.sagas_unsettled.clone(),
         );
         registry.register(
             "room_presence_expired",
             "Users removed after their heartbeat expired",
-            metrics.presence_expired.clone(),
+            self.presence_expired.clone(),
         );
         registry.register(
             "room_projection_failures",
             "Best-effort Redis projection writes that failed",
-            metrics.projection_failures.clone(),
+            self.projection_failures.clone(),
         );
-        metrics
     }
 
     /// Counts a forward that was not attempted (the lease named an address

@@ -61,6 +61,20 @@ impl Workers {
         self.abort.cancel();
         self.wait().await;
     }
+
+    /// Waits up to `grace` for the cancelled workers to stop, then aborts
+    /// those still running; false when some had to be aborted.
+    pub async fn stop_within(&self, grace: Duration) -> bool {
+        if tokio::time::timeout(grace, self.wait()).await.is_ok() {
+            return true;
+        }
+        tracing::warn!(
+            ?grace,
+            "workers did not stop within the grace period; aborting them"
+        );
+        self.abort().await;
+        false
+    }
 }
 
 /// Runs `tick` every `interval` (first after one interval) until `token` is cancelled.
