@@ -277,15 +277,34 @@ tencent_im:
 /// `tencent_im`, `consumer`, `http_listen`, trace export), given on top of
 /// [`CONSUMER_BASE`] through the environment with `prefix` (e.g. `NOTICE`).
 pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
-    let env = |name, key: &str, value: &str, names| {
-        ConfigCase::env(
-            name,
-            CONSUMER_BASE,
-            format!("{prefix}__{key}"),
-            value,
-            names,
-        )
-    };
+    broker_and_im_cases(prefix)
+        .into_iter()
+        .chain(service_cases(prefix))
+        .chain(trace_export_cases(CONSUMER_BASE, prefix))
+        .collect()
+}
+
+/// One consumer case: `value` for `key` in the environment with `prefix`.
+fn consumer_env_case(
+    prefix: &str,
+    name: &'static str,
+    key: &str,
+    value: &str,
+    names: &'static str,
+) -> ConfigCase {
+    ConfigCase::env(
+        name,
+        CONSUMER_BASE,
+        format!("{prefix}__{key}"),
+        value,
+        names,
+    )
+}
+
+/// The `rocketmq` and `tencent_im` cases of [`consumer_cases`].
+fn broker_and_im_cases(prefix: &str) -> Vec<ConfigCase> {
+    let env =
+        |name, key: &str, value: &str, names| consumer_env_case(prefix, name, key, value, names);
     vec![
         ConfigCase::file(
             "no broker address",
@@ -322,6 +341,14 @@ pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
             "fixed",
             "tencent_im.group_id_template",
         ),
+    ]
+}
+
+/// The listener, `consumer`, file, secret and transport cases of [`consumer_cases`].
+fn service_cases(prefix: &str) -> Vec<ConfigCase> {
+    let env =
+        |name, key: &str, value: &str, names| consumer_env_case(prefix, name, key, value, names);
+    vec![
         env(
             "listen address without port",
             "HTTP_LISTEN",
@@ -377,9 +404,6 @@ pub fn consumer_cases(prefix: &str) -> Vec<ConfigCase> {
             "consumer.client_properties.security.protocol may not be set",
         ),
     ]
-    .into_iter()
-    .chain(trace_export_cases(CONSUMER_BASE, prefix))
-    .collect()
 }
 
 /// Runs `--dump-config` of a consumer with the four secrets a consumer holds
