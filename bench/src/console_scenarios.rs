@@ -15,9 +15,9 @@
 use crate::fixtures::{self, BenchEnv};
 use crate::relay_scenarios::{create_topic, mq_config, worker};
 use crate::report::{Report, Row};
-use relay_engine::config::DirectConfig;
 use outbox_relay::console::{self, ConsoleConfig, history::History};
 use outbox_schema::names;
+use relay_engine::config::DirectConfig;
 use service_kit::{Secret, duration::ConfigDuration, time::now_ms};
 use sqlx::MySqlPool;
 use std::time::{Duration, Instant};
@@ -57,21 +57,7 @@ pub async fn console(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> 
     println!("console: {history} delivered rows + {backlog} backlog rows");
     let (pool, db) = fixtures::fresh_database(env).await?;
     let now = now_ms();
-    // MariaDB bounds recursive CTEs by this session variable.
-    let mut conn = pool.acquire().await?;
-    sqlx::query("SET SESSION max_recursive_iterations = 4294967295")
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query(HISTORY_SQL)
-        .bind(history as i64)
-        .bind(5_000_i64)
-        .bind(now)
-        .bind(now)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-    drop(conn);
+    fill_history(&pool, history, now).await?;
     let first_backlog = fixtures::newest_id(&pool).await? + 1;
     fixtures::prefill(&pool, rooms, backlog).await?;
     sqlx::query("ANALYZE TABLE room_outbox")
@@ -90,28 +76,7 @@ pub async fn console(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> 
         "/console/rooms?room_id=hist-room-7",
     ];
     for page in pages {
-        let mut times = Vec::with_capacity(REPEATS);
-        for _ in 0..REPEATS {
-            let started = Instant::now();
-            let status = get(&base, page).await?;
-            times.push(started.elapsed().as_secs_f64() * 1_000.0);
-            anyhow::ensure!(status == 200, "{page} answered {status}");
-        }
-        times.sort_by(f64::total_cmp);
-        report.add(Row {
-            scenario: format!("console page {page}"),
-            metric: "ms (median)".into(),
-            measured: times[times.len() / 2],
-            target: None,
-            baseline: None,
-            ratio: None,
-            pass: None,
-            note: format!(
-                "max {:.1} ms of {REPEATS}; {} rows in room_outbox",
-                times[times.len() - 1],
-                history + backlog
-            ),
-        });
+        report.add(page_row(&base, page, history + backlog).await?);
     }
 
     // Quiet, watched, quiet again: each drain after the first starts from a
@@ -281,4 +246,50 @@ async fn get(addr: &str, path: &str) -> anyhow::Result<u16> {
         .nth(1)
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("no HTTP status in {head:?}"))
+}
+
+/// `history` delivered rows in one recursive insert, all as of `now`.
+async fn fill_history(pool: &MySqlPool, history: usize, now: i64) -> anyhow::Result<()> {
+    // MariaDB bounds recursive CTEs by this session variable.
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET SESSION max_recursive_iterations = 4294967295")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(HISTORY_SQL)
+        .bind(history as i64)
+        .bind(5_000_i64)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    drop(conn);
+    Ok(())
+}
+
+/// The median of [`REPEATS`] loads of `page` (each must answer 200).
+async fn page_row(base: &str, page: &str, rows: usize) -> anyhow::Result<Row> {
+    let mut times = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        let started = Instant::now();
+        let status = get(base, page).await?;
+        times.push(started.elapsed().as_secs_f64() * 1_000.0);
+        anyhow::ensure!(status == 200, "{page} answered {status}");
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(Row {
+        scenario: format!("console page {page}"),
+        metric: "ms (median)".into(),
+        measured: times[times.len() / 2],
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: format!(
+            "max {:.1} ms of {REPEATS}; {} rows in room_outbox",
+            times[times.len() - 1],
+            rows
+        ),
+    })
 }

@@ -15,18 +15,18 @@ use crate::{
 };
 use fred::prelude::*;
 use hdrhistogram::Histogram;
-use relay_engine::{
-    Relay, RelaySettings,
-    config::{DirectConfig, OutboxWorkerConfig},
-    metrics::RelayMetrics,
-    publish::{MqPublisher, Publishers},
-};
 use outbox_schema::names;
 use rdkafka::{
     ClientConfig, Message,
     admin::{AdminClient, AdminOptions, NewTopic, TopicReplication},
     client::DefaultClientContext,
     consumer::{Consumer, StreamConsumer},
+};
+use relay_engine::{
+    Relay, RelaySettings,
+    config::{DirectConfig, OutboxWorkerConfig},
+    metrics::RelayMetrics,
+    publish::{MqPublisher, Publishers},
 };
 use service_kit::{duration::ConfigDuration, mq::MqConfig, time::now_ms};
 use sqlx::{MySqlPool, Row as _};
@@ -94,36 +94,7 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
     let sql_baseline = relay_baselines::raw_sql_claim_mark(env, rows, rooms).await?;
     let single_mark_ceiling = relay_baselines::raw_sql_single_mark(env, rows, rooms).await?;
     let lower = produce_baseline.min(sql_baseline);
-    report.add(Row {
-        scenario: "relay-drain baseline: raw produce".into(),
-        metric: "events/s".into(),
-        measured: produce_baseline,
-        target: None,
-        baseline: None,
-        ratio: None,
-        pass: None,
-        note: "rdkafka idempotent producer, same payloads, no DB".into(),
-    });
-    report.add(Row {
-        scenario: "relay-drain baseline: raw SQL".into(),
-        metric: "events/s".into(),
-        measured: sql_baseline,
-        target: None,
-        baseline: None,
-        ratio: None,
-        pass: None,
-        note: "claim+mark UPDATEs of the same rows, no broker".into(),
-    });
-    report.add(Row {
-        scenario: "relay-drain ceiling: raw SQL single fenced mark".into(),
-        metric: "events/s".into(),
-        measured: single_mark_ceiling,
-        target: None,
-        baseline: None,
-        ratio: None,
-        pass: None,
-        note: "scan + one lease-fenced UPDATE per batch of the same rows, no broker".into(),
-    });
+    baseline_rows(report, produce_baseline, sql_baseline, single_mark_ceiling);
     let mut curves = Vec::new();
     let (two_write, two_write_order, _) = drain_with(env, rows, rooms, 1, Path::TwoWrites).await?;
     report.add(Row {
@@ -164,28 +135,7 @@ pub async fn backlog_drain(env: &BenchEnv, report: &mut Report) -> anyhow::Resul
             ),
         });
         if relays == 1 {
-            let of_ceiling = rate / single_mark_ceiling;
-            let of_old = rate / two_write;
-            report.add(Row {
-                scenario: "relay-drain (1 relay) vs single-mark ceiling".into(),
-                metric: "ratio".into(),
-                measured: of_ceiling,
-                target: Some(">= 0.8x".into()),
-                baseline: Some(single_mark_ceiling),
-                ratio: Some(of_ceiling),
-                pass: Some(of_ceiling >= 0.8),
-                note: format!("{rate:.0} events/s of a {single_mark_ceiling:.0} events/s ceiling"),
-            });
-            report.add(Row {
-                scenario: "relay-drain (1 relay) vs two-write relay".into(),
-                metric: "ratio".into(),
-                measured: of_old,
-                target: Some(">= 1.6x".into()),
-                baseline: Some(two_write),
-                ratio: Some(of_old),
-                pass: Some(of_old >= 1.6),
-                note: format!("{rate:.0} events/s against {two_write:.0} events/s, same run"),
-            });
+            one_relay_rows(report, rate, single_mark_ceiling, two_write);
         }
     }
     curves.push(Series {
@@ -460,4 +410,65 @@ pub(crate) async fn wait_delivered(pool: &MySqlPool, event_id: &str) -> anyhow::
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// An informational row: no target, no baseline.
+fn info_row(scenario: &str, measured: f64, note: &str) -> Row {
+    Row {
+        scenario: scenario.into(),
+        metric: "events/s".into(),
+        measured,
+        target: None,
+        baseline: None,
+        ratio: None,
+        pass: None,
+        note: note.into(),
+    }
+}
+
+/// The drain's baselines: raw produce, raw SQL claim+mark, and the
+/// single-fenced-mark ceiling.
+fn baseline_rows(report: &mut Report, produce: f64, sql: f64, single_mark: f64) {
+    report.add(info_row(
+        "relay-drain baseline: raw produce",
+        produce,
+        "rdkafka idempotent producer, same payloads, no DB",
+    ));
+    report.add(info_row(
+        "relay-drain baseline: raw SQL",
+        sql,
+        "claim+mark UPDATEs of the same rows, no broker",
+    ));
+    report.add(info_row(
+        "relay-drain ceiling: raw SQL single fenced mark",
+        single_mark,
+        "scan + one lease-fenced UPDATE per batch of the same rows, no broker",
+    ));
+}
+
+/// One lease-fenced relay against the single-mark ceiling and the
+/// two-write relay of the same run.
+fn one_relay_rows(report: &mut Report, rate: f64, single_mark_ceiling: f64, two_write: f64) {
+    let of_ceiling = rate / single_mark_ceiling;
+    let of_old = rate / two_write;
+    report.add(Row {
+        scenario: "relay-drain (1 relay) vs single-mark ceiling".into(),
+        metric: "ratio".into(),
+        measured: of_ceiling,
+        target: Some(">= 0.8x".into()),
+        baseline: Some(single_mark_ceiling),
+        ratio: Some(of_ceiling),
+        pass: Some(of_ceiling >= 0.8),
+        note: format!("{rate:.0} events/s of a {single_mark_ceiling:.0} events/s ceiling"),
+    });
+    report.add(Row {
+        scenario: "relay-drain (1 relay) vs two-write relay".into(),
+        metric: "ratio".into(),
+        measured: of_old,
+        target: Some(">= 1.6x".into()),
+        baseline: Some(two_write),
+        ratio: Some(of_old),
+        pass: Some(of_old >= 1.6),
+        note: format!("{rate:.0} events/s against {two_write:.0} events/s, same run"),
+    });
 }
