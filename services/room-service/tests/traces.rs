@@ -80,10 +80,12 @@ impl Stack {
 
         // The engines the standalone relay and im-bridge run, composed here
         // the way their binaries compose them.
-        let mut worker = relay_engine::config::OutboxWorkerConfig::default();
-        worker.publish_mode = "mq".into();
-        worker.node_id = testkit::unique("relay-");
-        worker.poll_interval = service_kit::duration::ConfigDuration::from_millis(50);
+        let worker = relay_engine::config::OutboxWorkerConfig {
+            publish_mode: "mq".into(),
+            node_id: testkit::unique("relay-"),
+            poll_interval: service_kit::duration::ConfigDuration::from_millis(50),
+            ..Default::default()
+        };
         let mut registry = prometheus_client::registry::Registry::default();
         let relay = relay_engine::build_relay(
             harness.pool.clone(),
@@ -96,8 +98,10 @@ impl Stack {
 
         let mut bridge_mq = mq.clone();
         bridge_mq.room_outbox.tencent_im_consumer_group = testkit::unique("bridge-");
-        let mut consumer = consumer_runtime::ConsumerConfig::default();
-        consumer.initial_backoff = service_kit::duration::ConfigDuration::from_millis(50);
+        let consumer = consumer_runtime::ConsumerConfig {
+            initial_backoff: service_kit::duration::ConfigDuration::from_millis(50),
+            ..Default::default()
+        };
         let im_section = tencent_im::ImSection {
             enabled: true,
             base_url: im.base_url(),
