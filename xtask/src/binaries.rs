@@ -14,7 +14,7 @@
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// Directory cargo builds into.
 pub fn target_dir() -> PathBuf {
@@ -43,7 +43,7 @@ pub fn build_binaries(stop: &StopFlag) -> Result<Built, String> {
     crate::step(
         "building the binaries (cargo build --bins; dev profile and features shared with the tests)",
     );
-    let mut command = Command::new(infra::cargo());
+    let mut command = infra::cargo_command();
     command
         .args(BUILD_ARGS)
         .arg("--message-format=json-render-diagnostics")

@@ -134,7 +134,7 @@ pub fn ensure_broker_with(
 /// `cargo build` of the broker's workspace in `profile`, locked to its
 /// Cargo.lock (the dependency versions it was tested with).
 fn broker_build(profile: &str) -> Command {
-    let mut command = Command::new(cargo());
+    let mut command = cargo_command();
     command
         .args(["build", "--locked", "--profile", profile, "--manifest-path"])
         .arg(workspace_root().join(BROKER_MANIFEST))
@@ -199,6 +199,32 @@ fn log_tail(log: &Path) -> String {
 
 pub fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// A `cargo` command without the variables `cargo run` set for xtask itself
+/// (`CARGO_MANIFEST_DIR=…/xtask`, `CARGO_PKG_NAME=xtask`, …). Build scripts
+/// such as ring's declare `rerun-if-env-changed` on those names, and cargo
+/// compares them with its own environment: a build started from xtask would
+/// otherwise see them change against one started from a shell, and rebuild
+/// ring, rustls, sqlx, tonic and every crate above them each time.
+pub fn cargo_command() -> Command {
+    let mut command = Command::new(cargo());
+    for (key, _) in std::env::vars_os() {
+        if let Some(key) = key.to_str().filter(|key| set_by_cargo_run(key)) {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
+/// Whether `key` is one of the variables cargo sets for the program it runs.
+fn set_by_cargo_run(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            key,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+        )
 }
 
 /// A free loopback port (bound then released; the caller binds it next).
@@ -376,13 +402,38 @@ pub fn run_checked(command: &mut Command) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::beside;
+    use super::{beside, cargo_command, set_by_cargo_run};
     use std::sync::mpsc;
     use std::time::Duration;
 
     /// The broker build and the workspace build overlap: the background task
     /// only finishes once the foreground work has run, which a sequential
     /// run (background first) never lets happen.
+    #[test]
+    fn cargo_runs_without_the_variables_of_xtasks_own_run() {
+        for key in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
+            assert!(set_by_cargo_run(key), "{key}");
+        }
+        // What configures cargo itself stays.
+        for key in ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO"] {
+            assert!(!set_by_cargo_run(key), "{key}");
+        }
+        let command = cargo_command();
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(key, _)| key.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            removed.iter().all(|key| set_by_cargo_run(key)),
+            "{removed:?}"
+        );
+    }
+
     #[test]
     fn the_background_task_runs_while_the_work_does() {
         let (sender, receiver) = mpsc::channel();

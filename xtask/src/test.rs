@@ -69,7 +69,7 @@ fn test_command(
     picked_packages: bool,
     compile_only: bool,
 ) -> Command {
-    let mut command = Command::new(infra::cargo());
+    let mut command = infra::cargo_command();
     if nextest {
         command.args(["nextest", "run"]);
     } else {
