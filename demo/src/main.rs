@@ -10,6 +10,7 @@
 
 mod checks;
 mod im_messages;
+mod metrics_check;
 mod observe;
 mod report;
 mod script;
@@ -191,7 +192,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     heartbeats.abort();
     checks.push(wallet_check(&http, &args.fake_wallet, &driver).await);
     if !args.metrics.is_empty() {
-        checks.push(metrics_check(&http, &args.metrics).await);
+        checks.push(metrics_check::check(&http, &args.metrics).await);
     }
 
     if let Some(base) = &args.relay_admin {
@@ -304,51 +305,6 @@ async fn await_effects(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Scrapes each service's `/metrics` and checks the Prometheus text carries
-/// the metric that service must export after the session.
-async fn metrics_check(http: &reqwest::Client, targets: &[String]) -> checks::Check {
-    let mut missing = Vec::new();
-    let mut scraped = Vec::new();
-    for target in targets {
-        let mut parts = target.splitn(3, '=');
-        let (Some(name), Some(url), Some(metric)) = (parts.next(), parts.next(), parts.next())
-        else {
-            missing.push(format!("bad --metrics `{target}`"));
-            continue;
-        };
-        let body = match http.get(url).send().await {
-            Ok(response) if response.status().is_success() => {
-                response.text().await.unwrap_or_default()
-            }
-            Ok(response) => {
-                missing.push(format!("{name}: HTTP {}", response.status()));
-                continue;
-            }
-            Err(error) => {
-                missing.push(format!("{name}: {error}"));
-                continue;
-            }
-        };
-        let has_metric = body
-            .lines()
-            .any(|line| !line.starts_with('#') && line.starts_with(metric));
-        if has_metric {
-            scraped.push(format!("{name}:{metric}"));
-        } else {
-            missing.push(format!("{name}: no {metric}"));
-        }
-    }
-    checks::named(
-        "every service exports Prometheus metrics",
-        missing.is_empty(),
-        if missing.is_empty() {
-            scraped.join(", ")
-        } else {
-            missing.join("; ")
-        },
-    )
 }
 
 /// Waits until RoomCreated is published, so the session's lags measure a
