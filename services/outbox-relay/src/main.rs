@@ -213,6 +213,11 @@ async fn main() -> anyhow::Result<()> {
         // stdout is the command's output (a table, or JSON for a script).
         service_kit::telemetry::init_for_command("outbox-relay", &config.log)?;
     }
+    execute(command, config, json).await
+}
+
+/// Runs the relay, or one operator command with its report on stdout.
+async fn execute(command: Command, config: RelayServiceConfig, json: bool) -> anyhow::Result<()> {
     match command {
         Command::Run => {
             let shutdown = service_kit::shutdown::on_signal();
@@ -265,23 +270,7 @@ async fn main() -> anyhow::Result<()> {
             dry_run,
             force,
             who,
-        }) => {
-            let operator = if dry_run { None } else { Some(who.operator()?) };
-            let guard = ops::ReplayGuard {
-                max_age_ms: config.ops.replay_max_age_ms()?,
-                force,
-            };
-            let replay = ops::replay_dead_letters(
-                &pool(&config).await?,
-                &filter.into(),
-                dry_run,
-                operator.as_ref(),
-                who.reason.as_deref(),
-                guard,
-            )
-            .await?;
-            print_replay(json, dry_run, &replay)?;
-        }
+        }) => replay(&config, json, filter, dry_run, force, who).await?,
         Command::Console(ConsoleCommand::RevokeSessions) => {
             let generation = sessions::revoke_all(&pool(&config).await?).await?;
             if json {
@@ -290,29 +279,67 @@ async fn main() -> anyhow::Result<()> {
                 println!("every console session ended (session generation {generation})");
             }
         }
-        Command::OperatorHash { name } => {
-            let mut token = String::new();
-            std::io::stdin()
-                .read_line(&mut token)
-                .context("read the token from stdin")?;
-            println!(
-                "{}",
-                operators::hash_line(&name, token.trim_end_matches(['\r', '\n']))?
-            );
-        }
-        Command::Purge { retention, who } => {
-            let operator = who.operator()?;
-            let retention = match retention {
-                Some(text) => ops::parse_duration("--retention", &text)?,
-                None => config.outbox_worker.retention.as_millis(),
-            };
-            let pool = pool(&config).await?;
-            let report =
-                ops::purge_delivered(&pool, retention, &operator, who.reason.as_deref()).await?;
-            print(json, &report)?;
-        }
+        Command::OperatorHash { name } => operator_hash(&name)?,
+        Command::Purge { retention, who } => purge(&config, json, retention, who).await?,
     }
     Ok(())
+}
+
+/// `dead-letters replay`: a dry run lists, a real one re-queues (audited),
+/// refusing letters older than `ops.replay_max_age` unless forced.
+async fn replay(
+    config: &RelayServiceConfig,
+    json: bool,
+    filter: FilterArgs,
+    dry_run: bool,
+    force: bool,
+    who: WhoArgs,
+) -> anyhow::Result<()> {
+    let operator = if dry_run { None } else { Some(who.operator()?) };
+    let guard = ops::ReplayGuard {
+        max_age_ms: config.ops.replay_max_age_ms()?,
+        force,
+    };
+    let replay = ops::replay_dead_letters(
+        &pool(config).await?,
+        &filter.into(),
+        dry_run,
+        operator.as_ref(),
+        who.reason.as_deref(),
+        guard,
+    )
+    .await?;
+    print_replay(json, dry_run, &replay)
+}
+
+/// `operator-hash`: the `operators` line for `name`, the token read from stdin.
+fn operator_hash(name: &str) -> anyhow::Result<()> {
+    let mut token = String::new();
+    std::io::stdin()
+        .read_line(&mut token)
+        .context("read the token from stdin")?;
+    println!(
+        "{}",
+        operators::hash_line(name, token.trim_end_matches(['\r', '\n']))?
+    );
+    Ok(())
+}
+
+/// `purge`: delivered rows older than `--retention` (default the worker's).
+async fn purge(
+    config: &RelayServiceConfig,
+    json: bool,
+    retention: Option<String>,
+    who: WhoArgs,
+) -> anyhow::Result<()> {
+    let operator = who.operator()?;
+    let retention = match retention {
+        Some(text) => ops::parse_duration("--retention", &text)?,
+        None => config.outbox_worker.retention.as_millis(),
+    };
+    let pool = pool(config).await?;
+    let report = ops::purge_delivered(&pool, retention, &operator, who.reason.as_deref()).await?;
+    print(json, &report)
 }
 
 fn target_of(args: &TargetArgs) -> anyhow::Result<Target> {

@@ -5,7 +5,8 @@
 //! logged.
 
 use super::{
-    Console, auth, form, history, html, optional, pages, plain, redirect, replay_pages, secure,
+    Console, auth, form, history, html, optional, overview, pages, plain, redirect, replay_pages,
+    secure,
 };
 use crate::access::{Client, sessions};
 use crate::ops::{self, DeadLetterFilter, OperatorName, Target};
@@ -135,7 +136,7 @@ pub(super) async fn overview(
     let pool = &console.config.pool;
     let result = async {
         let status = ops::status(pool).await?;
-        let ages = pages::FailingAges {
+        let ages = overview::FailingAges {
             retryable_ms: ops::status::oldest_failing_age_ms(pool, "retryable").await?,
             failed_ms: ops::status::oldest_failing_age_ms(pool, "failed").await?,
         };
@@ -150,7 +151,7 @@ pub(super) async fn overview(
         .await?;
         let minutes = history::minutes(&console.config.history.samples());
         let lags = console.config.history.lags();
-        Ok::<_, crate::Error>(pages::overview(&pages::Overview {
+        Ok::<_, crate::Error>(overview::overview(&overview::Overview {
             status: &status,
             ages,
             minutes: &minutes,
@@ -166,7 +167,7 @@ pub(super) async fn overview(
             console.page(
                 &session,
                 "Overview",
-                Some(pages::OVERVIEW_REFRESH_SECS),
+                Some(overview::OVERVIEW_REFRESH_SECS),
                 &body,
             ),
         ),

@@ -20,6 +20,7 @@ pub mod auth;
 mod handlers;
 pub mod history;
 pub mod html;
+pub mod overview;
 pub mod pages;
 pub mod replay_pages;
 
