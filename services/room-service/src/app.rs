@@ -231,24 +231,27 @@ impl App {
         Ok(())
     }
 
+    /// The gRPC server, with the listener's TLS when `grpc_tls` is set.
+    fn server_builder(&self) -> Result<tonic::transport::Server, Error> {
+        let builder = tonic::transport::Server::builder();
+        let Some(tls) = self.grpc_tls.clone() else {
+            return Ok(builder);
+        };
+        builder
+            .tls_config(tls)
+            .map_err(|error| Error::Config(format!("grpc_tls: {error}")))
+    }
+
     /// Serves until `shutdown` is cancelled, then drains in order.
     pub async fn run(self, shutdown: CancellationToken) -> Result<ShutdownReport, Error> {
-        let steps = Arc::new(Mutex::new(Vec::new()));
+        let steps = Mutex::new(Vec::new());
         let step = |name: &'static str| {
             tracing::info!(step = name, "shutdown step");
-            steps
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner())
-                .push(name);
+            lock(&steps).push(name);
         };
         let grace = self.config.shutdown_grace.as_std();
         // Before the workers start, so no error can leave them running.
-        let mut builder = tonic::transport::Server::builder();
-        if let Some(tls) = self.grpc_tls.clone() {
-            builder = builder
-                .tls_config(tls)
-                .map_err(|error| Error::Config(format!("grpc_tls: {error}")))?;
-        }
+        let mut builder = self.server_builder()?;
         // Workers start before the gRPC server serves
         // (docs/design.md#lifecycle-start-up-and-drain-order).
         self.start_workers()?;
@@ -282,15 +285,7 @@ impl App {
             )))
             .serve_with_incoming_shutdown(incoming, grpc_stop.clone().cancelled_owned());
         let mut grpc_task = tokio::spawn(server);
-        // Not a worker: the key must stay held until the actors have
-        // released their leases, or other instances would take rooms over
-        // from under the drain.
-        let liveness_stop = CancellationToken::new();
-        let liveness_task = tokio::spawn(Arc::clone(&self.deps.liveness).run(
-            self.deps.redis.clone(),
-            self.deps.metrics.clone(),
-            liveness_stop.clone(),
-        ));
+        let (liveness_stop, liveness_task) = spawn_liveness(&self.deps);
 
         self.readiness.set_ready();
         tracing::info!(grpc = %self.grpc_addr, http = %self.http_addr, node_id = %self.config.node_id, "room-service ready");
@@ -339,11 +334,8 @@ impl App {
         let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
         step("http_stopped");
 
-        let steps = steps.lock().unwrap_or_else(|poison| poison.into_inner());
-        let report = ShutdownReport {
-            steps: steps.clone(),
-        };
-        served(grpc_result).map(|()| report)
+        let steps = lock(&steps).clone();
+        served(grpc_result).map(|()| ShutdownReport { steps })
     }
 }
 
@@ -441,4 +433,25 @@ fn served(
         Some(Err(error)) => Err(Error::Server(error.to_string())),
         _ => Ok(()),
     }
+}
+
+type Steps = Vec<&'static str>;
+
+/// The shutdown steps so far; a poisoned lock still holds them.
+fn lock(steps: &Mutex<Steps>) -> std::sync::MutexGuard<'_, Steps> {
+    steps.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// Renews this instance's liveness key until the returned token is
+/// cancelled. Not a worker: the key must stay held until the actors have
+/// released their leases, or other instances would take rooms over from
+/// under the drain.
+fn spawn_liveness(deps: &Deps) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(Arc::clone(&deps.liveness).run(
+        deps.redis.clone(),
+        deps.metrics.clone(),
+        stop.clone(),
+    ));
+    (stop, task)
 }
