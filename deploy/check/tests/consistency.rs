@@ -12,10 +12,7 @@ use deploy_check::{
     check_compose, check_dashboard, check_k8s, check_k8s_operations, check_runbooks, pod_env,
     source, yaml,
 };
-use outbox_schema::names::{
-    GROUP_ACTIVITY, GROUP_IM_BRIDGE, GROUP_NOTICE, GROUP_TREASURE_OPEN, TOPIC_ROOM_OUTBOX,
-    TOPIC_TREASURE_OPEN, dead_letter_topic,
-};
+use outbox_schema::groups::{self, TOPIC_ROOM_OUTBOX, TOPIC_TREASURE_OPEN};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -41,12 +38,22 @@ const SHARED: Instances<'static> = Instances {
     advertise: None,
 };
 
+/// The consumer groups `name` runs by outbox-schema's one list, with those of
+/// the consumer services it can host in-process (`embeds`).
+fn groups_of(name: &str, embeds: &[&str]) -> BTreeSet<String> {
+    std::iter::once(name)
+        .chain(embeds.iter().copied())
+        .flat_map(groups::run_by)
+        .map(|group| group.group.to_string())
+        .collect()
+}
+
 fn app(
     name: &str,
     env_prefix: &str,
     defaults: Value,
     grace_keys: &[&str],
-    groups: &[&str],
+    embeds: &[&str],
     instances: Instances<'_>,
 ) -> (String, Service) {
     let dir = root().join("services").join(name).join("configs");
@@ -64,7 +71,7 @@ fn app(
         config_files,
         docker_file: format!("{name}.docker.yaml"),
         grace_keys: grace_keys.iter().map(ToString::to_string).collect(),
-        consumer_groups: groups.iter().map(ToString::to_string).collect(),
+        consumer_groups: groups_of(name, embeds),
         instance_keys: instances.keys.iter().map(ToString::to_string).collect(),
         advertise: instances.advertise.map(|(key, listen_key)| Advertise {
             key: key.to_string(),
@@ -102,7 +109,8 @@ fn model() -> Model {
             "ROOM",
             json(serde_json::to_value(room_service::Config::default())),
             &["shutdown_grace"],
-            &[GROUP_TREASURE_OPEN, GROUP_IM_BRIDGE],
+            // Its treasure-open group, and im-bridge's when it hosts the bridge.
+            &["im-bridge"],
             // The node id and address go into room leases; the embedded
             // relay's node id into shard leases.
             Instances {
@@ -128,7 +136,7 @@ fn model() -> Model {
             "IM_BRIDGE",
             json(serde_json::to_value(im_bridge::config::Config::default())),
             &["consumer.shutdown_grace"],
-            &[GROUP_IM_BRIDGE],
+            &[],
             SHARED,
         ),
         app(
@@ -138,7 +146,7 @@ fn model() -> Model {
                 activity_consumer::config::Config::default(),
             )),
             &["consumer.shutdown_grace"],
-            &[GROUP_ACTIVITY],
+            &[],
             SHARED,
         ),
         app(
@@ -148,7 +156,7 @@ fn model() -> Model {
                 notice_consumer::config::Config::default(),
             )),
             &["consumer.shutdown_grace"],
-            &[GROUP_NOTICE],
+            &[],
             SHARED,
         ),
         fake("fake-wallet"),
@@ -189,14 +197,9 @@ fn model() -> Model {
             .iter()
             .map(ToString::to_string)
             .chain(
-                [
-                    GROUP_IM_BRIDGE,
-                    GROUP_ACTIVITY,
-                    GROUP_NOTICE,
-                    GROUP_TREASURE_OPEN,
-                ]
-                .iter()
-                .map(|group| dead_letter_topic(group)),
+                groups::ALL
+                    .iter()
+                    .map(|group| group.dead_letter_topic.to_string()),
             )
             .collect(),
     }
