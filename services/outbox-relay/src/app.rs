@@ -13,7 +13,7 @@ use crate::console::{
     history::{History, LagSources},
 };
 use crate::{Error, config::RelayServiceConfig, metrics::ConsoleMetrics};
-use outbox_schema::names;
+use outbox_schema::groups;
 use prometheus_client::registry::Registry;
 use relay_engine::{Relay, RelaySettings, build_relay_with, metrics::RelayMetrics};
 use service_kit::{
@@ -191,13 +191,19 @@ fn lag_sources(mq: &MqConfig) -> Result<LagSources, Error> {
 }
 
 /// The consumer groups of the room events topic, which record what they
-/// applied in `consumer_dedup`.
+/// applied in `consumer_dedup`: outbox-schema's list, with im-bridge's group
+/// as this deployment configures it.
 fn timeline_groups(mq: &MqConfig) -> Vec<String> {
-    vec![
-        mq.room_outbox.tencent_im_consumer_group.clone(),
-        names::GROUP_ACTIVITY.to_owned(),
-        names::GROUP_NOTICE.to_owned(),
-    ]
+    groups::CONSUMERS
+        .iter()
+        .map(|consumer| {
+            if *consumer == groups::IM_BRIDGE {
+                mq.room_outbox.tencent_im_consumer_group.clone()
+            } else {
+                consumer.group.to_owned()
+            }
+        })
+        .collect()
 }
 
 /// First wait between warm-up attempts; doubles up to [`WARM_UP_MAX_WAIT`].
