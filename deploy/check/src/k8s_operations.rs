@@ -222,6 +222,43 @@ fn labels_subset(selector: &Value, labels: &Value) -> bool {
     })
 }
 
+/// Each of a ServiceMonitor's endpoint `ports` on `service` reaches the
+/// container port `http` (where `/metrics` is served) of its `deployment`.
+fn check_scraped_port(
+    name: &str,
+    service: &Value,
+    deployment: &Value,
+    ports: &[String],
+) -> Vec<String> {
+    let service_name = name_of(service);
+    let mut problems = Vec::new();
+    let http_port = containers(deployment).iter().find_map(|container| {
+        container
+            .get("ports")?
+            .as_array()?
+            .iter()
+            .find(|port| port.get("name").and_then(Value::as_str) == Some("http"))?
+            .get("containerPort")?
+            .as_u64()
+    });
+    for port in ports {
+        let target = service
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|item| item.get("name").and_then(Value::as_str) == Some(port))
+            .and_then(|item| item.get("targetPort").or_else(|| item.get("port")))
+            .and_then(Value::as_u64);
+        if target.is_none() || target != http_port {
+            problems.push(format!(
+                "k8s: ServiceMonitor {name} scrapes port {port} of Service {service_name}, which does not reach /metrics (container port http {http_port:?})"
+            ));
+        }
+    }
+    problems
+}
+
 fn check_scraping(model: &Model, documents: &[Value], alerts: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let services = of_kind(documents, "Service");
@@ -273,30 +310,7 @@ fn check_scraping(model: &Model, documents: &[Value], alerts: &Value) -> Vec<Str
             }) else {
                 continue;
             };
-            let http_port = containers(deployment).iter().find_map(|container| {
-                container
-                    .get("ports")?
-                    .as_array()?
-                    .iter()
-                    .find(|port| port.get("name").and_then(Value::as_str) == Some("http"))?
-                    .get("containerPort")?
-                    .as_u64()
-            });
-            for port in &ports {
-                let target = service
-                    .pointer("/spec/ports")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .find(|item| item.get("name").and_then(Value::as_str) == Some(port))
-                    .and_then(|item| item.get("targetPort").or_else(|| item.get("port")))
-                    .and_then(Value::as_u64);
-                if target.is_none() || target != http_port {
-                    problems.push(format!(
-                        "k8s: ServiceMonitor {name} scrapes port {port} of Service {service_name}, which does not reach /metrics (container port http {http_port:?})"
-                    ));
-                }
-            }
+            problems.extend(check_scraped_port(&name, service, deployment, &ports));
             scraped
                 .entry(name_of(deployment))
                 .or_default()

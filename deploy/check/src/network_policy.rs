@@ -65,30 +65,7 @@ pub(crate) fn check(
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        for rule in &rules {
-            for peer in rule
-                .get("from")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let same_namespace =
-                    peer.get("namespaceSelector").is_none() && peer.get("ipBlock").is_none();
-                if let Some(target) = peer
-                    .pointer("/podSelector/matchLabels")
-                    .and_then(|labels| labels.get(NAME_LABEL))
-                    .and_then(Value::as_str)
-                    && same_namespace
-                    && !deployments.values().any(|deployment| {
-                        deployment.namespace == namespace && deployment.pod_name == target
-                    })
-                {
-                    problems.push(format!(
-                        "k8s: NetworkPolicy {name} admits pods labelled {target}, which no Deployment in {namespace} runs"
-                    ));
-                }
-            }
-        }
+        problems.extend(check_peers(&name, &namespace, &rules, deployments));
         // Without policyTypes, a policy is an ingress policy (and also an
         // egress one when it has egress rules).
         let ingress = match spec.get("policyTypes").and_then(Value::as_array) {
@@ -100,52 +77,7 @@ pub(crate) fn check(
         }
         for (deployment_name, deployment) in selected {
             guarded.insert(deployment_name.clone());
-            for rule in &rules {
-                for port in rule
-                    .get("ports")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let number = port_number(port, deployment);
-                    if !number.is_some_and(|number| deployment.ports.contains(&number)) {
-                        problems.push(format!(
-                            "k8s: NetworkPolicy {name} admits port {} of {deployment_name}, which is not one of its ports {:?}",
-                            port.get("port").map(Value::to_string).unwrap_or_default(),
-                            deployment.ports
-                        ));
-                    }
-                }
-            }
-            for port in &deployment.ports {
-                if !rules
-                    .iter()
-                    .any(|rule| admits_port(rule, *port, deployment))
-                {
-                    problems.push(format!(
-                        "k8s: NetworkPolicy {name} admits nobody to {deployment_name} port {port}"
-                    ));
-                }
-            }
-            for port in restricted_ports(deployment) {
-                if rules
-                    .iter()
-                    .any(|rule| admits_port(rule, port, deployment) && admits_anyone(rule))
-                {
-                    problems.push(format!(
-                        "k8s: NetworkPolicy {name} admits anyone to {deployment_name} port {port}, whose callers must be named"
-                    ));
-                }
-            }
-            if let Some(peer) = deployment.peer_port
-                && !rules.iter().any(|rule| {
-                    admits_port(rule, peer, deployment) && admits_own_pods(rule, deployment)
-                })
-            {
-                problems.push(format!(
-                    "k8s: NetworkPolicy {name} does not admit {deployment_name}'s own pods to port {peer}: an instance could not forward a call to the instance holding the room"
-                ));
-            }
+            problems.extend(check_admitted(&name, deployment_name, deployment, &rules));
         }
     }
     for (name, deployment) in deployments {
@@ -161,6 +93,100 @@ pub(crate) fn check(
                 "k8s: Deployment {name} has no NetworkPolicy: port {port}, whose callers must be named, is open to every pod in the cluster"
             ));
         }
+    }
+    problems
+}
+
+/// Same-namespace pod selectors in `rules` name a Deployment that exists.
+fn check_peers(
+    name: &str,
+    namespace: &str,
+    rules: &[Value],
+    deployments: &BTreeMap<String, Deployment>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for rule in rules {
+        for peer in rule
+            .get("from")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let same_namespace =
+                peer.get("namespaceSelector").is_none() && peer.get("ipBlock").is_none();
+            if let Some(target) = peer
+                .pointer("/podSelector/matchLabels")
+                .and_then(|labels| labels.get(NAME_LABEL))
+                .and_then(Value::as_str)
+                && same_namespace
+                && !deployments.values().any(|deployment| {
+                    deployment.namespace == namespace && deployment.pod_name == target
+                })
+            {
+                problems.push(format!(
+                    "k8s: NetworkPolicy {name} admits pods labelled {target}, which no Deployment in {namespace} runs"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// What an ingress policy's `rules` admit to one `deployment` it selects:
+/// only its own ports, every port from somewhere, restricted ports from
+/// named callers only, the peer port from its own pods.
+fn check_admitted(
+    name: &str,
+    deployment_name: &str,
+    deployment: &Deployment,
+    rules: &[Value],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for rule in rules {
+        for port in rule
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let number = port_number(port, deployment);
+            if !number.is_some_and(|number| deployment.ports.contains(&number)) {
+                problems.push(format!(
+                    "k8s: NetworkPolicy {name} admits port {} of {deployment_name}, which is not one of its ports {:?}",
+                    port.get("port").map(Value::to_string).unwrap_or_default(),
+                    deployment.ports
+                ));
+            }
+        }
+    }
+    for port in &deployment.ports {
+        if !rules
+            .iter()
+            .any(|rule| admits_port(rule, *port, deployment))
+        {
+            problems.push(format!(
+                "k8s: NetworkPolicy {name} admits nobody to {deployment_name} port {port}"
+            ));
+        }
+    }
+    for port in restricted_ports(deployment) {
+        if rules
+            .iter()
+            .any(|rule| admits_port(rule, port, deployment) && admits_anyone(rule))
+        {
+            problems.push(format!(
+                "k8s: NetworkPolicy {name} admits anyone to {deployment_name} port {port}, whose callers must be named"
+            ));
+        }
+    }
+    if let Some(peer) = deployment.peer_port
+        && !rules
+            .iter()
+            .any(|rule| admits_port(rule, peer, deployment) && admits_own_pods(rule, deployment))
+    {
+        problems.push(format!(
+            "k8s: NetworkPolicy {name} does not admit {deployment_name}'s own pods to port {peer}: an instance could not forward a call to the instance holding the room"
+        ));
     }
     problems
 }

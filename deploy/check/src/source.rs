@@ -76,7 +76,8 @@ pub enum MetricKind {
 }
 
 /// The `registry.register("name", "help", metrics.field.clone())` calls of one
-/// source file, with each metric's kind taken from the field's declared type.
+/// source file (`self.field` inside the metrics type's own methods), with each
+/// metric's kind taken from the field's declared type.
 pub fn registered_metrics(source: &str) -> Result<Vec<(String, MetricKind)>, String> {
     let mut out = Vec::new();
     for (index, _) in source.match_indices("registry.register(") {
@@ -88,9 +89,14 @@ pub fn registered_metrics(source: &str) -> Result<Vec<(String, MetricKind)>, Str
         let field = args
             .get(2)
             .map(|arg| arg.trim())
-            .and_then(|arg| arg.strip_prefix("metrics."))
+            .and_then(|arg| {
+                arg.strip_prefix("metrics.")
+                    .or_else(|| arg.strip_prefix("self."))
+            })
             .and_then(|arg| arg.split('.').next())
-            .ok_or_else(|| format!("metric {name}: third argument is not `metrics.<field>`"))?;
+            .ok_or_else(|| {
+                format!("metric {name}: third argument is not `metrics.<field>` or `self.<field>`")
+            })?;
         let declared = field_type(source, field)
             .ok_or_else(|| format!("metric {name}: no declaration of field `{field}`"))?;
         let kind = if declared.contains("Histogram") {
@@ -333,7 +339,7 @@ mod tests {
                 "help",
                 metrics.b.clone(),
             );
-            registry.register("x_pending_total", "help", metrics.c.clone());
+            registry.register("x_pending_total", "help", self.c.clone());
         "#;
         let mut names = BTreeSet::new();
         for (name, kind) in registered_metrics(source).unwrap() {
