@@ -1,10 +1,11 @@
-//! HTML building blocks of the console: escaping, the page frame with its
-//! navigation, tables and forms. Every value that reaches a page goes
-//! through [`escape`] (room ids, payloads, errors and operator names are
-//! hostile input), so markup is only ever the literals written here. The
+//! HTML building blocks of the console: the page frame with its navigation,
+//! tables and forms, written with `maud`, which escapes every value it is
+//! given (room ids, payloads, errors and operator names are hostile input),
+//! so markup is only ever the literals written in the templates. The
 //! frame carries no script; the stylesheet is served from the console's own
 //! path, which the Content-Security-Policy ([`CSP`]) allows and nothing else.
 
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use std::fmt::Write as _;
 
 /// The console's Content-Security-Policy: nothing from elsewhere, no script
@@ -23,23 +24,6 @@ th{background:#eef}pre{background:#f6f6f6;padding:6px;max-width:900px;overflow:a
 form.inline{display:inline-block;margin:2px 8px 2px 0;padding:4px;border:1px solid #ddd}\
 input{margin:2px}.bar{color:#23395d}";
 
-/// `text` with the five HTML-significant characters replaced, safe inside
-/// element content and quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 /// `text` percent-encoded for a query-string value (only unreserved
 /// characters stay), so a hostile id cannot add parameters to a link.
 pub fn query_value(text: &str) -> String {
@@ -54,83 +38,91 @@ pub fn query_value(text: &str) -> String {
     out
 }
 
-/// The link to a room's timeline page, escaped.
-pub fn room_link(room_id: &str) -> String {
-    format!(
-        "<a href=\"/console/rooms?room_id={}\">{}</a>",
-        escape(&query_value(room_id)),
-        escape(room_id)
-    )
+/// The link to a room's timeline page.
+pub fn room_link(room_id: &str) -> Markup {
+    html! { a href={ "/console/rooms?room_id=" (query_value(room_id)) } { (room_id) } }
 }
 
 /// A whole page: title, navigation (with the session's role and a logout
 /// form carrying `csrf`), optional self-refresh in seconds, and `body`
-/// (already HTML).
+/// (markup the console's pages rendered, every value in it escaped there).
 pub fn page(title: &str, role: &str, csrf: &str, refresh_secs: Option<u32>, body: &str) -> String {
-    let refresh = refresh_secs
-        .map(|secs| format!("<meta http-equiv=\"refresh\" content=\"{secs}\">"))
-        .unwrap_or_default();
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
-         <title>{title} · outbox relay</title><link rel=\"stylesheet\" href=\"/console/style.css\"></head>\
-         <body><nav><a href=\"/console\">Overview</a><a href=\"/console/stuck\">Stuck rooms</a>\
-         <a href=\"/console/dead-letters\">Dead letters</a><a href=\"/console/audit\">Audit</a>\
-         <a href=\"/console/rooms\">Room timeline</a>\
-         <form method=\"post\" action=\"/console/logout\">{hidden}<span class=\"muted\" id=\"role\">{role}</span> \
-         <button type=\"submit\">Log out</button></form></nav><main><h1>{title}</h1>{body}</main></body></html>",
-        title = escape(title),
-        role = escape(role),
-        hidden = hidden("csrf", csrf),
-    )
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                @if let Some(secs) = refresh_secs { meta http-equiv="refresh" content=(secs); }
+                title { (title) " · outbox relay" }
+                link rel="stylesheet" href="/console/style.css";
+            }
+            body {
+                nav {
+                    a href="/console" { "Overview" }
+                    a href="/console/stuck" { "Stuck rooms" }
+                    a href="/console/dead-letters" { "Dead letters" }
+                    a href="/console/audit" { "Audit" }
+                    a href="/console/rooms" { "Room timeline" }
+                    form method="post" action="/console/logout" {
+                        (hidden("csrf", csrf))
+                        span class="muted" id="role" { (role) }
+                        " "
+                        button type="submit" { "Log out" }
+                    }
+                }
+                main { h1 { (title) } (PreEscaped(body)) }
+            }
+        }
+    }
+    .into_string()
 }
 
 /// The login page (no session yet): a password field, posted, never in a URL.
 pub fn login_page(message: Option<&str>) -> String {
-    let message = message
-        .map(|text| format!("<p class=\"err\" id=\"login-error\">{}</p>", escape(text)))
-        .unwrap_or_default();
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Log in · outbox relay</title>\
-         <link rel=\"stylesheet\" href=\"/console/style.css\"></head><body><main><h1>Outbox relay console</h1>{message}\
-         <form method=\"post\" action=\"/console/login\"><label>Admin token \
-         <input type=\"password\" name=\"token\" id=\"token\" autocomplete=\"current-password\" required></label> \
-         <button type=\"submit\" id=\"login\">Log in</button></form></main></body></html>"
-    )
-}
-
-/// A hidden form field, escaped.
-pub fn hidden(name: &str, value: &str) -> String {
-    format!(
-        "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-        escape(name),
-        escape(value)
-    )
-}
-
-/// A table with `headers` and rows of cells that are already HTML (escape
-/// plain values with [`escape`] first); `id` names it for tests and links.
-pub fn table(id: &str, headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut out = format!("<table id=\"{}\"><tr>", escape(id));
-    for header in headers {
-        let _ = write!(out, "<th>{}</th>", escape(header));
-    }
-    out.push_str("</tr>");
-    for row in rows {
-        out.push_str("<tr>");
-        for cell in row {
-            let _ = write!(out, "<td>{cell}</td>");
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "Log in · outbox relay" }
+                link rel="stylesheet" href="/console/style.css";
+            }
+            body {
+                main {
+                    h1 { "Outbox relay console" }
+                    @if let Some(text) = message { p class="err" id="login-error" { (text) } }
+                    form method="post" action="/console/login" {
+                        label {
+                            "Admin token "
+                            input type="password" name="token" id="token"
+                                autocomplete="current-password" required;
+                        }
+                        " "
+                        button type="submit" id="login" { "Log in" }
+                    }
+                }
+            }
         }
-        out.push_str("</tr>");
     }
-    if rows.is_empty() {
-        let _ = write!(
-            out,
-            "<tr><td colspan=\"{}\" class=\"muted\">none</td></tr>",
-            headers.len().max(1)
-        );
+    .into_string()
+}
+
+/// A hidden form field.
+pub fn hidden(name: &str, value: &str) -> Markup {
+    html! { input type="hidden" name=(name) value=(value); }
+}
+
+/// A table with `headers` and rows of cells; `id` names it for tests and links.
+pub fn table(id: &str, headers: &[&str], rows: &[Vec<Markup>]) -> Markup {
+    html! {
+        table id=(id) {
+            tr { @for header in headers { th { (header) } } }
+            @for row in rows { tr { @for cell in row { td { (cell) } } } }
+            @if rows.is_empty() {
+                tr { td colspan=(headers.len().max(1)) class="muted" { "none" } }
+            }
+        }
     }
-    out.push_str("</table>");
-    out
 }
 
 /// A duration in ms as people read it: `850 ms`, `12.3 s`, `4 min`, `2.5 h`.
@@ -166,12 +158,17 @@ mod tests {
     #[test]
     fn escaping_leaves_no_markup() {
         let hostile = "<script>alert('x')</script>\"&";
-        let escaped = escape(hostile);
+        let escaped = html! { (hostile) }.into_string();
         assert_eq!(
             escaped,
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;"
+            "&lt;script&gt;alert('x')&lt;/script&gt;&quot;&amp;"
         );
-        assert!(!room_link(hostile).contains("<script>"));
+        assert!(!room_link(hostile).into_string().contains("<script>"));
+        let field = hidden("csrf", "\"><script>").into_string();
+        assert_eq!(
+            field,
+            "<input type=\"hidden\" name=\"csrf\" value=\"&quot;&gt;&lt;script&gt;\">"
+        );
         assert_eq!(query_value("a b&c=d"), "a%20b%26c%3Dd");
     }
 

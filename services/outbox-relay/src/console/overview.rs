@@ -1,13 +1,13 @@
 //! The console's overview page as HTML: row counts and ages, publishes per
 //! minute, relay instances and shard leases, consumer lag, the oldest dead
 //! letters. A pure function of the reports the `ops` functions and the
-//! console's history return; every value goes through `html::escape`.
+//! console's history return, written with `maud`, which escapes every value.
 
 use super::history::{GroupLag, Minute};
-use super::html::{age, escape, table, utc};
+use super::html::{age, table, utc};
 use super::pages::dead_letter_table;
 use crate::ops::{DeadLetter, LeaseReport, StatusReport};
-use std::fmt::Write as _;
+use maud::{Markup, html};
 
 /// Seconds between the overview's self-refreshes.
 pub const OVERVIEW_REFRESH_SECS: u32 = 10;
@@ -40,57 +40,49 @@ pub struct Overview<'a> {
 
 /// The overview page's body.
 pub fn overview(view: &Overview<'_>) -> String {
-    let mut out = outbox_section(view);
-    out.push_str(&publishing_section(view.minutes));
-    out.push_str(&leases_section(view.leases));
-    out.push_str(&lag_section(view.lags));
-    out.push_str("<h2>Dead letters (oldest)</h2>");
-    out.push_str(&dead_letter_table(
-        "overview-dead-letters",
-        view.dead_letters,
-    ));
-    out.push_str("<p><a href=\"/console/dead-letters\">All dead letters</a></p>");
-    out
+    html! {
+        (outbox_section(view))
+        (publishing_section(view.minutes))
+        (leases_section(view.leases))
+        (lag_section(view.lags))
+        h2 { "Dead letters (oldest)" }
+        (dead_letter_table("overview-dead-letters", view.dead_letters))
+        p { a href="/console/dead-letters" { "All dead letters" } }
+    }
+    .into_string()
 }
 
 /// The overview's row counts and the oldest pending chain row.
-fn outbox_section(view: &Overview<'_>) -> String {
+fn outbox_section(view: &Overview<'_>) -> Markup {
     let status = view.status;
-    let mut out = String::from("<h2>Outbox</h2>");
-
-    out.push_str(&table(
-        "outbox",
-        &["Rows", "Count", "Oldest"],
-        &[
-            vec![
-                "open (pending, delivering, retryable)".into(),
-                status.open.to_string(),
-                age(status.oldest_pending_age_ms),
-            ],
-            vec![
-                "retryable".into(),
-                status.retryable.to_string(),
-                age(view.ages.retryable_ms),
-            ],
-            vec![
-                "failed (dead letters)".into(),
-                status.failed.to_string(),
-                age(view.ages.failed_ms),
-            ],
-        ],
-    ));
-    let _ = write!(
-        out,
-        "<p>Oldest pending chain row: <b id=\"oldest-pending\">{}</b>. Delivered rows are history and not counted.</p>",
-        age(status.oldest_pending_age_ms)
-    );
-    out
+    let row = |label: &str, count: i64, oldest_ms: i64| {
+        vec![
+            html! { (label) },
+            html! { (count) },
+            html! { (age(oldest_ms)) },
+        ]
+    };
+    let rows = [
+        row(
+            "open (pending, delivering, retryable)",
+            status.open,
+            status.oldest_pending_age_ms,
+        ),
+        row("retryable", status.retryable, view.ages.retryable_ms),
+        row("failed (dead letters)", status.failed, view.ages.failed_ms),
+    ];
+    html! {
+        h2 { "Outbox" }
+        (table("outbox", &["Rows", "Count", "Oldest"], &rows))
+        p {
+            "Oldest pending chain row: " b id="oldest-pending" { (age(status.oldest_pending_age_ms)) }
+            ". Delivered rows are history and not counted."
+        }
+    }
 }
 
 /// The overview's publishes per minute of this relay instance.
-fn publishing_section(minutes: &[Minute]) -> String {
-    let mut out = String::new();
-    out.push_str("<h2>Publishing, last 15 minutes (this relay instance)</h2>");
+fn publishing_section(minutes: &[Minute]) -> Markup {
     let total: u64 = minutes.iter().map(|minute| minute.published).sum();
     let peak = minutes
         .iter()
@@ -98,105 +90,104 @@ fn publishing_section(minutes: &[Minute]) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    let rows: Vec<Vec<String>> = minutes
+    let rows: Vec<Vec<Markup>> = minutes
         .iter()
         .map(|minute| {
             let bar = "█".repeat(usize::try_from(minute.published * 40 / peak).unwrap_or(0));
             vec![
-                utc(minute.until_ms),
-                minute.published.to_string(),
-                format!("{:.1}", minute.published as f64 / 60.0),
-                minute
-                    .mean_lag_seconds
-                    .map_or_else(|| "—".into(), |lag| age((lag * 1_000.0) as i64)),
-                format!("<span class=\"bar\">{bar}</span>"),
+                html! { (utc(minute.until_ms)) },
+                html! { (minute.published) },
+                html! { (format!("{:.1}", minute.published as f64 / 60.0)) },
+                html! {
+                    @match minute.mean_lag_seconds {
+                        Some(lag) => (age((lag * 1_000.0) as i64)),
+                        None => "—",
+                    }
+                },
+                html! { span class="bar" { (bar) } },
             ]
         })
         .collect();
-    let _ = write!(out, "<p>Published: <b id=\"published-15m\">{total}</b></p>");
-    out.push_str(&table(
-        "publish-rate",
-        &[
-            "Minute until",
-            "Published",
-            "Per second",
-            "Mean commit→publish lag",
-            "",
-        ],
-        &rows,
-    ));
-    out
+    let headers = [
+        "Minute until",
+        "Published",
+        "Per second",
+        "Mean commit→publish lag",
+        "",
+    ];
+    html! {
+        h2 { "Publishing, last 15 minutes (this relay instance)" }
+        p { "Published: " b id="published-15m" { (total) } }
+        (table("publish-rate", &headers, &rows))
+    }
 }
 
 /// The overview's relay instances and shard coverage.
-fn leases_section(leases: &LeaseReport) -> String {
-    let mut out = String::new();
-    out.push_str("<h2>Relays and shard leases</h2>");
-    let instances: Vec<Vec<String>> = leases
+fn leases_section(leases: &LeaseReport) -> Markup {
+    let instances: Vec<Vec<Markup>> = leases
         .instances
         .iter()
         .map(|instance| {
             vec![
-                escape(&instance.instance_id),
-                age(instance.heartbeat_age_ms),
-                instance.live_shards.to_string(),
-                utc(instance.started_at_ms),
+                html! { (instance.instance_id) },
+                html! { (age(instance.heartbeat_age_ms)) },
+                html! { (instance.live_shards) },
+                html! { (utc(instance.started_at_ms)) },
             ]
         })
         .collect();
-    out.push_str(&table(
-        "relays",
-        &["Instance", "Heartbeat age", "Live shards", "Started"],
-        &instances,
-    ));
-    let _ = write!(
-        out,
-        "<p>Shards without a live lease: <b id=\"uncovered\">{}</b> of {}</p>",
-        leases.uncovered_shards.len(),
-        leases.shards.len()
-    );
-    out
+    html! {
+        h2 { "Relays and shard leases" }
+        (table("relays", &["Instance", "Heartbeat age", "Live shards", "Started"], &instances))
+        p {
+            "Shards without a live lease: " b id="uncovered" { (leases.uncovered_shards.len()) }
+            " of " (leases.shards.len())
+        }
+    }
 }
 
 /// The overview's consumer lag per group and partition, as last read.
-fn lag_section(lags: Option<&[GroupLag]>) -> String {
-    let mut out = String::new();
-    out.push_str("<h2>Consumer groups (lag from the broker)</h2>");
-    match lags {
-        None => out.push_str("<p class=\"muted\">No broker configured (publish_mode direct).</p>"),
-        Some([]) => out.push_str("<p class=\"muted\">Not read yet (every 30 s).</p>"),
-        Some(lags) => {
-            let mut rows = Vec::new();
-            for lag in lags {
-                match &lag.partitions {
-                    Err(error) => rows.push(vec![
-                        escape(&lag.group),
-                        escape(&lag.topic),
-                        "—".into(),
-                        format!("<span class=\"err\">{}</span>", escape(error)),
-                        "".into(),
-                        utc(lag.read_at_ms),
-                    ]),
-                    Ok(partitions) => rows.extend(partitions.iter().map(|partition| {
-                        vec![
-                            escape(&lag.group),
-                            escape(&lag.topic),
-                            partition.partition.to_string(),
-                            partition.lag().to_string(),
-                            partition
-                                .committed
-                                .map_or_else(|| "none".into(), |offset| offset.to_string()),
-                            utc(lag.read_at_ms),
-                        ]
-                    })),
-                }
-            }
-            out.push_str(&table(
-                "consumer-lag",
-                &["Group", "Topic", "Partition", "Lag", "Committed", "Read at"],
-                &rows,
-            ));
+fn lag_section(lags: Option<&[GroupLag]>) -> Markup {
+    html! {
+        h2 { "Consumer groups (lag from the broker)" }
+        @match lags {
+            None => p class="muted" { "No broker configured (publish_mode direct)." },
+            Some([]) => p class="muted" { "Not read yet (every 30 s)." },
+            Some(lags) => (lag_table(lags)),
         }
     }
-    out
+}
+
+/// One row per partition of each group, or the group's read error.
+fn lag_table(lags: &[GroupLag]) -> Markup {
+    let mut rows = Vec::new();
+    for lag in lags {
+        match &lag.partitions {
+            Err(error) => rows.push(vec![
+                html! { (lag.group) },
+                html! { (lag.topic) },
+                html! { "—" },
+                html! { span class="err" { (error) } },
+                html! {},
+                html! { (utc(lag.read_at_ms)) },
+            ]),
+            Ok(partitions) => rows.extend(partitions.iter().map(|partition| {
+                vec![
+                    html! { (lag.group) },
+                    html! { (lag.topic) },
+                    html! { (partition.partition) },
+                    html! { (partition.lag()) },
+                    html! {
+                        @match partition.committed {
+                            Some(offset) => (offset),
+                            None => "none",
+                        }
+                    },
+                    html! { (utc(lag.read_at_ms)) },
+                ]
+            })),
+        }
+    }
+    let headers = ["Group", "Topic", "Partition", "Lag", "Committed", "Read at"];
+    table("consumer-lag", &headers, &rows)
 }

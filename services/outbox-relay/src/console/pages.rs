@@ -1,12 +1,12 @@
 //! The console's pages as HTML, from the reports the `ops` functions return
 //! (the same data the CLI prints): stuck rooms, dead letters (the overview:
 //! `overview`; their replay: `replay_pages`), the audit trail and a room's timeline. Pure functions of
-//! their input; every value goes through `html::escape`.
+//! their input, written with `maud`, which escapes every value.
 
-use super::html::{age, escape, hidden, query_value, room_link, table, utc};
+use super::html::{age, hidden, query_value, room_link, table, utc};
 use crate::ops::timeline::Timeline;
 use crate::ops::{AuditRecord, DeadLetter, Intervention, RowView};
-use std::fmt::Write as _;
+use maud::{Markup, html};
 
 /// The dead-letter filter as the forms carry it (empty = any).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
@@ -26,17 +26,15 @@ pub struct FilterForm {
 
 impl FilterForm {
     /// The filter as hidden fields of a form.
-    pub fn hidden_fields(&self) -> String {
-        [
+    pub fn hidden_fields(&self) -> Markup {
+        let fields = [
             ("room_id", &self.room_id),
             ("event_type", &self.event_type),
             ("since", &self.since),
             ("until_ms", &self.until_ms),
             ("limit", &self.limit),
-        ]
-        .iter()
-        .map(|(name, value)| hidden(name, value))
-        .collect()
+        ];
+        html! { @for (name, value) in fields { (hidden(name, value)) } }
     }
 
     fn query(&self) -> String {
@@ -49,18 +47,19 @@ impl FilterForm {
     }
 }
 
-pub(super) fn dead_letter_table(id: &str, letters: &[DeadLetter]) -> String {
-    let rows: Vec<Vec<String>> = letters
+/// A table of dead letters; `id` names it.
+pub(super) fn dead_letter_table(id: &str, letters: &[DeadLetter]) -> Markup {
+    let rows: Vec<Vec<Markup>> = letters
         .iter()
         .map(|letter| {
             vec![
-                letter.id.to_string(),
+                html! { (letter.id) },
                 room_link(&letter.room_id),
-                escape(&letter.event_type),
-                escape(&letter.event_id),
-                letter.retry_count.to_string(),
-                escape(&letter.last_error),
-                utc(letter.created_at_ms),
+                html! { (letter.event_type) },
+                html! { (letter.event_id) },
+                html! { (letter.retry_count) },
+                html! { (letter.last_error) },
+                html! { (utc(letter.created_at_ms)) },
             ]
         })
         .collect();
@@ -96,64 +95,62 @@ pub fn stuck(
     read_only: bool,
     operator: Option<&str>,
 ) -> String {
-    let mut out = String::from(
-        "<p>Rooms whose head is <code>retryable</code>: nothing of the room is published before it. \
-         A failed head is a dead letter and no longer holds its room: see Dead letters.</p>",
-    );
-    if heads.is_empty() {
-        out.push_str("<p id=\"no-stuck\" class=\"ok\">No room is stuck.</p>");
-    }
-    for head in heads {
-        let row = head.row;
-        let _ = write!(
-            out,
-            "<section class=\"stuck\" data-room=\"{room_attr}\"><h2>Room {room}</h2>",
-            room_attr = escape(&row.room_id),
-            room = room_link(&row.room_id)
-        );
-        out.push_str(&table(
-            "head",
-            &[
-                "Event",
-                "Type",
-                "Seq",
-                "Attempts",
-                "Next retry",
-                "Last error",
-                "Committed",
-            ],
-            &[vec![
-                escape(&row.event_id),
-                escape(&row.event_type),
-                row.room_event_seq.to_string(),
-                row.attempts.to_string(),
-                format!("{} (in {})", utc(row.next_retry_at_ms), age(row.due_in_ms)),
-                format!("<span class=\"err\">{}</span>", escape(&row.last_error)),
-                utc(row.created_at_ms),
-            ]],
-        ));
-        let _ = write!(out, "<pre class=\"payload\">{}</pre>", escape(&head.json));
-        if read_only {
-            out.push_str("<p class=\"muted\">Read-only session: no actions.</p>");
-        } else {
-            out.push_str(&action_form(
-                "/console/stuck/retry-now",
-                "Retry now",
-                &row.room_id,
-                (csrf, operator),
-                false,
-            ));
-            out.push_str(&action_form(
-                "/console/stuck/skip",
-                "Skip",
-                &row.room_id,
-                (csrf, operator),
-                true,
-            ));
+    html! {
+        p {
+            "Rooms whose head is " code { "retryable" } ": nothing of the room is published before it. \
+             A failed head is a dead letter and no longer holds its room: see Dead letters."
         }
-        out.push_str("</section>");
+        @if heads.is_empty() { p id="no-stuck" class="ok" { "No room is stuck." } }
+        @for head in heads { (stuck_head(head, csrf, read_only, operator)) }
     }
-    out
+    .into_string()
+}
+
+/// One stuck room: its head, decoded payload and the actions on it.
+fn stuck_head(head: &StuckHead<'_>, csrf: &str, read_only: bool, operator: Option<&str>) -> Markup {
+    let row = head.row;
+    let cells = vec![
+        html! { (row.event_id) },
+        html! { (row.event_type) },
+        html! { (row.room_event_seq) },
+        html! { (row.attempts) },
+        html! { (utc(row.next_retry_at_ms)) " (in " (age(row.due_in_ms)) ")" },
+        html! { span class="err" { (row.last_error) } },
+        html! { (utc(row.created_at_ms)) },
+    ];
+    let headers = [
+        "Event",
+        "Type",
+        "Seq",
+        "Attempts",
+        "Next retry",
+        "Last error",
+        "Committed",
+    ];
+    html! {
+        section class="stuck" data-room=(row.room_id) {
+            h2 { "Room " (room_link(&row.room_id)) }
+            (table("head", &headers, &[cells]))
+            pre class="payload" { (head.json) }
+            @if read_only {
+                p class="muted" { "Read-only session: no actions." }
+            } @else {
+                (action_form("/console/stuck/retry-now", "Retry now", &row.room_id, (csrf, operator), false))
+                (action_form("/console/stuck/skip", "Skip", &row.room_id, (csrf, operator), true))
+            }
+        }
+    }
+}
+
+/// Who acts: the session's operator, or a field asking for the name.
+pub(super) fn operator_field(operator: Option<&str>) -> Markup {
+    html! {
+        @match operator {
+            Some(name) => span class="muted" { "as " (name) },
+            None => input name="operator" placeholder="operator" required
+                pattern="[A-Za-z0-9_.:@-]{1,64}";,
+        }
+    }
 }
 
 /// A retry-now or skip form; `(csrf, operator)` as [`stuck`] takes them.
@@ -163,89 +160,77 @@ fn action_form(
     room_id: &str,
     (csrf, operator): (&str, Option<&str>),
     reason_required: bool,
-) -> String {
-    let who = match operator {
-        Some(name) => format!("<span class=\"muted\">as {}</span>", escape(name)),
-        None => "<input name=\"operator\" placeholder=\"operator\" required \
-                 pattern=\"[A-Za-z0-9_.:@-]{1,64}\">"
-            .to_owned(),
+) -> Markup {
+    let placeholder = if reason_required {
+        "reason"
+    } else {
+        "reason (optional)"
     };
-    format!(
-        "<form class=\"inline\" method=\"post\" action=\"{action}\">{csrf}{room}{who}\
-         <input name=\"reason\" placeholder=\"reason{optional}\" maxlength=\"512\"{required}>\
-         <button type=\"submit\">{label}</button></form>",
-        action = escape(action),
-        csrf = hidden("csrf", csrf),
-        room = hidden("room_id", room_id),
-        optional = if reason_required { "" } else { " (optional)" },
-        required = if reason_required { " required" } else { "" },
-        label = escape(label),
-    )
+    html! {
+        form class="inline" method="post" action=(action) {
+            (hidden("csrf", csrf))
+            (hidden("room_id", room_id))
+            (operator_field(operator))
+            input name="reason" placeholder=(placeholder) maxlength="512" required[reason_required];
+            button type="submit" { (label) }
+        }
+    }
 }
 
 /// The result of retry-now or skip.
 pub fn intervened(done: &Intervention) -> String {
-    format!(
-        "<p class=\"ok\" id=\"result\">{action} by {operator} on event {event} of room {room}: \
-         {before} → {after} (audit #{audit}).</p><p>Reason: {reason}</p>\
-         <p><a href=\"/console/stuck\">Back to stuck rooms</a></p>",
-        action = escape(done.action),
-        operator = escape(&done.operator),
-        event = escape(&done.before.event_id),
-        room = room_link(&done.before.room_id),
-        before = escape(&done.before.status),
-        after = escape(&done.after.status),
-        audit = done.audit_id,
-        reason = escape(&done.reason),
-    )
+    html! {
+        p class="ok" id="result" {
+            (done.action) " by " (done.operator) " on event " (done.before.event_id)
+            " of room " (room_link(&done.before.room_id)) ": "
+            (done.before.status) " → " (done.after.status) " (audit #" (done.audit_id) ")."
+        }
+        p { "Reason: " (done.reason) }
+        p { a href="/console/stuck" { "Back to stuck rooms" } }
+    }
+    .into_string()
 }
 
 /// An operation's refusal, for any page.
 pub fn refusal(message: &str) -> String {
-    format!("<p class=\"err\" id=\"error\">{}</p>", escape(message))
+    html! { p class="err" id="error" { (message) } }.into_string()
 }
 
 /// The dead letters page: the filter form, the list and the dry-run button.
 pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> String {
-    let mut out = format!(
-        "<form method=\"get\" action=\"/console/dead-letters\">\
-         <input name=\"room_id\" placeholder=\"room id\" value=\"{}\">\
-         <input name=\"event_type\" placeholder=\"event type\" value=\"{}\">\
-         <input name=\"since\" placeholder=\"since (2h)\" value=\"{}\">\
-         <button type=\"submit\">Filter</button></form>",
-        escape(&filter.room_id),
-        escape(&filter.event_type),
-        escape(&filter.since)
-    );
-    let _ = write!(out, "<p>{} dead letters.</p>", letters.len());
-    out.push_str(&dead_letter_table("dead-letters", letters));
-    let _ = write!(
-        out,
-        "<p><a id=\"dry-run\" href=\"/console/dead-letters/dry-run?{}\">Dry run: what a replay would change</a></p>",
-        escape(&filter.query())
-    );
-    out
+    html! {
+        form method="get" action="/console/dead-letters" {
+            input name="room_id" placeholder="room id" value=(filter.room_id);
+            input name="event_type" placeholder="event type" value=(filter.event_type);
+            input name="since" placeholder="since (2h)" value=(filter.since);
+            button type="submit" { "Filter" }
+        }
+        p { (letters.len()) " dead letters." }
+        (dead_letter_table("dead-letters", letters))
+        p {
+            a id="dry-run" href={ "/console/dead-letters/dry-run?" (filter.query()) } {
+                "Dry run: what a replay would change"
+            }
+        }
+    }
+    .into_string()
 }
 
 /// The audit page.
 pub fn audit(records: &[AuditRecord]) -> String {
-    let rows: Vec<Vec<String>> = records
+    let rows: Vec<Vec<Markup>> = records
         .iter()
         .map(|record| {
             vec![
-                record.id.to_string(),
-                utc(record.at_ms),
-                escape(&record.operator),
-                escape(&record.action),
-                if record.room_id.is_empty() {
-                    String::new()
-                } else {
-                    room_link(&record.room_id)
-                },
-                escape(&record.event_id),
-                record.row_count.to_string(),
-                escape(&record.reason),
-                escape(&record.detail),
+                html! { (record.id) },
+                html! { (utc(record.at_ms)) },
+                html! { (record.operator) },
+                html! { (record.action) },
+                html! { @if !record.room_id.is_empty() { (room_link(&record.room_id)) } },
+                html! { (record.event_id) },
+                html! { (record.row_count) },
+                html! { (record.reason) },
+                html! { (record.detail) },
             ]
         })
         .collect();
@@ -256,18 +241,23 @@ pub fn audit(records: &[AuditRecord]) -> String {
         ],
         &rows,
     )
+    .into_string()
 }
 
 /// The room timeline page: the room form, then its events.
 pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> String {
-    let mut out = format!(
-        "<form method=\"get\" action=\"/console/rooms\"><input name=\"room_id\" id=\"room-id\" \
-         placeholder=\"room id\" value=\"{}\" required><button type=\"submit\">Show</button></form>",
-        escape(room_id)
-    );
-    let Some(timeline) = timeline else {
-        return out;
-    };
+    html! {
+        form method="get" action="/console/rooms" {
+            input name="room_id" id="room-id" placeholder="room id" value=(room_id) required;
+            button type="submit" { "Show" }
+        }
+        @if let Some(timeline) = timeline { (timeline_events(timeline)) }
+    }
+    .into_string()
+}
+
+/// A room's events with their consumption per group.
+fn timeline_events(timeline: &Timeline) -> Markup {
     let mut headers = vec![
         "Seq",
         "Type",
@@ -279,33 +269,33 @@ pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> String {
         "Delivered",
     ];
     headers.extend(timeline.groups.iter().map(String::as_str));
-    let rows: Vec<Vec<String>> = timeline
+    let rows: Vec<Vec<Markup>> = timeline
         .events
         .iter()
         .map(|event| {
             let row = &event.row;
             let mut cells = vec![
-                row.room_event_seq.to_string(),
-                escape(&row.event_type),
-                escape(&row.event_id),
-                format!("<span class=\"status-{0}\">{0}</span>", escape(&row.status)),
-                row.attempts.to_string(),
-                escape(&row.last_error),
-                utc(row.created_at_ms),
-                utc(event.delivered_at_ms),
+                html! { (row.room_event_seq) },
+                html! { (row.event_type) },
+                html! { (row.event_id) },
+                html! { span class={ "status-" (row.status) } { (row.status) } },
+                html! { (row.attempts) },
+                html! { (row.last_error) },
+                html! { (utc(row.created_at_ms)) },
+                html! { (utc(event.delivered_at_ms)) },
             ];
-            cells.extend(event.consumed.iter().map(|(_, at)| {
-                at.map_or_else(|| "<span class=\"muted\">not yet</span>".into(), utc)
+            cells.extend(event.consumed.iter().map(|(_, at)| match at {
+                Some(at) => html! { (utc(*at)) },
+                None => html! { span class="muted" { "not yet" } },
             }));
             cells
         })
         .collect();
-    let _ = write!(
-        out,
-        "<p>Room {}: {} events (the latest closed ones and every open one, up to 100 each).</p>",
-        escape(&timeline.room_id),
-        timeline.events.len()
-    );
-    out.push_str(&table("timeline", &headers, &rows));
-    out
+    html! {
+        p {
+            "Room " (timeline.room_id) ": " (timeline.events.len())
+            " events (the latest closed ones and every open one, up to 100 each)."
+        }
+        (table("timeline", &headers, &rows))
+    }
 }

@@ -2,10 +2,10 @@
 //! those rows `ops.replay_max_age` refuses and why — with the replay form
 //! for exactly that set, and the replay's result.
 
-use super::html::{escape, hidden};
-use super::pages::{FilterForm, dead_letter_table};
+use super::html::hidden;
+use super::pages::{FilterForm, dead_letter_table, operator_field};
 use crate::ops::Replay;
-use std::fmt::Write as _;
+use maud::{Markup, html};
 
 /// A dry run's result and the replay form for exactly that set (its
 /// filter, frozen at the dry run's time and count). When rows are too old,
@@ -19,57 +19,48 @@ pub fn dry_run(
     operator: Option<&str>,
 ) -> String {
     let letters = &replay.replayed;
-    let mut out = format!(
-        "<p id=\"dry-run-count\">A replay would put <b>{}</b> dead letters back to pending \
-         (same event ids, fresh retry budget):</p>",
-        letters.len()
-    );
-    out.push_str(&dead_letter_table("would-replay", letters));
-    if !replay.too_old.is_empty() {
-        let _ = write!(
-            out,
-            "<p class=\"err\" id=\"too-old-count\">{} of them are refused unless forced:</p><ul id=\"too-old\">",
-            replay.too_old.len()
-        );
-        for row in &replay.too_old {
-            let _ = write!(
-                out,
-                "<li>event {}: {}</li>",
-                escape(&row.event_id),
-                escape(&row.why)
-            );
+    html! {
+        p id="dry-run-count" {
+            "A replay would put " b { (letters.len()) }
+            " dead letters back to pending (same event ids, fresh retry budget):"
         }
-        out.push_str("</ul>");
+        (dead_letter_table("would-replay", letters))
+        @if !replay.too_old.is_empty() {
+            p class="err" id="too-old-count" {
+                (replay.too_old.len()) " of them are refused unless forced:"
+            }
+            ul id="too-old" {
+                @for row in &replay.too_old { li { "event " (row.event_id) ": " (row.why) } }
+            }
+        }
+        @if !letters.is_empty() {
+            @if read_only {
+                p class="muted" { "Read-only session: no replay." }
+            } @else {
+                (replay_form(filter, replay, csrf, operator))
+            }
+        }
     }
-    if letters.is_empty() {
-        return out;
+    .into_string()
+}
+
+/// The form that replays exactly the dry run's set.
+fn replay_form(filter: &FilterForm, replay: &Replay, csrf: &str, operator: Option<&str>) -> Markup {
+    html! {
+        form method="post" action="/console/dead-letters/replay" {
+            (hidden("csrf", csrf))
+            (filter.hidden_fields())
+            (operator_field(operator))
+            input name="reason" placeholder="reason (optional)" maxlength="512";
+            @if !replay.too_old.is_empty() {
+                label {
+                    input type="checkbox" name="force" value="true" id="force";
+                    " replay the rows older than ops.replay_max_age too"
+                }
+            }
+            button type="submit" id="replay" { "Replay these " (replay.replayed.len()) }
+        }
     }
-    if read_only {
-        out.push_str("<p class=\"muted\">Read-only session: no replay.</p>");
-        return out;
-    }
-    let who = match operator {
-        Some(name) => format!("<span class=\"muted\">as {}</span>", escape(name)),
-        None => "<input name=\"operator\" placeholder=\"operator\" required \
-                 pattern=\"[A-Za-z0-9_.:@-]{1,64}\">"
-            .to_owned(),
-    };
-    let force = if replay.too_old.is_empty() {
-        ""
-    } else {
-        "<label><input type=\"checkbox\" name=\"force\" value=\"true\" id=\"force\"> \
-         replay the rows older than ops.replay_max_age too</label>"
-    };
-    let _ = write!(
-        out,
-        "<form method=\"post\" action=\"/console/dead-letters/replay\">{csrf}{fields}{who}\
-         <input name=\"reason\" placeholder=\"reason (optional)\" maxlength=\"512\">{force}\
-         <button type=\"submit\" id=\"replay\">Replay these {count}</button></form>",
-        csrf = hidden("csrf", csrf),
-        fields = filter.hidden_fields(),
-        count = letters.len()
-    );
-    out
 }
 
 /// A replay's result.
@@ -80,11 +71,12 @@ pub fn replayed(replay: &Replay) -> String {
     } else {
         ""
     };
-    let mut out = format!(
-        "<p class=\"ok\" id=\"result\">Replayed {} dead letters: back to pending{forced}.</p>",
-        letters.len()
-    );
-    out.push_str(&dead_letter_table("replayed", letters));
-    out.push_str("<p><a href=\"/console/audit\">Audit log</a></p>");
-    out
+    html! {
+        p class="ok" id="result" {
+            "Replayed " (letters.len()) " dead letters: back to pending" (forced) "."
+        }
+        (dead_letter_table("replayed", letters))
+        p { a href="/console/audit" { "Audit log" } }
+    }
+    .into_string()
 }
