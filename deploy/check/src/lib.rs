@@ -28,6 +28,7 @@ pub mod yaml;
 mod compose;
 mod compose_ports;
 mod k8s;
+mod k8s_container;
 mod k8s_objects;
 mod k8s_operations;
 mod network_policy;
