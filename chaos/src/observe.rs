@@ -143,6 +143,24 @@ impl Sources {
                 .as_millis() as i64,
             ..Observation::default()
         };
+        self.observe_room_writes(&mut seen).await?;
+        self.observe_consumers(&mut seen).await?;
+        self.observe_fakes(&mut seen).await?;
+        seen.dead_letter_topics = self.dead_letter_sizes().await?;
+        for (service, url) in &self.metrics {
+            // A consumer that is down right now has no counter to read; that is not a violation.
+            let count = match self.http.get(url).send().await {
+                Ok(response) => duplicate_count(&response.text().await.unwrap_or_default()),
+                Err(_) => 0,
+            };
+            seen.duplicates.push((service.clone(), count));
+        }
+        Ok(seen)
+    }
+
+    /// What room-service wrote: the command log with its replies, the rooms
+    /// and the outbox rows (lane-0 envelopes decoded).
+    async fn observe_room_writes(&self, seen: &mut Observation) -> anyhow::Result<()> {
         let log: Vec<(IdBytes, IdBytes, u64, Vec<u8>)> =
             sqlx::query_as("SELECT command_id, room_id, room_version, reply FROM room_command_log")
                 .fetch_all(&self.pool)
@@ -201,6 +219,12 @@ impl Sources {
                 },
             )
             .collect();
+        Ok(())
+    }
+
+    /// What the consumers and the saga wrote: dedup claims in applied order,
+    /// activity contributions and broadcasts, notice deliveries, gift sagas.
+    async fn observe_consumers(&self, seen: &mut Observation) -> anyhow::Result<()> {
         let dedup: Vec<(IdBytes, IdBytes)> = sqlx::query_as(
             "SELECT consumer_group, event_id FROM consumer_dedup ORDER BY applied_seq",
         )
@@ -246,17 +270,7 @@ impl Sources {
             .into_iter()
             .map(|(command_id, status, amount)| (id(command_id), status, amount))
             .collect();
-        self.observe_fakes(&mut seen).await?;
-        seen.dead_letter_topics = self.dead_letter_sizes().await?;
-        for (service, url) in &self.metrics {
-            // A consumer that is down right now has no counter to read; that is not a violation.
-            let count = match self.http.get(url).send().await {
-                Ok(response) => duplicate_count(&response.text().await.unwrap_or_default()),
-                Err(_) => 0,
-            };
-            seen.duplicates.push((service.clone(), count));
-        }
-        Ok(seen)
+        Ok(())
     }
 
     async fn observe_fakes(&self, seen: &mut Observation) -> anyhow::Result<()> {

@@ -66,9 +66,8 @@ pub struct Run<'a> {
     pub kills: &'a [KillOutage],
 }
 
-/// The whole report.
-pub fn render(run: &Run<'_>, seen: &Observation, checks: &[Check], settled_in: Duration) -> String {
-    let (commands, faults) = (run.commands, run.faults);
+/// Which faults were injected, by kind and target.
+fn faults_section(faults: &[FaultRecord]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nFaults injected");
     let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -94,7 +93,12 @@ pub fn render(run: &Run<'_>, seen: &Observation, checks: &[Check], settled_in: D
             listed.join(", ")
         );
     }
+    out
+}
 
+/// What the workload issued and what the stores recorded.
+fn counts_section(commands: &[CommandRecord], seen: &Observation) -> String {
+    let mut out = String::new();
     let count = |outcome| commands.iter().filter(|r| r.outcome == outcome).count();
     let unknown_committed = commands
         .iter()
@@ -180,7 +184,13 @@ pub fn render(run: &Run<'_>, seen: &Observation, checks: &[Check], settled_in: D
             "  * since that process last started (counters restart with it)"
         );
     }
+    out
+}
 
+/// The whole report.
+pub fn render(run: &Run<'_>, seen: &Observation, checks: &[Check], settled_in: Duration) -> String {
+    let mut out = faults_section(run.faults);
+    out.push_str(&counts_section(run.commands, seen));
     out.push_str(&kills::section(run.kills));
     let violations: usize = checks.iter().filter(|c| !c.passed).count();
     let _ = writeln!(
