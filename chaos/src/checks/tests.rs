@@ -172,6 +172,12 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         debit_replays: 0,
     };
     seen.dead_letter_topics = vec![("g.dlq".into(), 0)];
+    (consistent_commands(), seen)
+}
+
+/// The workload's ledger of [`consistent`]: c1 and c5 acknowledged, c2 and
+/// c6 unknown (both committed), c4 rejected.
+fn consistent_commands() -> Vec<CommandRecord> {
     let record = |id: &str, room: &str, outcome| CommandRecord {
         command_id: id.into(),
         room_id: room.into(),
@@ -189,7 +195,7 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
         retry_info_waits: 0,
     };
     // c1 and c5 are each their room's first command: version 1.
-    let commands = vec![
+    vec![
         CommandRecord {
             reply_version: 1,
             ..record("c1", "r1", Outcome::Acked)
@@ -201,8 +207,7 @@ fn consistent() -> (Vec<CommandRecord>, Observation) {
             ..record("c5", "r2", Outcome::Acked)
         },
         record("c6", "r2", Outcome::Unknown),
-    ];
-    (commands, seen)
+    ]
 }
 
 /// Names of the failed rules, each with at least one offender.
@@ -319,7 +324,16 @@ fn im_bridge_may_record_a_control_event_before_an_earlier_gift() {
     assert_eq!(failed(&commands, &seen), Vec::<&str>::new());
 }
 
+/// Every broken promise with the rule that must catch it.
 fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
+    let mut cases = broken_ledger_cases();
+    cases.extend(broken_effect_cases());
+    cases.extend(broken_delivery_cases());
+    cases
+}
+
+/// Commands, the log, rooms and the outbox.
+fn broken_ledger_cases() -> Vec<(&'static str, &'static str, Breaker)> {
     vec![
         (
             "an acknowledged command that is not logged",
@@ -395,6 +409,12 @@ fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
             PUBLISHED,
             Box::new(|seen, _| seen.outbox[0].status = "retryable".into()),
         ),
+    ]
+}
+
+/// Activity's credits and announcements.
+fn broken_effect_cases() -> Vec<(&'static str, &'static str, Breaker)> {
+    let mut cases: Vec<(&str, &str, Breaker)> = vec![
         (
             // The totals still match: a duplicate credit of e4 would cover it.
             "a gift lost while an equal one was credited twice",
@@ -421,6 +441,14 @@ fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
             ACTIVITY_TOTALS,
             Box::new(|seen, _| seen.im_messages.insert(3, group_message("e2", "global"))),
         ),
+    ];
+    cases.extend(broken_im_cases());
+    cases
+}
+
+/// The IM messages: single, batched, silent, ordered and paced.
+fn broken_im_cases() -> Vec<(&'static str, &'static str, Breaker)> {
+    vec![
         (
             // Right after the first, so per-room order still holds.
             "a room event sent twice",
@@ -513,6 +541,12 @@ fn broken_cases() -> Vec<(&'static str, &'static str, Breaker)> {
                 seen.im_freq_dropped_by_group.insert("room_r2".into(), 2);
             }),
         ),
+    ]
+}
+
+/// Notices, consumer order, sagas, dead letters and the fakes' records.
+fn broken_delivery_cases() -> Vec<(&'static str, &'static str, Breaker)> {
+    vec![
         (
             "a notice left pending",
             NOTICES,
