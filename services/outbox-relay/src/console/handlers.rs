@@ -168,7 +168,7 @@ pub(super) async fn overview(
                 &session,
                 "Overview",
                 Some(overview::OVERVIEW_REFRESH_SECS),
-                &body,
+                body,
             ),
         ),
         Err(error) => console.error(&session, "Overview", &error),
@@ -453,7 +453,7 @@ pub(super) async fn room_timeline(
     let Some(room_id) = optional(&form.room_id) else {
         return html(
             StatusCode::OK,
-            console.page(&session, "Room timeline", None, &pages::timeline("", None)),
+            console.page(&session, "Room timeline", None, pages::timeline("", None)),
         );
     };
     match ops::timeline::timeline(&console.config.pool, &room_id, &console.config.groups).await {
@@ -463,14 +463,14 @@ pub(super) async fn room_timeline(
                 &session,
                 "Room timeline",
                 None,
-                &pages::timeline(&room_id, Some(&timeline)),
+                pages::timeline(&room_id, Some(&timeline)),
             ),
         ),
         Err(error) => console.error_after(
             &session,
             "Room timeline",
             &error,
-            &pages::timeline(&room_id, None),
+            pages::timeline(&room_id, None),
         ),
     }
 }

@@ -5,7 +5,7 @@
 //! frame carries no script; the stylesheet is served from the console's own
 //! path, which the Content-Security-Policy ([`CSP`]) allows and nothing else.
 
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{DOCTYPE, Markup, html};
 use std::fmt::Write as _;
 
 /// The console's Content-Security-Policy: nothing from elsewhere, no script
@@ -44,9 +44,14 @@ pub fn room_link(room_id: &str) -> Markup {
 }
 
 /// A whole page: title, navigation (with the session's role and a logout
-/// form carrying `csrf`), optional self-refresh in seconds, and `body`
-/// (markup the console's pages rendered, every value in it escaped there).
-pub fn page(title: &str, role: &str, csrf: &str, refresh_secs: Option<u32>, body: &str) -> String {
+/// form carrying `csrf`), optional self-refresh in seconds, and `body`.
+pub fn page(
+    title: &str,
+    role: &str,
+    csrf: &str,
+    refresh_secs: Option<u32>,
+    body: Markup,
+) -> String {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -70,7 +75,7 @@ pub fn page(title: &str, role: &str, csrf: &str, refresh_secs: Option<u32>, body
                         button type="submit" { "Log out" }
                     }
                 }
-                main { h1 { (title) } (PreEscaped(body)) }
+                main { h1 { (title) } (body) }
             }
         }
     }

@@ -35,6 +35,7 @@ use axum::{
     routing::{get, post},
 };
 use history::History;
+use maud::Markup;
 use service_kit::{Secret, time::now_ms};
 use sqlx::MySqlPool;
 
@@ -223,7 +224,7 @@ impl Console {
         }
     }
 
-    fn page(&self, session: &Session, title: &str, refresh: Option<u32>, body: &str) -> String {
+    fn page(&self, session: &Session, title: &str, refresh: Option<u32>, body: Markup) -> String {
         html::page(title, session.role.label(), &session.csrf, refresh, body)
     }
 
@@ -231,25 +232,25 @@ impl Console {
         &self,
         session: &Session,
         title: &str,
-        result: Result<String, crate::Error>,
+        result: Result<Markup, crate::Error>,
     ) -> Response {
         match result {
-            Ok(body) => html(StatusCode::OK, self.page(session, title, None, &body)),
+            Ok(body) => html(StatusCode::OK, self.page(session, title, None, body)),
             Err(error) => self.error(session, title, &error),
         }
     }
 
     fn error(&self, session: &Session, title: &str, error: &crate::Error) -> Response {
-        self.error_after(session, title, error, "")
+        self.error_after(session, title, error, maud::html! {})
     }
 
-    /// The refusal of `error`, after `prefix` (HTML: the page's form).
+    /// The refusal of `error`, after `prefix` (the page's form).
     fn error_after(
         &self,
         session: &Session,
         title: &str,
         error: &crate::Error,
-        prefix: &str,
+        prefix: Markup,
     ) -> Response {
         let status = crate::admin::error_status(error);
         if status.is_server_error() {
@@ -261,7 +262,7 @@ impl Console {
                 session,
                 title,
                 None,
-                &format!("{prefix}{}", pages::refusal(&error.to_string())),
+                maud::html! { (prefix) (pages::refusal(&error.to_string())) },
             ),
         )
     }
@@ -300,7 +301,7 @@ impl Console {
                     &session,
                     "Refused",
                     None,
-                    &pages::refusal("a read-only session may not change anything"),
+                    pages::refusal("a read-only session may not change anything"),
                 ),
             )));
         }

@@ -39,7 +39,7 @@ pub struct Overview<'a> {
 }
 
 /// The overview page's body.
-pub fn overview(view: &Overview<'_>) -> String {
+pub fn overview(view: &Overview<'_>) -> Markup {
     html! {
         (outbox_section(view))
         (publishing_section(view.minutes))
@@ -49,7 +49,6 @@ pub fn overview(view: &Overview<'_>) -> String {
         (dead_letter_table("overview-dead-letters", view.dead_letters))
         p { a href="/console/dead-letters" { "All dead letters" } }
     }
-    .into_string()
 }
 
 /// The overview's row counts and the oldest pending chain row.

@@ -94,7 +94,7 @@ pub fn stuck(
     csrf: &str,
     read_only: bool,
     operator: Option<&str>,
-) -> String {
+) -> Markup {
     html! {
         p {
             "Rooms whose head is " code { "retryable" } ": nothing of the room is published before it. \
@@ -103,7 +103,6 @@ pub fn stuck(
         @if heads.is_empty() { p id="no-stuck" class="ok" { "No room is stuck." } }
         @for head in heads { (stuck_head(head, csrf, read_only, operator)) }
     }
-    .into_string()
 }
 
 /// One stuck room: its head, decoded payload and the actions on it.
@@ -178,7 +177,7 @@ fn action_form(
 }
 
 /// The result of retry-now or skip.
-pub fn intervened(done: &Intervention) -> String {
+pub fn intervened(done: &Intervention) -> Markup {
     html! {
         p class="ok" id="result" {
             (done.action) " by " (done.operator) " on event " (done.before.event_id)
@@ -188,16 +187,15 @@ pub fn intervened(done: &Intervention) -> String {
         p { "Reason: " (done.reason) }
         p { a href="/console/stuck" { "Back to stuck rooms" } }
     }
-    .into_string()
 }
 
 /// An operation's refusal, for any page.
-pub fn refusal(message: &str) -> String {
-    html! { p class="err" id="error" { (message) } }.into_string()
+pub fn refusal(message: &str) -> Markup {
+    html! { p class="err" id="error" { (message) } }
 }
 
 /// The dead letters page: the filter form, the list and the dry-run button.
-pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> String {
+pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> Markup {
     html! {
         form method="get" action="/console/dead-letters" {
             input name="room_id" placeholder="room id" value=(filter.room_id);
@@ -213,11 +211,10 @@ pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> String {
             }
         }
     }
-    .into_string()
 }
 
 /// The audit page.
-pub fn audit(records: &[AuditRecord]) -> String {
+pub fn audit(records: &[AuditRecord]) -> Markup {
     let rows: Vec<Vec<Markup>> = records
         .iter()
         .map(|record| {
@@ -241,11 +238,10 @@ pub fn audit(records: &[AuditRecord]) -> String {
         ],
         &rows,
     )
-    .into_string()
 }
 
 /// The room timeline page: the room form, then its events.
-pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> String {
+pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> Markup {
     html! {
         form method="get" action="/console/rooms" {
             input name="room_id" id="room-id" placeholder="room id" value=(room_id) required;
@@ -253,7 +249,6 @@ pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> String {
         }
         @if let Some(timeline) = timeline { (timeline_events(timeline)) }
     }
-    .into_string()
 }
 
 /// A room's events with their consumption per group.

@@ -17,7 +17,7 @@ pub fn dry_run(
     csrf: &str,
     read_only: bool,
     operator: Option<&str>,
-) -> String {
+) -> Markup {
     let letters = &replay.replayed;
     html! {
         p id="dry-run-count" {
@@ -41,7 +41,6 @@ pub fn dry_run(
             }
         }
     }
-    .into_string()
 }
 
 /// The form that replays exactly the dry run's set.
@@ -64,7 +63,7 @@ fn replay_form(filter: &FilterForm, replay: &Replay, csrf: &str, operator: Optio
 }
 
 /// A replay's result.
-pub fn replayed(replay: &Replay) -> String {
+pub fn replayed(replay: &Replay) -> Markup {
     let letters = &replay.replayed;
     let forced = if replay.forced {
         " (forced past ops.replay_max_age)"
@@ -78,5 +77,4 @@ pub fn replayed(replay: &Replay) -> String {
         (dead_letter_table("replayed", letters))
         p { a href="/console/audit" { "Audit log" } }
     }
-    .into_string()
 }
