@@ -36,13 +36,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         // as not measured).
         let mut build = Command::new(&cargo);
         build.args(["build", "--quiet", "--release", "--bins"]);
-        for service in [
-            "room-service",
-            "outbox-relay",
-            "activity-consumer",
-            "notice-consumer",
-            "im-bridge",
-        ] {
+        let consumers = crate::groups::CONSUMERS.iter().map(|group| group.service);
+        for service in ["room-service", "outbox-relay"]
+            .into_iter()
+            .chain(consumers)
+        {
             build.args(["-p", service]);
         }
         build.current_dir(&root);

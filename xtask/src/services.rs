@@ -212,7 +212,7 @@ fn service_env(
     env
 }
 
-/// The services in start order (the stop order is `stack::STOP_ORDER`).
+/// The services in start order (the stop order is `stack::stop_order`).
 pub fn specs(ports: &Ports, database: &str, overrides: &Overrides) -> Vec<Spec> {
     let mut specs = fake_specs(ports);
     specs.extend([

@@ -16,16 +16,15 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Stop order by service (see [`topology::role_of`]): the writer drains
-/// first, then whatever reads after it.
-pub const STOP_ORDER: &[&str] = &[
-    "room-service",
-    "outbox-relay",
-    "im-bridge",
-    "activity-consumer",
-    "notice-consumer",
-    "fake-tencent-im",
-    "fake-wallet",
-];
+/// first, then whatever reads after it: the relay, the consumers (the one
+/// list of `crate::groups`), the fakes.
+pub fn stop_order() -> Vec<&'static str> {
+    ["room-service", "outbox-relay"]
+        .into_iter()
+        .chain(crate::groups::CONSUMERS.iter().map(|group| group.service))
+        .chain(["fake-tencent-im", "fake-wallet"])
+        .collect()
+}
 
 /// How long a service may take to answer its probe.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
@@ -325,18 +324,18 @@ impl Stack {
             .is_some_and(|broker| !broker.process.is_running())
     }
 
-    /// Stops the services in [`STOP_ORDER`] (SIGTERM, wait, SIGKILL after the
+    /// Stops the services in [`stop_order`] (SIGTERM, wait, SIGKILL after the
     /// grace), then the broker.
     pub fn stop(&mut self) {
         if self.running.is_empty() && self.broker.is_none() {
             return;
         }
         crate::step("stopping the stack (room-service first, broker last)");
-        for role in STOP_ORDER {
+        for role in stop_order() {
             while let Some(index) = self
                 .running
                 .iter()
-                .position(|service| topology::role_of(service.name) == *role)
+                .position(|service| topology::role_of(service.name) == role)
             {
                 let mut service = self.running.remove(index);
                 if let Ok(Some(status)) = service.child.try_wait() {
