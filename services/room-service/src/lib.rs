@@ -13,32 +13,32 @@
 //! the `embedded_relay`, the in-process `consumers`) run in the `workers`
 //! slot, which `app` cancels and awaits before the pools close.
 
-pub mod app;
+mod app;
 pub mod auth;
 pub(crate) mod batch;
 pub mod cell;
-pub mod cells;
-pub mod command_span;
+mod cells;
+mod command_span;
 pub mod config;
-pub mod consumers;
-pub mod deps;
-pub mod embedded_relay;
+mod consumers;
+mod deps;
+mod embedded_relay;
 pub mod error;
 pub mod forward;
-pub mod gifts;
+mod gifts;
 pub mod grpc;
-pub mod im;
-pub mod liveness;
-pub mod metrics;
-pub mod mutation;
-pub mod pipeline;
+mod im;
+mod liveness;
+mod metrics;
+mod mutation;
+mod pipeline;
 pub mod redis;
 pub mod service;
 pub mod store;
 pub mod sweeps;
-pub mod timing;
+mod timing;
 pub mod validate;
-pub mod wallet;
+mod wallet;
 pub mod workers;
 
 pub use app::{App, ShutdownReport};

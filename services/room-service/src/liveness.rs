@@ -64,11 +64,6 @@ impl Liveness {
         !self.ttl.is_zero()
     }
 
-    /// The key's TTL (also the takeover grace: see `redis`).
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state
             .lock()
