@@ -132,6 +132,36 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
     let producer = TestProducer::new(&testkit::kafka_bootstrap()).unwrap();
     let topic = stack.mq.topic(names::TOPIC_ROOM_OUTBOX);
     match scenario.fault {
+        Fault::None
+        | Fault::StopRelay
+        | Fault::UndiscoverRelay
+        | Fault::StopNoticeConsumer
+        | Fault::StopRoomService
+        | Fault::FailOutboxRow
+        | Fault::RefuseNotice => induce_stops(scenario, stack, producer, topic).await,
+        Fault::BridgeImDown | Fault::ImGroupLimitRefusals | Fault::MalformedMessages => {
+            induce_consumer_faults(scenario, stack, producer, topic).await
+        }
+        Fault::OldBacklog => induce_old_backlog(scenario, stack).await,
+        Fault::RelayCutOff | Fault::ClaimsTakenOver => induce_relay_backlogs(scenario, stack).await,
+        Fault::RejectedCommands | Fault::SlowWallet | Fault::DebitRepliesLost => {
+            induce_command_faults(scenario, stack).await
+        }
+        Fault::RefundsFailing
+        | Fault::RefundsExhausted
+        | Fault::ProjectionKeysClobbered
+        | Fault::IdleRelayInstance => induce_state_faults(scenario, stack).await,
+    }
+}
+
+/// A service stopped or gone, a failed outbox row, a notice IM refuses.
+async fn induce_stops(
+    scenario: &Scenario,
+    stack: &mut Stack,
+    producer: TestProducer,
+    topic: String,
+) -> CancellationToken {
+    match scenario.fault {
         Fault::None => CancellationToken::new(),
         Fault::StopRelay => {
             stack.stop("outbox-relay").await;
@@ -188,6 +218,18 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             CancellationToken::new()
         }
+        other => unreachable!("{other:?} is induced elsewhere"),
+    }
+}
+
+/// IM refusing im-bridge or limiting its group, malformed messages.
+async fn induce_consumer_faults(
+    scenario: &Scenario,
+    stack: &mut Stack,
+    producer: TestProducer,
+    topic: String,
+) -> CancellationToken {
+    match scenario.fault {
         Fault::BridgeImDown => {
             stack
                 .im
@@ -269,6 +311,13 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             token
         }
+        other => unreachable!("{other:?} is induced elsewhere"),
+    }
+}
+
+/// The relay cut off, its claims taken over, old events in the outbox.
+async fn induce_relay_backlogs(scenario: &Scenario, stack: &mut Stack) -> CancellationToken {
+    match scenario.fault {
         Fault::RelayCutOff => {
             for batch in 0..21 {
                 let events: Vec<pb::RoomOutboxEvent> = (0..500)
@@ -335,6 +384,13 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             token
         }
+        other => unreachable!("{other:?} is induced elsewhere"),
+    }
+}
+
+/// Old events keep arriving in the outbox, as a slow relay would leave them.
+async fn induce_old_backlog(scenario: &Scenario, stack: &mut Stack) -> CancellationToken {
+    match scenario.fault {
         Fault::OldBacklog => {
             // The events occurred 40 s ago (consumer lag, read from the
             // envelope, passes ConsumerLagHigh's 30 s) and were committed 20 s
@@ -370,6 +426,13 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             token
         }
+        other => unreachable!("{other:?} is induced elsewhere"),
+    }
+}
+
+/// Commands rejected, a slow or failing wallet, clobbered projections, an idle relay instance.
+async fn induce_command_faults(scenario: &Scenario, stack: &mut Stack) -> CancellationToken {
+    match scenario.fault {
         Fault::RejectedCommands => {
             let grpc = stack.grpc.clone();
             let token = keep_doing(Duration::from_millis(200), move || {
@@ -423,6 +486,13 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             token
         }
+        other => unreachable!("{other:?} is induced elsewhere"),
+    }
+}
+
+/// Refunds failing or spent, clobbered projections, an idle relay instance.
+async fn induce_state_faults(scenario: &Scenario, stack: &mut Stack) -> CancellationToken {
+    match scenario.fault {
         Fault::RefundsFailing | Fault::RefundsExhausted => {
             stack
                 .wallet
@@ -480,6 +550,7 @@ pub async fn induce(scenario: &Scenario, stack: &mut Stack) -> CancellationToken
             .await;
             token
         }
+        other => unreachable!("{other:?} is induced elsewhere"),
     }
 }
 

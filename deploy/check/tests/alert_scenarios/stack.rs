@@ -7,7 +7,7 @@
 use consumer_runtime::ConsumerConfig;
 use fake_tencent_im::{FakeImConfig, FakeImHandle};
 use outbox_schema::names;
-use service_kit::{Secret, duration::ConfigDuration, mq::MqConfig};
+use service_kit::{Secret, db::MysqlConfig, duration::ConfigDuration, mq::MqConfig};
 use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,9 @@ pub struct Setup {
     /// room-service's `saga.max_refund_attempts` instead of the default.
     pub refund_attempts: Option<u32>,
 }
+
+/// A started service: its admin address, its shutdown token and its task.
+type Started = (SocketAddr, (CancellationToken, JoinHandle<()>));
 
 struct Running {
     addr: SocketAddr,
@@ -122,123 +125,9 @@ impl Stack {
             ..service_kit::db::MysqlConfig::default()
         };
         let (addr, (shutdown, task)) = match job {
-            "room-service" => {
-                let mut config = room_service::Config::default();
-                config.mysql = mysql;
-                config.redis.url = testkit::redis_url();
-                config.redis.key_prefix = self.db.name.clone();
-                config.grpc_listen = "127.0.0.1:0".into();
-                config.http_listen = "127.0.0.1:0".into();
-                config.node_id = testkit::unique("node-");
-                config.wallet.endpoint = self.wallet.endpoint();
-                config.outbox_worker.enabled = false;
-                config.tencent_im.enabled = false;
-                config.saga.sweep_interval = ConfigDuration::from_millis(500);
-                if let Some(attempts) = setup.refund_attempts {
-                    config.saga.max_refund_attempts = attempts;
-                }
-                let config = config.validate().expect("valid room-service config");
-                let app = room_service::App::build(config)
-                    .await
-                    .expect("room-service");
-                self.grpc = format!("http://{}", app.grpc_addr());
-                let addr = app.http_addr();
-                let running =
-                    spawn(|token| tokio::spawn(async move { app.run(token).await.map(|_| ()) }));
-                (addr, running)
-            }
-            "outbox-relay" => {
-                let mut mq = self.mq.clone();
-                if let Some(bootstrap) = &setup.relay_bootstrap {
-                    mq.name_servers = vec![bootstrap.clone()];
-                }
-                let config = outbox_relay::config::RelayServiceConfig {
-                    mysql,
-                    rocketmq: mq,
-                    outbox_worker: outbox_relay::config::OutboxWorkerConfig {
-                        publish_mode: "mq".into(),
-                        poll_interval: ConfigDuration::from_millis(50),
-                        publish_timeout: ConfigDuration::from_secs(1),
-                        // A broker outage must not turn rows into dead letters here.
-                        max_retry_count: 1_000_000,
-                        retry_strategy: "fixed_interval".into(),
-                        initial_backoff: ConfigDuration::from_millis(100),
-                        max_backoff: ConfigDuration::from_millis(100),
-                        nudge_enabled: false,
-                        node_id: testkit::unique("relay-"),
-                        ..Default::default()
-                    },
-                    http_listen: "127.0.0.1:0".into(),
-                    ..Default::default()
-                };
-                let app = outbox_relay::app::App::build(config).await.expect("relay");
-                let addr = app.http_addr().expect("relay admin address");
-                (addr, spawn(|token| tokio::spawn(app.run(token))))
-            }
-            consumer => {
-                let mut section = ConsumerConfig {
-                    group: self.groups[consumer].clone(),
-                    commit_interval: ConfigDuration::from_millis(100),
-                    session_timeout: ConfigDuration::from_secs(6),
-                    initial_backoff: ConfigDuration::from_millis(50),
-                    max_backoff: ConfigDuration::from_millis(400),
-                    ..ConsumerConfig::default()
-                };
-                let mut mq = self.mq.clone();
-                if consumer == "im-bridge" && setup.bridge_retries_forever {
-                    section.initial_backoff = ConfigDuration::from_millis(20);
-                    section.max_backoff = ConfigDuration::from_millis(20);
-                    mq.room_outbox.consumer_max_reconsume_times = 1_000_000;
-                }
-                let im = service_kit_im(&self.im);
-                let http_listen = "127.0.0.1:0".to_string();
-                match consumer {
-                    "im-bridge" => {
-                        let config = im_bridge::config::Config {
-                            mysql,
-                            rocketmq: mq,
-                            consumer: section,
-                            tencent_im: im,
-                            http_listen,
-                            ..Default::default()
-                        };
-                        let app = im_bridge::App::build(config).await.expect("im-bridge");
-                        let addr = app.admin_addr().expect("admin address");
-                        (addr, spawn(|token| tokio::spawn(app.run(token))))
-                    }
-                    "activity-consumer" => {
-                        let config = activity_consumer::config::Config {
-                            mysql,
-                            rocketmq: mq,
-                            consumer: section,
-                            tencent_im: im,
-                            grpc_listen: "127.0.0.1:0".into(),
-                            http_listen,
-                            ..Default::default()
-                        };
-                        let app = activity_consumer::App::build(config)
-                            .await
-                            .expect("activity-consumer");
-                        let addr = app.admin_addr().expect("admin address");
-                        (addr, spawn(|token| tokio::spawn(app.run(token))))
-                    }
-                    _ => {
-                        let config = notice_consumer::config::Config {
-                            mysql,
-                            rocketmq: mq,
-                            consumer: section,
-                            tencent_im: im,
-                            http_listen,
-                            ..Default::default()
-                        };
-                        let app = notice_consumer::App::build(config)
-                            .await
-                            .expect("notice-consumer");
-                        let addr = app.admin_addr().expect("admin address");
-                        (addr, spawn(|token| tokio::spawn(app.run(token))))
-                    }
-                }
-            }
+            "room-service" => self.start_room_service(mysql, setup).await,
+            "outbox-relay" => self.start_relay(mysql, setup).await,
+            consumer => self.start_consumer(consumer, mysql, setup).await,
         };
         self.targets.insert(job, addr);
         self.running.insert(
@@ -249,6 +138,125 @@ impl Stack {
                 task,
             },
         );
+    }
+
+    async fn start_room_service(&mut self, mysql: MysqlConfig, setup: &Setup) -> Started {
+        let mut config = room_service::Config::default();
+        config.mysql = mysql;
+        config.redis.url = testkit::redis_url();
+        config.redis.key_prefix = self.db.name.clone();
+        config.grpc_listen = "127.0.0.1:0".into();
+        config.http_listen = "127.0.0.1:0".into();
+        config.node_id = testkit::unique("node-");
+        config.wallet.endpoint = self.wallet.endpoint();
+        config.outbox_worker.enabled = false;
+        config.tencent_im.enabled = false;
+        config.saga.sweep_interval = ConfigDuration::from_millis(500);
+        if let Some(attempts) = setup.refund_attempts {
+            config.saga.max_refund_attempts = attempts;
+        }
+        let config = config.validate().expect("valid room-service config");
+        let app = room_service::App::build(config)
+            .await
+            .expect("room-service");
+        self.grpc = format!("http://{}", app.grpc_addr());
+        let addr = app.http_addr();
+        let running = spawn(|token| tokio::spawn(async move { app.run(token).await.map(|_| ()) }));
+        (addr, running)
+    }
+
+    async fn start_relay(&self, mysql: MysqlConfig, setup: &Setup) -> Started {
+        let mut mq = self.mq.clone();
+        if let Some(bootstrap) = &setup.relay_bootstrap {
+            mq.name_servers = vec![bootstrap.clone()];
+        }
+        let config = outbox_relay::config::RelayServiceConfig {
+            mysql,
+            rocketmq: mq,
+            outbox_worker: outbox_relay::config::OutboxWorkerConfig {
+                publish_mode: "mq".into(),
+                poll_interval: ConfigDuration::from_millis(50),
+                publish_timeout: ConfigDuration::from_secs(1),
+                // A broker outage must not turn rows into dead letters here.
+                max_retry_count: 1_000_000,
+                retry_strategy: "fixed_interval".into(),
+                initial_backoff: ConfigDuration::from_millis(100),
+                max_backoff: ConfigDuration::from_millis(100),
+                nudge_enabled: false,
+                node_id: testkit::unique("relay-"),
+                ..Default::default()
+            },
+            http_listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        };
+        let app = outbox_relay::app::App::build(config).await.expect("relay");
+        let addr = app.http_addr().expect("relay admin address");
+        (addr, spawn(|token| tokio::spawn(app.run(token))))
+    }
+
+    async fn start_consumer(&self, consumer: &str, mysql: MysqlConfig, setup: &Setup) -> Started {
+        let mut section = ConsumerConfig {
+            group: self.groups[consumer].clone(),
+            commit_interval: ConfigDuration::from_millis(100),
+            session_timeout: ConfigDuration::from_secs(6),
+            initial_backoff: ConfigDuration::from_millis(50),
+            max_backoff: ConfigDuration::from_millis(400),
+            ..ConsumerConfig::default()
+        };
+        let mut mq = self.mq.clone();
+        if consumer == "im-bridge" && setup.bridge_retries_forever {
+            section.initial_backoff = ConfigDuration::from_millis(20);
+            section.max_backoff = ConfigDuration::from_millis(20);
+            mq.room_outbox.consumer_max_reconsume_times = 1_000_000;
+        }
+        let im = service_kit_im(&self.im);
+        let http_listen = "127.0.0.1:0".to_string();
+        match consumer {
+            "im-bridge" => {
+                let config = im_bridge::config::Config {
+                    mysql,
+                    rocketmq: mq,
+                    consumer: section,
+                    tencent_im: im,
+                    http_listen,
+                    ..Default::default()
+                };
+                let app = im_bridge::App::build(config).await.expect("im-bridge");
+                let addr = app.admin_addr().expect("admin address");
+                (addr, spawn(|token| tokio::spawn(app.run(token))))
+            }
+            "activity-consumer" => {
+                let config = activity_consumer::config::Config {
+                    mysql,
+                    rocketmq: mq,
+                    consumer: section,
+                    tencent_im: im,
+                    grpc_listen: "127.0.0.1:0".into(),
+                    http_listen,
+                    ..Default::default()
+                };
+                let app = activity_consumer::App::build(config)
+                    .await
+                    .expect("activity-consumer");
+                let addr = app.admin_addr().expect("admin address");
+                (addr, spawn(|token| tokio::spawn(app.run(token))))
+            }
+            _ => {
+                let config = notice_consumer::config::Config {
+                    mysql,
+                    rocketmq: mq,
+                    consumer: section,
+                    tencent_im: im,
+                    http_listen,
+                    ..Default::default()
+                };
+                let app = notice_consumer::App::build(config)
+                    .await
+                    .expect("notice-consumer");
+                let addr = app.admin_addr().expect("admin address");
+                (addr, spawn(|token| tokio::spawn(app.run(token))))
+            }
+        }
     }
 
     /// Stops `job` gracefully; its target stays listed (its scrapes fail).
