@@ -177,20 +177,7 @@ fn model() -> Model {
         binaries,
         services,
         metrics,
-        infra: [
-            ("mysql".to_string(), infra(&["mysql:8"], &[3306])),
-            ("redis".to_string(), infra(&["redis:7"], &[6379])),
-            (
-                "kafka".to_string(),
-                infra(&["apache/kafka:", "redpandadata/redpanda:"], &[9092, 9093]),
-            ),
-            (
-                "kafka-init".to_string(),
-                infra(&["apache/kafka:", "redpandadata/redpanda:"], &[]),
-            ),
-        ]
-        .into_iter()
-        .collect(),
+        infra: infrastructure(),
         app_image: "room-outbox-platform".into(),
         subcommands: subcommands(),
         topics: [TOPIC_ROOM_OUTBOX, TOPIC_TREASURE_OPEN]
@@ -203,6 +190,24 @@ fn model() -> Model {
             )
             .collect(),
     }
+}
+
+/// Infrastructure containers compose may run, by service name.
+fn infrastructure() -> BTreeMap<String, Infra> {
+    [
+        ("mysql".to_string(), infra(&["mysql:8"], &[3306])),
+        ("redis".to_string(), infra(&["redis:7"], &[6379])),
+        (
+            "kafka".to_string(),
+            infra(&["apache/kafka:", "redpandadata/redpanda:"], &[9092, 9093]),
+        ),
+        (
+            "kafka-init".to_string(),
+            infra(&["apache/kafka:", "redpandadata/redpanda:"], &[]),
+        ),
+    ]
+    .into_iter()
+    .collect()
 }
 
 /// Each binary's CLI subcommands, read from the clap definitions: the
