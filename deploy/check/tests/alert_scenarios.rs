@@ -95,11 +95,12 @@ fn alerts_without_a_scenario_fire_on_their_metric() {
 /// An im-bridge target whose `consumer_offset_gaps_unrepaired_total` rose
 /// by one between its two scrapes (`rises`) or stayed at zero.
 fn counter_target(rises: bool) -> Target {
+    let group = outbox_schema::groups::IM_BRIDGE.group;
     let scrape = |value: u8| {
         Some(
             alert_eval::parse_exposition(&format!(
                 "# TYPE consumer_offset_gaps_unrepaired counter\n\
-                 consumer_offset_gaps_unrepaired_total{{consumer_group=\"hyapp-room-im-bridge\"}} {value}\n"
+                 consumer_offset_gaps_unrepaired_total{{consumer_group=\"{group}\"}} {value}\n"
             ))
             .expect("exposition"),
         )
