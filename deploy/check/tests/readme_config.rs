@@ -6,7 +6,7 @@
 //! defaults) and what its binary prints with
 //! `--config services/<svc>/configs/<svc>.yaml --dump-config`. The binaries
 //! belong to other packages, so no `CARGO_BIN_EXE_*` exists for them here: the
-//! test runs `cargo build --bins -p <the five services>` (the `cargo` running
+//! test runs `cargo build --workspace --bins --examples` (the `cargo` running
 //! the test, the workspace's target directory, honouring `CARGO_TARGET_DIR`)
 //! and takes their paths from cargo's JSON messages, so it never runs a stale
 //! or missing binary. Both directions are asserted (every key documented for
@@ -105,23 +105,43 @@ fn assert_caught(problems: Vec<String>, needles: &[&str]) {
     }
 }
 
+/// Whether `key` is one of the variables cargo sets for a test it runs.
+fn set_by_cargo(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            key,
+            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
+        )
+}
+
 /// The five service binaries, built (or found fresh) by cargo.
 fn binaries() -> &'static BTreeMap<String, PathBuf> {
     static BINARIES: OnceLock<BTreeMap<String, PathBuf>> = OnceLock::new();
     BINARIES.get_or_init(|| {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
         let mut command = Command::new(cargo);
+        // The build `cargo xtask demo`, `up` and `chaos` run, so the binaries
+        // the test build left are fresh: the whole workspace with
+        // `--examples` resolves features as a test build does, and the
+        // variables cargo set for this test process must not reach the
+        // build (ring's build script reruns when CARGO_MANIFEST_DIR or
+        // CARGO_PKG_* change, and everything above it with it).
         command
             .current_dir(root())
             .args([
                 "build",
+                "--workspace",
                 "--bins",
+                "--examples",
                 "--keep-going",
                 "--message-format=json-render-diagnostics",
             ])
             .stdin(Stdio::null());
-        for service in SERVICES {
-            command.args(["-p", service]);
+        for (key, _) in std::env::vars_os() {
+            if let Some(key) = key.to_str().filter(|key| set_by_cargo(key)) {
+                command.env_remove(key);
+            }
         }
         let output = command.output().expect("run cargo build");
         let mut found = BTreeMap::new();
