@@ -145,6 +145,10 @@ pub struct ConsumerSettings {
     pub shutdown_grace: Duration,
     /// Purge of old dedup rows.
     pub dedup_purge: DedupPurge,
+    /// Values replaced by a default or a floor, each naming its key, the
+    /// value given and the value used; [`crate::Consumer::new`] logs each
+    /// as a warning (docs/style.md, "Configuration").
+    pub adjusted: Vec<String>,
 }
 
 impl std::fmt::Debug for ConsumerSettings {
@@ -168,6 +172,7 @@ impl std::fmt::Debug for ConsumerSettings {
             .field("send_timeout", &self.send_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("dedup_purge", &self.dedup_purge)
+            .field("adjusted", &self.adjusted)
             .finish()
     }
 }
@@ -236,6 +241,25 @@ impl ConsumerSettings {
                 .iter()
                 .map(|(key, value)| (key.clone(), value.clone())),
         );
+        let mut fix = Fallbacks::default();
+        let backoff = Backoff::exponential(
+            fix.duration(
+                "consumer.initial_backoff",
+                section.initial_backoff,
+                defaults.initial_backoff,
+            ),
+            fix.duration(
+                "consumer.max_backoff",
+                section.max_backoff,
+                defaults.max_backoff,
+            ),
+        );
+        let max_message_bytes = if section.max_message_bytes == 0 {
+            fix.note("consumer.max_message_bytes", 0, DEFAULT_MAX_MESSAGE_BYTES);
+            DEFAULT_MAX_MESSAGE_BYTES
+        } else {
+            section.max_message_bytes
+        };
         Ok(Self {
             dead_letter_topic: mq.topic(&outbox_schema::names::dead_letter_topic(&consumer_group)),
             topic: mq.topic(topic),
@@ -243,56 +267,59 @@ impl ConsumerSettings {
             client_properties,
             retry: RetryPolicy {
                 max_reconsume_times,
-                backoff: Backoff::exponential(
-                    section
-                        .initial_backoff
-                        .positive_or(defaults.initial_backoff)
-                        .as_std(),
-                    section
-                        .max_backoff
-                        .positive_or(defaults.max_backoff)
-                        .as_std(),
-                ),
+                backoff,
             },
-            max_batch: section.max_batch.max(1),
-            partition_queue_limit: section.partition_queue_limit.max(1),
-            commit_interval: section
-                .commit_interval
-                .positive_or(defaults.commit_interval)
-                .as_std(),
-            session_timeout: section
-                .session_timeout
-                .positive_or(defaults.session_timeout)
-                .as_std(),
-            fetch_queue_kbytes: section.fetch_queue_kbytes.max(1024),
-            max_message_bytes: if section.max_message_bytes == 0 {
-                DEFAULT_MAX_MESSAGE_BYTES
-            } else {
-                section.max_message_bytes
-            },
-            fetch_wait_max: section
-                .fetch_wait_max
-                .positive_or(defaults.fetch_wait_max)
-                .as_std(),
-            send_timeout: mq
-                .send_timeout
-                .positive_or(ConfigDuration::from_secs(3))
-                .as_std(),
-            shutdown_grace: section
-                .shutdown_grace
-                .positive_or(defaults.shutdown_grace)
-                .as_std(),
+            max_batch: fix.at_least("consumer.max_batch", section.max_batch, 1),
+            partition_queue_limit: fix.at_least(
+                "consumer.partition_queue_limit",
+                section.partition_queue_limit,
+                1,
+            ),
+            commit_interval: fix.duration(
+                "consumer.commit_interval",
+                section.commit_interval,
+                defaults.commit_interval,
+            ),
+            session_timeout: fix.duration(
+                "consumer.session_timeout",
+                section.session_timeout,
+                defaults.session_timeout,
+            ),
+            fetch_queue_kbytes: fix.at_least(
+                "consumer.fetch_queue_kbytes",
+                section.fetch_queue_kbytes,
+                1024,
+            ),
+            max_message_bytes,
+            fetch_wait_max: fix.duration(
+                "consumer.fetch_wait_max",
+                section.fetch_wait_max,
+                defaults.fetch_wait_max,
+            ),
+            send_timeout: fix.duration(
+                "rocketmq.send_timeout",
+                mq.send_timeout,
+                ConfigDuration::from_secs(3),
+            ),
+            shutdown_grace: fix.duration(
+                "consumer.shutdown_grace",
+                section.shutdown_grace,
+                defaults.shutdown_grace,
+            ),
             dedup_purge: DedupPurge {
-                retention: section
-                    .dedup_retention
-                    .positive_or(defaults.dedup_retention)
-                    .as_std(),
-                interval: section
-                    .dedup_purge_interval
-                    .positive_or(defaults.dedup_purge_interval)
-                    .as_std(),
-                batch: section.dedup_purge_batch.max(1),
+                retention: fix.duration(
+                    "consumer.dedup_retention",
+                    section.dedup_retention,
+                    defaults.dedup_retention,
+                ),
+                interval: fix.duration(
+                    "consumer.dedup_purge_interval",
+                    section.dedup_purge_interval,
+                    defaults.dedup_purge_interval,
+                ),
+                batch: fix.at_least("consumer.dedup_purge_batch", section.dedup_purge_batch, 1),
             },
+            adjusted: fix.0,
         })
     }
 
@@ -372,107 +399,40 @@ impl ConsumerSettings {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The values [`ConsumerSettings::resolve`] replaced, for
+/// [`ConsumerSettings::adjusted`]: a non-positive duration means its default
+/// and a count below its floor is raised to it, as always, but never silently.
+#[derive(Debug, Default)]
+struct Fallbacks(Vec<String>);
 
-    #[test]
-    fn backoff_doubles_and_caps() {
-        let policy = RetryPolicy {
-            max_reconsume_times: 16,
-            backoff: Backoff::exponential(Duration::from_millis(100), Duration::from_millis(1000)),
-        };
-        // The upper end of the jitter range is the un-jittered doubling.
-        let backoff = |attempt| policy.backoff.ceiling(attempt);
-        assert_eq!(backoff(1), Duration::from_millis(100));
-        assert_eq!(backoff(2), Duration::from_millis(200));
-        assert_eq!(backoff(4), Duration::from_millis(800));
-        assert_eq!(backoff(5), Duration::from_millis(1000));
-        assert_eq!(backoff(60), Duration::from_millis(1000));
-        assert_eq!(policy.max_attempts(), 17);
-        // With jitter: between half and all of it.
-        for (attempt, ceiling) in [(1, 100), (2, 200), (4, 800), (5, 1000), (60, 1000)] {
-            let delay = policy.backoff.delay(attempt);
-            let ceiling = Duration::from_millis(ceiling);
-            assert!(
-                delay >= ceiling / 2 && delay <= ceiling,
-                "{attempt}: {delay:?}"
-            );
+impl Fallbacks {
+    fn note(&mut self, key: &str, given: impl std::fmt::Display, used: impl std::fmt::Display) {
+        self.0.push(format!("{key}: given {given}, using {used}"));
+    }
+
+    /// `value` when positive, else `default`.
+    fn duration(&mut self, key: &str, value: ConfigDuration, default: ConfigDuration) -> Duration {
+        if !value.is_positive() {
+            self.note(key, value, default);
+            return default.as_std();
         }
+        value.as_std()
     }
 
-    #[test]
-    fn resolve_applies_namespace_defaults_and_fallbacks() {
-        let mq = MqConfig {
-            name_servers: vec!["b:9092".into()],
-            // Only resolved, never connected: the transport rule is not under test.
-            allow_insecure_transport: true,
-            namespace: "prod".into(),
-            ..MqConfig::default()
-        };
-        let section = ConsumerConfig {
-            initial_backoff: ConfigDuration::from_millis(0),
-            max_batch: 0,
-            ..ConsumerConfig::default()
-        };
-        let settings =
-            ConsumerSettings::resolve(&mq, &section, "hyapp_room_outbox", "g1", 16).unwrap();
-        assert_eq!(settings.consumer_group, "g1");
-        assert_eq!(settings.topic, "prod.hyapp_room_outbox");
-        assert_eq!(settings.dead_letter_topic, "prod.g1.dlq");
-        assert_eq!(settings.retry.backoff.initial(), Duration::from_millis(200));
-        assert_eq!(settings.max_batch, 1);
-        assert_eq!(settings.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
-        let properties = settings.consumer_properties();
-        assert!(properties.contains(&("enable.auto.offset.store".into(), "false".into())));
-        assert!(properties.contains(&("bootstrap.servers".into(), "b:9092".into())));
-    }
-
-    #[test]
-    fn dead_letter_producer_takes_what_the_consumer_decodes() {
-        let mq = MqConfig {
-            name_servers: vec!["b:9092".into()],
-            // Only resolved, never connected: the transport rule is not under test.
-            allow_insecure_transport: true,
-            ..MqConfig::default()
-        };
-        let resolve = |max_message_bytes| {
-            let section = ConsumerConfig {
-                max_message_bytes,
-                ..ConsumerConfig::default()
-            };
-            let settings = ConsumerSettings::resolve(&mq, &section, "t", "g", 16).unwrap();
-            settings
-                .producer_properties()
-                .into_iter()
-                .find(|(key, _)| key == "message.max.bytes")
-                .map(|(_, value)| value)
-        };
-        assert_eq!(
-            resolve(0).as_deref(),
-            Some("1000000"),
-            "librdkafka's default"
-        );
-        assert_eq!(
-            resolve(4_000_000).as_deref(),
-            Some((4_000_000 + 64 * 1024).to_string().as_str())
-        );
-        assert_eq!(resolve(usize::MAX).as_deref(), Some("1000000000"));
-    }
-
-    #[test]
-    fn missing_broker_is_a_config_error() {
-        let error = ConsumerSettings::resolve(
-            &MqConfig::default(),
-            &ConsumerConfig::default(),
-            "t",
-            "g",
-            16,
-        )
-        .unwrap_err();
-        assert!(
-            error.to_string().contains("rocketmq.name_servers"),
-            "{error}"
-        );
+    /// `value`, raised to `floor` when below it.
+    fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
+        &mut self,
+        key: &str,
+        value: T,
+        floor: T,
+    ) -> T {
+        if value < floor {
+            self.note(key, value, floor);
+            return floor;
+        }
+        value
     }
 }
+
+#[cfg(test)]
+mod tests;

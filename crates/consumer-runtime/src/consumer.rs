@@ -85,6 +85,9 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         handler: Arc<H>,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
+        for adjusted in &settings.adjusted {
+            tracing::warn!(consumer_group = %settings.consumer_group, adjusted = %adjusted, "config value replaced");
+        }
         let context =
             RebalanceContext::new(settings.consumer_group.clone(), settings.topic.clone());
         let mut config = ClientConfig::new();
