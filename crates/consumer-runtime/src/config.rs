@@ -226,21 +226,7 @@ impl ConsumerSettings {
             return Err(Error::Config("consumer.group is empty".into()));
         }
         let defaults = ConsumerConfig::default();
-        service_kit::mq::check_extra_properties(
-            "consumer.client_properties",
-            section.client_properties.keys(),
-        )?;
-        let mut client_properties: Vec<(String, String)> = mq
-            .client_properties()?
-            .into_iter()
-            .map(|(key, value)| (key.to_string(), value))
-            .collect();
-        client_properties.extend(
-            section
-                .client_properties
-                .iter()
-                .map(|(key, value)| (key.clone(), value.clone())),
-        );
+        let client_properties = client_properties(mq, section)?;
         let mut fix = Fallbacks::default();
         let backoff = Backoff::exponential(
             fix.duration(
@@ -397,6 +383,30 @@ impl ConsumerSettings {
             .saturating_add(DEAD_LETTER_HEADER_ROOM)
             .clamp(LIBRDKAFKA_MESSAGE_MAX_BYTES, 1_000_000_000)
     }
+}
+
+/// The broker's client properties followed by the section's own (checked:
+/// no security property may be among them).
+fn client_properties(
+    mq: &MqConfig,
+    section: &ConsumerConfig,
+) -> Result<Vec<(String, String)>, Error> {
+    service_kit::mq::check_extra_properties(
+        "consumer.client_properties",
+        section.client_properties.keys(),
+    )?;
+    let mut client_properties: Vec<(String, String)> = mq
+        .client_properties()?
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect();
+    client_properties.extend(
+        section
+            .client_properties
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone())),
+    );
+    Ok(client_properties)
 }
 
 /// The values [`ConsumerSettings::resolve`] replaced, for
