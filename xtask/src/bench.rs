@@ -16,7 +16,7 @@ use std::process::Command;
 /// wait for dirty pages to be written back, and the latency curve measured
 /// the stalls (commit -> consumed p99 at half the gift capacity 455 ms with
 /// the machine's server, 71 ms with this one, 48-49 ms at a tenth with
-/// either; README, *Latency curve*).
+/// either; docs/performance.md, *Latency curve*).
 const BENCH_MARIADB_OPTIONS: [&str; 3] = [
     "--innodb-buffer-pool-size=4G",
     "--innodb-log-file-size=2G",

@@ -8,7 +8,7 @@
 //! `cargo test`), stop the broker. A full run (no `-p`) then runs the CI
 //! subset of the reliability suite: `cargo xtask chaos` with a fixed seed,
 //! a short workload and every fault kind, including a crash of each process
-//! kind and a broker outage; and finally starts README's `cargo xtask up`,
+//! kind and a broker outage; and finally starts `cargo xtask up` (docs/operations.md),
 //! waits for every documented port and stops it as Ctrl-C would.
 
 use crate::infra::{self, BrokerStorage};

@@ -1,4 +1,4 @@
-//! The end of a full `cargo xtask test`: README's `cargo xtask up` exercised
+//! The end of a full `cargo xtask test`: docs/operations.md's `cargo xtask up` exercised
 //! as a newcomer would use it. Starts it (through its Ctrl-C supervisor), waits
 //! until every documented port answers its probe, stops it with SIGTERM as a
 //! terminal Ctrl-C would, and checks that it exits cleanly and leaves no

@@ -102,7 +102,7 @@ pub fn check_listen(key: &str, value: &str) -> Result<(), Error> {
 
 /// Whether `host` (a URL's host, brackets allowed around IPv6) is this
 /// machine: `localhost`, 127.0.0.0/8 or ::1. Connections to anything else
-/// cross a network the services do not trust (README.md#trust-boundary), so
+/// cross a network the services do not trust (docs/operations.md#trust-boundary), so
 /// the MySQL, Redis and Kafka settings refuse an unverified or plaintext
 /// transport there unless their `allow_insecure_transport` says otherwise.
 pub fn is_loopback_host(host: &str) -> bool {

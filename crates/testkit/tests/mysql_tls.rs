@@ -197,7 +197,7 @@ async fn a_certificate_for_another_host_name_is_refused() {
     // check by catching rustls's `NotValidForName`, and rustls 0.23.46
     // reports `NotValidForNameContext`: the name is checked as well, which
     // is stricter, never weaker. When this assertion fails, sqlx skips the
-    // name again: update README's `verify_ca` wording and this test.
+    // name again: update docs/operations.md's `verify_ca` wording and this test.
     let verify_ca = config(server.url("127.0.0.1"), MysqlSslMode::VerifyCa, &pki.ca)
         .connect()
         .await

@@ -266,7 +266,7 @@ fn check_ports(
             ));
         }
         if !mapping.is_loopback() {
-            // README.md#trust-boundary: the compose stack's listeners
+            // docs/operations.md#trust-boundary: the compose stack's listeners
             // have development credentials or none at all.
             problems.push(format!(
                 "compose: {name} publishes {text} on every interface; publish it on 127.0.0.1 only (\"127.0.0.1:{text}\")"

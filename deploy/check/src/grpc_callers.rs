@@ -1,4 +1,4 @@
-//! room-service's gRPC port is authenticated as shipped (README: trust
+//! room-service's gRPC port is authenticated as shipped (docs/operations.md: trust
 //! boundary): its Kubernetes config must run mutual TLS with both identity
 //! lists, dial only peers `peer_addresses` admits, and carry none of the
 //! development settings (`grpc_auth.allow_unauthenticated`, reflection, a

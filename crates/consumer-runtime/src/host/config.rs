@@ -2,7 +2,7 @@
 //! every consumer config carries (`log`, `mysql`, `rocketmq`, `consumer`,
 //! `tencent_im`, `http_listen`). The service keeps its own config struct —
 //! the file format, defaults and env prefix are its public contract, checked
-//! by deploy/check against README, compose and Kubernetes — and implements
+//! by deploy/check against docs/configuration.md, compose and Kubernetes — and implements
 //! [`ServiceConfig`] to point at those sections; load, validate and the
 //! consumer settings are then written here once.
 
