@@ -5,7 +5,12 @@
 
 use crate::Error;
 use serde::{Deserialize, Serialize};
-use service_kit::{backoff::Backoff, duration::ConfigDuration, mq::MqConfig};
+use service_kit::{
+    adjusted::{Adjusted, Adjustments},
+    backoff::Backoff,
+    duration::ConfigDuration,
+    mq::MqConfig,
+};
 use std::{collections::BTreeMap, time::Duration};
 
 /// The `consumer` section of a consumer service's config. `Debug` is its
@@ -148,7 +153,7 @@ pub struct ConsumerSettings {
     /// Values replaced by a default or a floor, each naming its key, the
     /// value given and the value used; [`crate::Consumer::new`] logs each
     /// as a warning (docs/style.md, "Configuration").
-    pub adjusted: Vec<String>,
+    pub adjusted: Vec<Adjusted>,
 }
 
 impl std::fmt::Debug for ConsumerSettings {
@@ -227,18 +232,20 @@ impl ConsumerSettings {
         }
         let defaults = ConsumerConfig::default();
         let client_properties = client_properties(mq, section)?;
-        let mut fix = Fallbacks::default();
+        let mut fix = Adjustments::default();
         let backoff = Backoff::exponential(
-            fix.duration(
+            fix.positive(
                 "consumer.initial_backoff",
                 section.initial_backoff,
                 defaults.initial_backoff,
-            ),
-            fix.duration(
+            )
+            .as_std(),
+            fix.positive(
                 "consumer.max_backoff",
                 section.max_backoff,
                 defaults.max_backoff,
-            ),
+            )
+            .as_std(),
         );
         let max_message_bytes = if section.max_message_bytes == 0 {
             fix.note("consumer.max_message_bytes", 0, DEFAULT_MAX_MESSAGE_BYTES);
@@ -261,51 +268,65 @@ impl ConsumerSettings {
                 section.partition_queue_limit,
                 1,
             ),
-            commit_interval: fix.duration(
-                "consumer.commit_interval",
-                section.commit_interval,
-                defaults.commit_interval,
-            ),
-            session_timeout: fix.duration(
-                "consumer.session_timeout",
-                section.session_timeout,
-                defaults.session_timeout,
-            ),
+            commit_interval: fix
+                .positive(
+                    "consumer.commit_interval",
+                    section.commit_interval,
+                    defaults.commit_interval,
+                )
+                .as_std(),
+            session_timeout: fix
+                .positive(
+                    "consumer.session_timeout",
+                    section.session_timeout,
+                    defaults.session_timeout,
+                )
+                .as_std(),
             fetch_queue_kbytes: fix.at_least(
                 "consumer.fetch_queue_kbytes",
                 section.fetch_queue_kbytes,
                 1024,
             ),
             max_message_bytes,
-            fetch_wait_max: fix.duration(
-                "consumer.fetch_wait_max",
-                section.fetch_wait_max,
-                defaults.fetch_wait_max,
-            ),
-            send_timeout: fix.duration(
-                "rocketmq.send_timeout",
-                mq.send_timeout,
-                ConfigDuration::from_secs(3),
-            ),
-            shutdown_grace: fix.duration(
-                "consumer.shutdown_grace",
-                section.shutdown_grace,
-                defaults.shutdown_grace,
-            ),
+            fetch_wait_max: fix
+                .positive(
+                    "consumer.fetch_wait_max",
+                    section.fetch_wait_max,
+                    defaults.fetch_wait_max,
+                )
+                .as_std(),
+            send_timeout: fix
+                .positive(
+                    "rocketmq.send_timeout",
+                    mq.send_timeout,
+                    ConfigDuration::from_secs(3),
+                )
+                .as_std(),
+            shutdown_grace: fix
+                .positive(
+                    "consumer.shutdown_grace",
+                    section.shutdown_grace,
+                    defaults.shutdown_grace,
+                )
+                .as_std(),
             dedup_purge: DedupPurge {
-                retention: fix.duration(
-                    "consumer.dedup_retention",
-                    section.dedup_retention,
-                    defaults.dedup_retention,
-                ),
-                interval: fix.duration(
-                    "consumer.dedup_purge_interval",
-                    section.dedup_purge_interval,
-                    defaults.dedup_purge_interval,
-                ),
+                retention: fix
+                    .positive(
+                        "consumer.dedup_retention",
+                        section.dedup_retention,
+                        defaults.dedup_retention,
+                    )
+                    .as_std(),
+                interval: fix
+                    .positive(
+                        "consumer.dedup_purge_interval",
+                        section.dedup_purge_interval,
+                        defaults.dedup_purge_interval,
+                    )
+                    .as_std(),
                 batch: fix.at_least("consumer.dedup_purge_batch", section.dedup_purge_batch, 1),
             },
-            adjusted: fix.0,
+            adjusted: fix.into_vec(),
         })
     }
 
@@ -407,41 +428,6 @@ fn client_properties(
             .map(|(key, value)| (key.clone(), value.clone())),
     );
     Ok(client_properties)
-}
-
-/// The values [`ConsumerSettings::resolve`] replaced, for
-/// [`ConsumerSettings::adjusted`]: a non-positive duration means its default
-/// and a count below its floor is raised to it, as always, but never silently.
-#[derive(Debug, Default)]
-struct Fallbacks(Vec<String>);
-
-impl Fallbacks {
-    fn note(&mut self, key: &str, given: impl std::fmt::Display, used: impl std::fmt::Display) {
-        self.0.push(format!("{key}: given {given}, using {used}"));
-    }
-
-    /// `value` when positive, else `default`.
-    fn duration(&mut self, key: &str, value: ConfigDuration, default: ConfigDuration) -> Duration {
-        if !value.is_positive() {
-            self.note(key, value, default);
-            return default.as_std();
-        }
-        value.as_std()
-    }
-
-    /// `value`, raised to `floor` when below it.
-    fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
-        &mut self,
-        key: &str,
-        value: T,
-        floor: T,
-    ) -> T {
-        if value < floor {
-            self.note(key, value, floor);
-            return floor;
-        }
-        value
-    }
 }
 
 #[cfg(test)]

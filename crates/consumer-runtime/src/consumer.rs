@@ -85,9 +85,7 @@ impl<M: Decode, H: Handler<M>> Consumer<M, H> {
         handler: Arc<H>,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
-        for adjusted in &settings.adjusted {
-            tracing::warn!(consumer_group = %settings.consumer_group, adjusted = %adjusted, "config value replaced");
-        }
+        service_kit::adjusted::warn_each(&settings.consumer_group, &settings.adjusted);
         let context =
             RebalanceContext::new(settings.consumer_group.clone(), settings.topic.clone());
         let mut config = ClientConfig::new();

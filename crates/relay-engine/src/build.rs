@@ -38,9 +38,7 @@ pub fn build_relay_with(
     registry: &mut Registry,
 ) -> Result<Relay, Error> {
     let settings = RelaySettings::from_config(worker, mq)?;
-    for adjustment in &settings.adjusted {
-        tracing::warn!(adjustment = %adjustment, "relay setting adjusted");
-    }
+    service_kit::adjusted::warn_each("outbox_worker", &settings.adjusted);
     let direct = if settings.uses_direct() {
         let sinks = DirectSinks::new(direct, &pool)?;
         if let Some(im) = &sinks.im {

@@ -14,8 +14,8 @@ use crate::{
 };
 use service_kit::{
     Secret,
+    adjusted::{Adjusted, Adjustments},
     backoff::{Backoff, Jitter, Strategy},
-    duration::ConfigDuration,
     mq::MqConfig,
 };
 use std::time::Duration;
@@ -65,39 +65,10 @@ pub struct RelaySettings {
     /// alone. Not a config key: always false from [`Self::from_config`]; the
     /// benchmark sets it to measure the old path beside the new one.
     pub claim_mq_rows: bool,
-    /// Values the config gave that the relay does not run with, each as
-    /// "key: given …, using …" (the documented fallbacks and caps);
-    /// [`crate::build_relay`] logs each as a warning.
-    pub adjusted: Vec<String>,
-}
-
-/// Collects the values replaced by a fallback or a cap, for
-/// [`RelaySettings::adjusted`].
-#[derive(Debug, Default)]
-struct Adjusted(Vec<String>);
-
-impl Adjusted {
-    /// `value` when positive, else `default`, noting the fallback.
-    fn positive(&mut self, key: &str, value: ConfigDuration, default: ConfigDuration) -> Duration {
-        let used = value.positive_or(default);
-        if used != value {
-            self.0.push(format!(
-                "outbox_worker.{key}: given {value}, using the default {used} (must be positive)"
-            ));
-        }
-        used.as_std()
-    }
-
-    /// `value` when positive, else `default`, noting the fallback.
-    fn positive_count(&mut self, key: &str, value: i64, default: i64) -> i64 {
-        if value > 0 {
-            return value;
-        }
-        self.0.push(format!(
-            "outbox_worker.{key}: given {value}, using the default {default} (must be positive)"
-        ));
-        default
-    }
+    /// Values the config gave that the relay does not run with (the
+    /// documented fallbacks and the batch cap); [`crate::build_relay`] logs
+    /// each as a warning.
+    pub adjusted: Vec<Adjusted>,
 }
 
 impl RelaySettings {
@@ -133,27 +104,29 @@ impl RelaySettings {
                 )));
             }
         };
-        let mut adjusted = Adjusted::default();
+        let mut adjusted = Adjustments::default();
         let batch_size = batch_size(&mut adjusted, worker.batch_size, defaults.batch_size);
-        let max_retry_count = adjusted.positive_count(
-            "max_retry_count",
+        let max_retry_count = positive_count(
+            &mut adjusted,
+            "outbox_worker.max_retry_count",
             worker.max_retry_count,
             defaults.max_retry_count,
         );
         let initial_backoff = adjusted.positive(
-            "initial_backoff",
+            "outbox_worker.initial_backoff",
             worker.initial_backoff,
             defaults.initial_backoff,
         );
-        let mut max_backoff =
-            adjusted.positive("max_backoff", worker.max_backoff, defaults.max_backoff);
-        if max_backoff < initial_backoff {
-            adjusted.0.push(format!(
-                "outbox_worker.max_backoff: given {}, using initial_backoff {} (it cannot be shorter)",
-                worker.max_backoff, worker.initial_backoff
-            ));
-            max_backoff = initial_backoff;
-        }
+        let max_backoff = adjusted.positive(
+            "outbox_worker.max_backoff",
+            worker.max_backoff,
+            defaults.max_backoff,
+        );
+        // A cap below the first wait cannot be meant as written: the first
+        // wait wins, as it always did, and the cap is reported raised.
+        let max_backoff =
+            adjusted.at_least("outbox_worker.max_backoff", max_backoff, initial_backoff);
+        let (initial_backoff, max_backoff) = (initial_backoff.as_std(), max_backoff.as_std());
         // `fixed_interval` keeps its documented contract — exactly
         // `initial_backoff` every time — so only the exponential strategy jitters.
         let backoff = Backoff::new(retry_strategy, initial_backoff, max_backoff).with_jitter(
@@ -174,30 +147,52 @@ impl RelaySettings {
         };
         Ok(Self {
             publish_mode,
-            poll_interval: adjusted.positive(
-                "poll_interval",
-                worker.poll_interval,
-                defaults.poll_interval,
-            ),
+            poll_interval: adjusted
+                .positive(
+                    "outbox_worker.poll_interval",
+                    worker.poll_interval,
+                    defaults.poll_interval,
+                )
+                .as_std(),
             batch_size,
-            publish_timeout: adjusted.positive(
-                "publish_timeout",
-                worker.publish_timeout,
-                defaults.publish_timeout,
-            ),
+            publish_timeout: adjusted
+                .positive(
+                    "outbox_worker.publish_timeout",
+                    worker.publish_timeout,
+                    defaults.publish_timeout,
+                )
+                .as_std(),
             max_retry_count: u32::try_from(max_retry_count).unwrap_or(u32::MAX),
             backoff,
-            claim_lease: adjusted.positive("claim_lease", worker.claim_lease, defaults.claim_lease),
-            shard_lease: adjusted.positive("shard_lease", worker.shard_lease, defaults.shard_lease),
+            claim_lease: adjusted
+                .positive(
+                    "outbox_worker.claim_lease",
+                    worker.claim_lease,
+                    defaults.claim_lease,
+                )
+                .as_std(),
+            shard_lease: adjusted
+                .positive(
+                    "outbox_worker.shard_lease",
+                    worker.shard_lease,
+                    defaults.shard_lease,
+                )
+                .as_std(),
             nudge_enabled: worker.nudge_enabled,
             redis_url: Secret::new(worker.redis_url.as_str()),
             redis_tls_ca_file: worker.redis_tls_ca_file.clone(),
-            retention: adjusted.positive("retention", worker.retention, defaults.retention),
+            retention: adjusted
+                .positive(
+                    "outbox_worker.retention",
+                    worker.retention,
+                    defaults.retention,
+                )
+                .as_std(),
             node_id,
             room_outbox_topic: mq.topic(&mq.room_outbox.topic),
             treasure_open_topic: mq.topic(&mq.treasure_open.topic),
             claim_mq_rows: false,
-            adjusted: adjusted.0,
+            adjusted: adjusted.into_vec(),
         })
     }
 
@@ -213,18 +208,20 @@ impl RelaySettings {
 }
 
 /// `batch_size`: a non-positive value falls back to the default, a value
-/// over [`MAX_BATCH_SIZE`] is cut to it; both noted.
-fn batch_size(adjusted: &mut Adjusted, given: i64, default: i64) -> usize {
-    let positive = adjusted.positive_count("batch_size", given, default);
-    match usize::try_from(positive) {
-        Ok(size) if size <= MAX_BATCH_SIZE => size,
-        _ => {
-            adjusted.0.push(format!(
-                "outbox_worker.batch_size: given {given}, using {MAX_BATCH_SIZE} (the largest accepted)"
-            ));
-            MAX_BATCH_SIZE
-        }
+/// over [`MAX_BATCH_SIZE`] is cut to it; both recorded.
+fn batch_size(adjusted: &mut Adjustments, given: i64, default: i64) -> usize {
+    let positive = positive_count(adjusted, "outbox_worker.batch_size", given, default);
+    let capped = adjusted.at_most("outbox_worker.batch_size", positive, MAX_BATCH_SIZE as i64);
+    usize::try_from(capped).unwrap_or(MAX_BATCH_SIZE)
+}
+
+/// `given` when positive, else `default` (recorded).
+fn positive_count(adjusted: &mut Adjustments, key: &str, given: i64, default: i64) -> i64 {
+    if given > 0 {
+        return given;
     }
+    adjusted.note(key, given, default);
+    default
 }
 
 fn default_node_id() -> String {
@@ -237,6 +234,7 @@ fn default_node_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use service_kit::duration::ConfigDuration;
 
     fn mq_enabled() -> MqConfig {
         let mut mq = MqConfig {
@@ -264,7 +262,7 @@ mod tests {
         let keys: Vec<&str> = settings
             .adjusted
             .iter()
-            .map(|line| line.split(':').next().unwrap())
+            .map(|adjusted| adjusted.key.as_str())
             .collect();
         assert_eq!(
             keys,
@@ -334,8 +332,8 @@ mod tests {
         assert_eq!(settings.backoff.strategy(), Strategy::Fixed);
         assert_eq!(settings.batch_size, MAX_BATCH_SIZE);
         assert_eq!(
-            settings.adjusted,
-            ["outbox_worker.batch_size: given 1000000, using 5000 (the largest accepted)"]
+            settings.adjusted[0].to_string(),
+            "outbox_worker.batch_size: given 1000000, using 5000"
         );
     }
 
@@ -349,7 +347,10 @@ mod tests {
         let settings = RelaySettings::from_config(&worker, &MqConfig::default()).unwrap();
         assert_eq!(settings.backoff.delay_with(1, 1.0), Duration::from_secs(5));
         assert_eq!(settings.adjusted.len(), 1, "{:?}", settings.adjusted);
-        assert!(settings.adjusted[0].starts_with("outbox_worker.max_backoff:"));
+        assert_eq!(
+            settings.adjusted[0].to_string(),
+            "outbox_worker.max_backoff: given 1s, using 5s"
+        );
     }
 
     const SECOND: Duration = Duration::from_secs(1);

@@ -4,6 +4,7 @@
 //! gRPC TLS, the MySQL pool with the embedded migrations, and the rules for
 //! an audited operator's name and reason.
 
+pub mod adjusted;
 pub mod admin_http;
 mod allocator;
 pub mod backoff;

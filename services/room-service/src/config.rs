@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use relay_engine::config::OutboxWorkerConfig;
 use serde::{Deserialize, Serialize};
+use service_kit::adjusted::Adjustments;
 use service_kit::config::ConfigSources;
 use service_kit::db::MysqlConfig;
 use service_kit::duration::ConfigDuration;
@@ -135,34 +136,19 @@ impl Default for Config {
 
 /// A value [`Config::validate`] replaced rather than refused: the key, what
 /// was given and what is used instead (docs/style.md, "Configuration").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Adjusted {
-    /// The key, as written in the file.
-    pub key: &'static str,
-    /// The value the sources gave.
-    pub given: String,
-    /// The value used instead.
-    pub used: String,
-}
+pub use service_kit::adjusted::Adjusted;
 
-impl Adjusted {
-    /// A non-positive duration means "the default" (as it always has), and
-    /// is recorded so start-up warns naming the key.
-    fn positive_or_default(
-        adjusted: &mut Vec<Adjusted>,
-        key: &'static str,
-        value: &mut ConfigDuration,
-        default: ConfigDuration,
-    ) {
-        if !value.is_positive() {
-            adjusted.push(Adjusted {
-                key,
-                given: value.to_string(),
-                used: default.to_string(),
-            });
-            *value = default;
-        }
-    }
+/// A non-positive duration means "the default" (as it always has), and is
+/// recorded so start-up warns naming the key.
+fn positive_or_default(
+    adjusted: &mut Vec<Adjusted>,
+    key: &str,
+    value: &mut ConfigDuration,
+    default: ConfigDuration,
+) {
+    let mut adjustments = Adjustments::default();
+    *value = adjustments.positive(key, *value, default);
+    adjusted.extend(adjustments.into_vec());
 }
 
 /// Keys whose `ROOM__…` environment value is a comma-separated list.
@@ -238,14 +224,7 @@ impl Config {
     /// Logs one warning per replaced value; called once telemetry runs
     /// (validation happens before it).
     pub fn warn_adjusted(&self) {
-        for Adjusted { key, given, used } in &self.adjusted {
-            tracing::warn!(
-                key,
-                given,
-                used,
-                "config value out of range; using the default"
-            );
-        }
+        service_kit::adjusted::warn_each("room-service", &self.adjusted);
     }
 }
 

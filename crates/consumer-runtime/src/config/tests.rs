@@ -50,7 +50,11 @@ fn resolve_applies_namespace_defaults_and_fallbacks() {
     assert_eq!(settings.max_batch, 1);
     assert_eq!(settings.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
     assert_eq!(
-        settings.adjusted,
+        settings
+            .adjusted
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         [
             "consumer.initial_backoff: given 0ms, using 200ms".to_string(),
             "consumer.max_batch: given 0, using 1".to_string(),
@@ -133,7 +137,7 @@ fn every_replaced_value_is_named_and_defaults_replace_nothing() {
     };
     let keys: Vec<String> = resolve(&section)
         .iter()
-        .map(|line| line.split(':').next().unwrap_or_default().to_string())
+        .map(|adjusted| adjusted.key.clone())
         .collect();
     assert_eq!(
         keys,

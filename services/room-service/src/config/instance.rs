@@ -54,14 +54,14 @@ impl Config {
         }
         self.check_listeners()?;
         let forward = ConfigDuration::from_secs(5);
-        Adjusted::positive_or_default(
+        super::positive_or_default(
             adjusted,
             "forward_timeout",
             &mut self.forward_timeout,
             forward,
         );
         let grace = ConfigDuration::from_secs(20);
-        Adjusted::positive_or_default(adjusted, "shutdown_grace", &mut self.shutdown_grace, grace);
+        super::positive_or_default(adjusted, "shutdown_grace", &mut self.shutdown_grace, grace);
         Ok(())
     }
 

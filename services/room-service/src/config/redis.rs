@@ -103,7 +103,7 @@ impl RedisConfig {
                 self.lease_ttl, self.liveness_ttl
             )));
         }
-        Adjusted::positive_or_default(
+        super::positive_or_default(
             adjusted,
             "redis.command_timeout",
             &mut self.command_timeout,

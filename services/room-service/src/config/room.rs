@@ -153,7 +153,7 @@ impl RoomConfig {
                 5,
             ),
         ] {
-            Adjusted::positive_or_default(adjusted, key, value, ConfigDuration::from_secs(default));
+            super::positive_or_default(adjusted, key, value, ConfigDuration::from_secs(default));
         }
         self.rules.validate()
     }

@@ -218,7 +218,7 @@ fn a_non_positive_duration_is_replaced_by_its_default_and_warned() {
         let default = ConfigDuration::from_secs(default_secs);
         assert_eq!(*field(&mut config), default, "{key}");
         let expected = Adjusted {
-            key,
+            key: key.to_string(),
             given: ConfigDuration::from_millis(-5).to_string(),
             used: default.to_string(),
         };

@@ -64,7 +64,7 @@ impl WalletConfig {
             .endpoint("wallet.tls", "wallet.endpoint", &self.endpoint)
             .map_err(|error| Error::Config(error.to_string()))?;
         let default = ConfigDuration::from_secs(2);
-        Adjusted::positive_or_default(adjusted, "wallet.timeout", &mut self.timeout, default);
+        super::positive_or_default(adjusted, "wallet.timeout", &mut self.timeout, default);
         Ok(())
     }
 }
@@ -75,14 +75,14 @@ impl SagaConfig {
     /// warning.
     pub(super) fn validate(&mut self, adjusted: &mut Vec<Adjusted>) -> Result<(), Error> {
         let sweep = ConfigDuration::from_secs(30);
-        Adjusted::positive_or_default(
+        super::positive_or_default(
             adjusted,
             "saga.sweep_interval",
             &mut self.sweep_interval,
             sweep,
         );
         let stuck = ConfigDuration::from_secs(60);
-        Adjusted::positive_or_default(adjusted, "saga.stuck_after", &mut self.stuck_after, stuck);
+        super::positive_or_default(adjusted, "saga.stuck_after", &mut self.stuck_after, stuck);
         if self.max_refund_attempts == 0 {
             return Err(Error::Config(
                 "saga.max_refund_attempts must be at least 1".into(),
