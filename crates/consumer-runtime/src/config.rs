@@ -222,14 +222,7 @@ impl ConsumerSettings {
         default_group: &str,
         max_reconsume_times: u32,
     ) -> Result<Self, Error> {
-        let consumer_group = if section.group.is_empty() {
-            default_group.to_string()
-        } else {
-            section.group.clone()
-        };
-        if consumer_group.is_empty() {
-            return Err(Error::Config("consumer.group is empty".into()));
-        }
+        let consumer_group = group_of(section, default_group)?;
         let defaults = ConsumerConfig::default();
         let client_properties = client_properties(mq, section)?;
         let mut fix = Adjustments::default();
@@ -309,23 +302,7 @@ impl ConsumerSettings {
                     defaults.shutdown_grace,
                 )
                 .as_std(),
-            dedup_purge: DedupPurge {
-                retention: fix
-                    .positive(
-                        "consumer.dedup_retention",
-                        section.dedup_retention,
-                        defaults.dedup_retention,
-                    )
-                    .as_std(),
-                interval: fix
-                    .positive(
-                        "consumer.dedup_purge_interval",
-                        section.dedup_purge_interval,
-                        defaults.dedup_purge_interval,
-                    )
-                    .as_std(),
-                batch: fix.at_least("consumer.dedup_purge_batch", section.dedup_purge_batch, 1),
-            },
+            dedup_purge: dedup_purge(section, &defaults, &mut fix),
             adjusted: fix.into_vec(),
         })
     }
@@ -403,6 +380,44 @@ impl ConsumerSettings {
         self.max_message_bytes
             .saturating_add(DEAD_LETTER_HEADER_ROOM)
             .clamp(LIBRDKAFKA_MESSAGE_MAX_BYTES, 1_000_000_000)
+    }
+}
+
+/// `consumer.group`, or the service's `default_group` when it is empty.
+fn group_of(section: &ConsumerConfig, default_group: &str) -> Result<String, Error> {
+    let consumer_group = if section.group.is_empty() {
+        default_group.to_string()
+    } else {
+        section.group.clone()
+    };
+    if consumer_group.is_empty() {
+        return Err(Error::Config("consumer.group is empty".into()));
+    }
+    Ok(consumer_group)
+}
+
+/// The dedup purge's settings, each replacement recorded in `fix`.
+fn dedup_purge(
+    section: &ConsumerConfig,
+    defaults: &ConsumerConfig,
+    fix: &mut Adjustments,
+) -> DedupPurge {
+    DedupPurge {
+        retention: fix
+            .positive(
+                "consumer.dedup_retention",
+                section.dedup_retention,
+                defaults.dedup_retention,
+            )
+            .as_std(),
+        interval: fix
+            .positive(
+                "consumer.dedup_purge_interval",
+                section.dedup_purge_interval,
+                defaults.dedup_purge_interval,
+            )
+            .as_std(),
+        batch: fix.at_least("consumer.dedup_purge_batch", section.dedup_purge_batch, 1),
     }
 }
 
