@@ -75,35 +75,8 @@ impl RelaySettings {
     /// Validates the config; errors name the offending key.
     pub fn from_config(worker: &OutboxWorkerConfig, mq: &MqConfig) -> Result<Self, Error> {
         let defaults = OutboxWorkerConfig::default();
-        let publish_mode = match worker.publish_mode.as_str() {
-            "direct" => PublishMode::Direct,
-            "mq" => PublishMode::Mq,
-            "dual" => PublishMode::Dual,
-            other => {
-                return Err(Error::Config(format!(
-                    "outbox_worker.publish_mode `{other}` is not one of direct, mq, dual"
-                )));
-            }
-        };
-        if matches!(publish_mode, PublishMode::Mq | PublishMode::Dual)
-            && !(mq.enabled && mq.room_outbox.enabled)
-        {
-            return Err(Error::Config(format!(
-                "outbox_worker.publish_mode={} requires rocketmq.enabled=true and rocketmq.room_outbox.enabled=true",
-                worker.publish_mode
-            )));
-        }
-        let retry_strategy = match worker.retry_strategy.as_str() {
-            "exponential_backoff" => Strategy::Exponential,
-            // An empty value means the phase-1 default
-            // (docs/design.md#configuration-names).
-            "fixed_interval" | "" => Strategy::Fixed,
-            other => {
-                return Err(Error::Config(format!(
-                    "outbox_worker.retry_strategy `{other}` is not one of exponential_backoff, fixed_interval"
-                )));
-            }
-        };
+        let publish_mode = publish_mode(worker, mq)?;
+        let retry_strategy = retry_strategy(worker)?;
         let mut adjusted = Adjustments::default();
         let batch_size = batch_size(&mut adjusted, worker.batch_size, defaults.batch_size);
         let max_retry_count = positive_count(
@@ -112,29 +85,7 @@ impl RelaySettings {
             worker.max_retry_count,
             defaults.max_retry_count,
         );
-        let initial_backoff = adjusted.positive(
-            "outbox_worker.initial_backoff",
-            worker.initial_backoff,
-            defaults.initial_backoff,
-        );
-        let max_backoff = adjusted.positive(
-            "outbox_worker.max_backoff",
-            worker.max_backoff,
-            defaults.max_backoff,
-        );
-        // A cap below the first wait cannot be meant as written: the first
-        // wait wins, as it always did, and the cap is reported raised.
-        let max_backoff =
-            adjusted.at_least("outbox_worker.max_backoff", max_backoff, initial_backoff);
-        let (initial_backoff, max_backoff) = (initial_backoff.as_std(), max_backoff.as_std());
-        // `fixed_interval` keeps its documented contract — exactly
-        // `initial_backoff` every time — so only the exponential strategy jitters.
-        let backoff = Backoff::new(retry_strategy, initial_backoff, max_backoff).with_jitter(
-            match retry_strategy {
-                Strategy::Exponential => Jitter::Equal,
-                Strategy::Fixed => Jitter::None,
-            },
-        );
+        let backoff = backoff(&mut adjusted, worker, &defaults, retry_strategy);
         if worker.nudge_enabled {
             // Checked now (scheme, CA file) so a bad value stops the start-up
             // instead of leaving the relay polling-only with a warning per retry.
@@ -205,6 +156,75 @@ impl RelaySettings {
     pub fn uses_direct(&self) -> bool {
         matches!(self.publish_mode, PublishMode::Direct | PublishMode::Dual)
     }
+}
+
+/// `outbox_worker.publish_mode`, refused unless known and, for `mq`/`dual`,
+/// unless the broker's publisher is enabled.
+fn publish_mode(worker: &OutboxWorkerConfig, mq: &MqConfig) -> Result<PublishMode, Error> {
+    let publish_mode = match worker.publish_mode.as_str() {
+        "direct" => PublishMode::Direct,
+        "mq" => PublishMode::Mq,
+        "dual" => PublishMode::Dual,
+        other => {
+            return Err(Error::Config(format!(
+                "outbox_worker.publish_mode `{other}` is not one of direct, mq, dual"
+            )));
+        }
+    };
+    if matches!(publish_mode, PublishMode::Mq | PublishMode::Dual)
+        && !(mq.enabled && mq.room_outbox.enabled)
+    {
+        return Err(Error::Config(format!(
+            "outbox_worker.publish_mode={} requires rocketmq.enabled=true and rocketmq.room_outbox.enabled=true",
+            worker.publish_mode
+        )));
+    }
+    Ok(publish_mode)
+}
+
+/// `outbox_worker.retry_strategy`, refused unless known.
+fn retry_strategy(worker: &OutboxWorkerConfig) -> Result<Strategy, Error> {
+    Ok(match worker.retry_strategy.as_str() {
+        "exponential_backoff" => Strategy::Exponential,
+        // An empty value means the phase-1 default
+        // (docs/design.md#configuration-names).
+        "fixed_interval" | "" => Strategy::Fixed,
+        other => {
+            return Err(Error::Config(format!(
+                "outbox_worker.retry_strategy `{other}` is not one of exponential_backoff, fixed_interval"
+            )));
+        }
+    })
+}
+
+/// The wait before a failed row is due again, from `initial_backoff` up to
+/// `max_backoff` by `strategy`.
+fn backoff(
+    adjusted: &mut Adjustments,
+    worker: &OutboxWorkerConfig,
+    defaults: &OutboxWorkerConfig,
+    strategy: Strategy,
+) -> Backoff {
+    let initial_backoff = adjusted.positive(
+        "outbox_worker.initial_backoff",
+        worker.initial_backoff,
+        defaults.initial_backoff,
+    );
+    let max_backoff = adjusted.positive(
+        "outbox_worker.max_backoff",
+        worker.max_backoff,
+        defaults.max_backoff,
+    );
+    // A cap below the first wait cannot be meant as written: the first
+    // wait wins, as it always did, and the cap is reported raised.
+    let max_backoff = adjusted.at_least("outbox_worker.max_backoff", max_backoff, initial_backoff);
+    let (initial_backoff, max_backoff) = (initial_backoff.as_std(), max_backoff.as_std());
+    // `fixed_interval` keeps its documented contract — exactly
+    // `initial_backoff` every time — so only the exponential strategy jitters.
+    Backoff::new(strategy, initial_backoff, max_backoff).with_jitter(match strategy {
+        Strategy::Exponential => Jitter::Equal,
+        Strategy::Fixed => Jitter::None,
+    })
 }
 
 /// `batch_size`: a non-positive value falls back to the default, a value
