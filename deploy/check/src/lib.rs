@@ -21,6 +21,7 @@ pub mod instances;
 pub mod pod_env;
 pub mod promql;
 pub mod readme;
+pub mod readme_keys;
 pub mod source;
 pub mod transport;
 pub mod yaml;

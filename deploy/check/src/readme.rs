@@ -20,7 +20,6 @@
 //! value, arrays of scalars and empty (open) maps being leaves, arrays of maps
 //! both a key and `key[].field` keys.
 
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The title of the heading the reference lives under (without its `#`s).
@@ -146,31 +145,7 @@ pub fn parse(document: &str, services: &[&str]) -> Result<Reference, Vec<String>
             .strip_prefix("Used by:")
             .or_else(|| trimmed.strip_prefix("**Used by:**"))
         {
-            let mut entries = Vec::new();
-            for item in list.trim().trim_end_matches('.').split(',') {
-                let item = item.trim();
-                let (name, mount) = match item.split_once('(') {
-                    Some((name, rest)) => {
-                        let mount = code_spans(rest)
-                            .first()
-                            .map(|span| span.trim_end_matches(".*").to_string());
-                        if mount.is_none() || !rest.trim_start().starts_with("as ") {
-                            problems.push(format!(
-                                "{section}: `Used by` entry `{item}` is not `service (as `prefix.*`)`"
-                            ));
-                        }
-                        (name.trim(), mount)
-                    }
-                    None => (item, None),
-                };
-                if !services.contains(&name) {
-                    problems.push(format!(
-                        "{section}: `Used by` names `{name}`, which is not one of {services:?}"
-                    ));
-                    continue;
-                }
-                entries.push((name.to_string(), mount));
-            }
+            let entries = used_by_entries(list, &section, services, &mut problems);
             used_by = Some(entries);
             continue;
         }
@@ -186,69 +161,23 @@ pub fn parse(document: &str, services: &[&str]) -> Result<Reference, Vec<String>
             continue;
         };
         match columns.first().map(String::as_str) {
-            Some("Key") => {
-                let Some(entries) = &used_by else {
-                    problems.push(format!(
-                        "{section}: key table without a `Used by:` line (row `{trimmed}`)"
-                    ));
-                    continue;
-                };
-                let Some(path) = code_spans(&row[0]).into_iter().next() else {
-                    problems.push(format!("{section}: row without a `key`: {trimmed}"));
-                    continue;
-                };
-                let default = row
-                    .get(1)
-                    .filter(|cell| cell.starts_with('`'))
-                    .and_then(|cell| code_spans(cell).into_iter().next());
-                for (service, mount) in entries {
-                    let path = match mount {
-                        Some(mount) => match path.split_once('.') {
-                            Some((_, rest)) => format!("{mount}.{rest}"),
-                            None => mount.clone(),
-                        },
-                        None => path.clone(),
-                    };
-                    let rows = reference.keys.entry(service.clone()).or_default();
-                    if let Some(earlier) = rows.iter().find(|row| row.path == path) {
-                        problems.push(format!(
-                            "{service}: `{path}` is documented twice ({} and {section})",
-                            earlier.section
-                        ));
-                    }
-                    rows.push(KeyRow {
-                        path,
-                        default: default.clone(),
-                        section: section.clone(),
-                    });
+            Some("Key") => match &used_by {
+                Some(entries) => {
+                    key_rows(
+                        trimmed,
+                        &row,
+                        entries,
+                        &section,
+                        &mut reference,
+                        &mut problems,
+                    );
                 }
-            }
+                None => problems.push(format!(
+                    "{section}: key table without a `Used by:` line (row `{trimmed}`)"
+                )),
+            },
             Some("Service") if columns.get(1).is_some_and(|column| column == "Prefix") => {
-                let name = row[0].trim_matches('`');
-                if !services.contains(&name) {
-                    problems.push(format!(
-                        "environment table names `{name}`, which is not one of {services:?}"
-                    ));
-                    continue;
-                }
-                let prefix = row
-                    .get(1)
-                    .and_then(|cell| code_spans(cell).into_iter().next())
-                    .unwrap_or_default();
-                let list_column = columns
-                    .iter()
-                    .position(|column| column.to_ascii_lowercase().contains("list"));
-                let list_keys = list_column
-                    .and_then(|index| row.get(index))
-                    .map(|cell| code_spans(cell).into_iter().collect())
-                    .unwrap_or_default();
-                reference.env.insert(
-                    name.to_string(),
-                    EnvRow {
-                        prefix: prefix.trim_end_matches("__").to_string(),
-                        list_keys,
-                    },
-                );
+                env_row(&row, columns, services, &mut reference, &mut problems);
             }
             _ => {}
         }
@@ -260,156 +189,121 @@ pub fn parse(document: &str, services: &[&str]) -> Result<Reference, Vec<String>
     }
 }
 
-/// The dotted key paths of a config value (see the module docs).
-pub fn config_paths(value: &Value) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    walk(value, String::new(), &mut out);
-    out
-}
-
-fn walk(value: &Value, prefix: String, out: &mut BTreeSet<String>) {
-    match value {
-        Value::Object(map) if map.is_empty() && !prefix.is_empty() => {
-            out.insert(prefix);
-        }
-        Value::Object(map) => {
-            for (key, item) in map {
-                let path = if prefix.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{prefix}.{key}")
-                };
-                walk(item, path, out);
+/// The entries of a `Used by:` line: each service and the prefix its keys
+/// are mounted under (`service (as `prefix.*`)`), problems noted.
+fn used_by_entries(
+    list: &str,
+    section: &str,
+    services: &[&str],
+    problems: &mut Vec<String>,
+) -> Vec<(String, Option<String>)> {
+    let mut entries = Vec::new();
+    for item in list.trim().trim_end_matches('.').split(',') {
+        let item = item.trim();
+        let (name, mount) = match item.split_once('(') {
+            Some((name, rest)) => {
+                let mount = code_spans(rest)
+                    .first()
+                    .map(|span| span.trim_end_matches(".*").to_string());
+                if mount.is_none() || !rest.trim_start().starts_with("as ") {
+                    problems.push(format!(
+                        "{section}: `Used by` entry `{item}` is not `service (as `prefix.*`)`"
+                    ));
+                }
+                (name.trim(), mount)
             }
-        }
-        Value::Array(items) if items.iter().any(Value::is_object) => {
-            for item in items {
-                walk(item, format!("{prefix}[]"), out);
-            }
-            out.insert(prefix);
-        }
-        _ => {
-            out.insert(prefix);
-        }
-    }
-}
-
-/// Paths whose value in `defaults` is an empty map: open maps, whose entries
-/// (present in a dump when a file sets some) are not keys of their own.
-pub fn open_maps(defaults: &Value) -> BTreeSet<String> {
-    config_paths(defaults)
-        .into_iter()
-        .filter(|path| {
-            values_at(defaults, path)
-                .iter()
-                .all(|value| value == &&Value::Object(Default::default()))
-        })
-        .filter(|path| !values_at(defaults, path).is_empty())
-        .collect()
-}
-
-/// `paths` with entries of the open maps folded into the map's own path.
-pub fn fold_open_maps(paths: BTreeSet<String>, open: &BTreeSet<String>) -> BTreeSet<String> {
-    paths
-        .into_iter()
-        .map(|path| {
-            open.iter()
-                .find(|map| path.starts_with(&format!("{map}.")))
-                .cloned()
-                .unwrap_or(path)
-        })
-        .collect()
-}
-
-/// Every value at `path` (`a.list[].b` visits each element of `a.list`).
-pub fn values_at<'a>(value: &'a Value, path: &str) -> Vec<&'a Value> {
-    let mut current = vec![value];
-    for segment in path.split('.') {
-        let (key, each) = match segment.strip_suffix("[]") {
-            Some(key) => (key, true),
-            None => (segment, false),
+            None => (item, None),
         };
-        current = current
-            .into_iter()
-            .filter_map(|value| value.as_object()?.get(key))
-            .flat_map(|value| match (each, value) {
-                (true, Value::Array(items)) => items.iter().collect(),
-                (true, _) => Vec::new(),
-                (false, value) => vec![value],
-            })
-            .collect();
-    }
-    current
-}
-
-/// A default as the reference writes it: strings bare (`""` when empty),
-/// numbers and booleans as text, lists as `[a, b]`, an empty map as `{}`.
-pub fn render_default(value: &Value) -> String {
-    match value {
-        Value::String(text) if text.is_empty() => "\"\"".into(),
-        Value::String(text) => text.clone(),
-        Value::Array(items) => format!(
-            "[{}]",
-            items
-                .iter()
-                .map(render_default)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Value::Object(map) if map.is_empty() => "{}".into(),
-        other => other.to_string(),
-    }
-}
-
-/// Both directions: every key of the service is documented for it, and every
-/// key documented for it exists. Problems name the keys.
-pub fn check_keys(
-    service: &str,
-    documented: &BTreeSet<String>,
-    actual: &BTreeSet<String>,
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    let missing: Vec<&str> = actual.difference(documented).map(String::as_str).collect();
-    if !missing.is_empty() {
-        problems.push(format!(
-            "{service}: keys not documented in the configuration reference ({PATH}): {}",
-            missing.join(", ")
-        ));
-    }
-    let unknown: Vec<&str> = documented.difference(actual).map(String::as_str).collect();
-    if !unknown.is_empty() {
-        problems.push(format!(
-            "{service}: {PATH} documents keys the service does not have: {}",
-            unknown.join(", ")
-        ));
-    }
-    problems
-}
-
-/// Documented defaults (leading code spans) against the built-in defaults.
-pub fn check_defaults(service: &str, rows: &[KeyRow], defaults: &Value) -> Vec<String> {
-    let mut problems = Vec::new();
-    for row in rows {
-        let Some(documented) = &row.default else {
+        if !services.contains(&name) {
+            problems.push(format!(
+                "{section}: `Used by` names `{name}`, which is not one of {services:?}"
+            ));
             continue;
-        };
-        for value in values_at(defaults, &row.path) {
-            let actual = render_default(value);
-            if &actual != documented {
-                problems.push(format!(
-                    "{service}: `{}` ({}) is documented with default `{documented}`, the built-in default is `{actual}`",
-                    row.path, row.section
-                ));
-            }
         }
+        entries.push((name.to_string(), mount));
     }
-    problems
+    entries
+}
+
+/// One row of a key table, recorded for each service of its `Used by:`
+/// line under its mount prefix; a key documented twice is a problem.
+fn key_rows(
+    line: &str,
+    row: &[String],
+    entries: &[(String, Option<String>)],
+    section: &str,
+    reference: &mut Reference,
+    problems: &mut Vec<String>,
+) {
+    let Some(path) = code_spans(&row[0]).into_iter().next() else {
+        problems.push(format!("{section}: row without a `key`: {line}"));
+        return;
+    };
+    let default = row
+        .get(1)
+        .filter(|cell| cell.starts_with('`'))
+        .and_then(|cell| code_spans(cell).into_iter().next());
+    for (service, mount) in entries {
+        let path = match mount {
+            Some(mount) => match path.split_once('.') {
+                Some((_, rest)) => format!("{mount}.{rest}"),
+                None => mount.clone(),
+            },
+            None => path.clone(),
+        };
+        let rows = reference.keys.entry(service.clone()).or_default();
+        if let Some(earlier) = rows.iter().find(|row| row.path == path) {
+            problems.push(format!(
+                "{service}: `{path}` is documented twice ({} and {section})",
+                earlier.section
+            ));
+        }
+        rows.push(KeyRow {
+            path,
+            default: default.clone(),
+            section: section.to_string(),
+        });
+    }
+}
+
+/// One row of the environment table: the service's prefix and its list keys.
+fn env_row(
+    row: &[String],
+    columns: &[String],
+    services: &[&str],
+    reference: &mut Reference,
+    problems: &mut Vec<String>,
+) {
+    let name = row[0].trim_matches('`');
+    if !services.contains(&name) {
+        problems.push(format!(
+            "environment table names `{name}`, which is not one of {services:?}"
+        ));
+        return;
+    }
+    let prefix = row
+        .get(1)
+        .and_then(|cell| code_spans(cell).into_iter().next())
+        .unwrap_or_default();
+    let list_column = columns
+        .iter()
+        .position(|column| column.to_ascii_lowercase().contains("list"));
+    let list_keys = list_column
+        .and_then(|index| row.get(index))
+        .map(|cell| code_spans(cell).into_iter().collect())
+        .unwrap_or_default();
+    reference.env.insert(
+        name.to_string(),
+        EnvRow {
+            prefix: prefix.trim_end_matches("__").to_string(),
+            list_keys,
+        },
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     const README: &str = "# X\n\n## Configuration reference\n\n\
 | Service | Prefix | Default file | Comma-separated lists |\n|---|---|---|---|\n\
@@ -474,38 +368,6 @@ mod tests {
             problems
                 .iter()
                 .any(|problem| problem.contains("without a `Used by:`"))
-        );
-    }
-
-    #[test]
-    fn paths_fold_and_render() {
-        let value = json!({"a": {"b": 1, "m": {}}, "l": [{"id": "x", "n": [1, 2]}], "s": ["p"]});
-        let paths = config_paths(&value);
-        assert_eq!(
-            paths.iter().map(String::as_str).collect::<Vec<_>>(),
-            ["a.b", "a.m", "l", "l[].id", "l[].n", "s"]
-        );
-        let open = open_maps(&value);
-        assert_eq!(open, BTreeSet::from(["a.m".to_string()]));
-        let dumped = BTreeSet::from(["a.m.k".to_string(), "a.b".to_string()]);
-        assert_eq!(
-            fold_open_maps(dumped, &open),
-            BTreeSet::from(["a.m".to_string(), "a.b".to_string()])
-        );
-        assert_eq!(render_default(&json!([1, 2])), "[1, 2]");
-        assert_eq!(render_default(&json!("")), "\"\"");
-        assert_eq!(render_default(&json!({})), "{}");
-        assert_eq!(values_at(&value, "l[].id"), [&json!("x")]);
-    }
-
-    #[test]
-    fn both_directions_are_named() {
-        let documented = BTreeSet::from(["a".to_string(), "gone".to_string()]);
-        let actual = BTreeSet::from(["a".to_string(), "new".to_string()]);
-        let problems = check_keys("svc", &documented, &actual);
-        assert!(
-            problems[0].contains("new") && problems[1].contains("gone"),
-            "{problems:?}"
         );
     }
 }

@@ -19,6 +19,7 @@
 //! problem named.
 
 use deploy_check::readme::{self, Reference};
+use deploy_check::readme_keys;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -67,13 +68,17 @@ fn parse(text: &str) -> Reference {
 fn problems(reference: &Reference, actual: &BTreeMap<&str, BTreeSet<String>>) -> Vec<String> {
     let mut problems = Vec::new();
     for service in SERVICES {
-        problems.extend(readme::check_keys(
+        problems.extend(readme_keys::check_keys(
             service,
             &reference.paths(service),
             &actual[service],
         ));
         let rows = reference.keys.get(service).cloned().unwrap_or_default();
-        problems.extend(readme::check_defaults(service, &rows, &defaults(service)));
+        problems.extend(readme_keys::check_defaults(
+            service,
+            &rows,
+            &defaults(service),
+        ));
     }
     problems
 }
@@ -82,7 +87,7 @@ fn problems(reference: &Reference, actual: &BTreeMap<&str, BTreeSet<String>>) ->
 fn default_keys() -> BTreeMap<&'static str, BTreeSet<String>> {
     SERVICES
         .into_iter()
-        .map(|service| (service, readme::config_paths(&defaults(service))))
+        .map(|service| (service, readme_keys::config_paths(&defaults(service))))
         .collect()
 }
 
@@ -231,9 +236,9 @@ fn every_dumped_key_is_documented_and_every_documented_key_exists() {
         let defaults = defaults(service);
         let dumped = dump_json(service, &[])
             .unwrap_or_else(|error| panic!("{service} --dump-config: {error}"));
-        let open = readme::open_maps(&defaults);
-        let from_dump = readme::fold_open_maps(readme::config_paths(&dumped), &open);
-        let from_defaults = readme::config_paths(&defaults);
+        let open = readme_keys::open_maps(&defaults);
+        let from_dump = readme_keys::fold_open_maps(readme_keys::config_paths(&dumped), &open);
+        let from_defaults = readme_keys::config_paths(&defaults);
         // The binary and the linked config type must agree, or one of the
         // two sources below is not what runs.
         let only_dump: Vec<&String> = from_dump.difference(&from_defaults).collect();
@@ -303,8 +308,8 @@ fn env_problems(reference: &Reference) -> Vec<String> {
         // Lists: every list of scalars outside a list of maps either takes a
         // comma-separated value (and is documented to) or is refused.
         let defaults = defaults(service);
-        for path in readme::config_paths(&defaults) {
-            let is_list = readme::values_at(&defaults, &path)
+        for path in readme_keys::config_paths(&defaults) {
+            let is_list = readme_keys::values_at(&defaults, &path)
                 .first()
                 .is_some_and(|value| value.is_array());
             if !is_list || path.contains("[]") || path == "activity.activities" {
@@ -327,7 +332,7 @@ fn env_problems(reference: &Reference) -> Vec<String> {
                 ],
             );
             let taken = result.as_ref().is_ok_and(|dumped| {
-                readme::values_at(dumped, &path)
+                readme_keys::values_at(dumped, &path)
                     .first()
                     .and_then(|value| value.as_array())
                     .is_some_and(|items| items.len() == 2)
@@ -343,7 +348,7 @@ fn env_problems(reference: &Reference) -> Vec<String> {
             }
         }
         for path in &env.list_keys {
-            if !readme::values_at(&defaults, path)
+            if !readme_keys::values_at(&defaults, path)
                 .first()
                 .is_some_and(|value| value.is_array())
             {
