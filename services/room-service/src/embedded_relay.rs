@@ -9,8 +9,8 @@
 use crate::Error;
 use crate::config::Config;
 use crate::workers::Workers;
-use relay_engine::{Relay, config::DirectConfig};
 use prometheus_client::registry::Registry;
+use relay_engine::{Relay, config::DirectConfig};
 use sqlx::MySqlPool;
 
 /// Builds the relay when `outbox_worker.enabled`; invalid relay settings
