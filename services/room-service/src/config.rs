@@ -138,19 +138,6 @@ impl Default for Config {
 /// was given and what is used instead (docs/style.md, "Configuration").
 pub use service_kit::adjusted::Adjusted;
 
-/// A non-positive duration means "the default" (as it always has), and is
-/// recorded so start-up warns naming the key.
-fn positive_or_default(
-    adjusted: &mut Vec<Adjusted>,
-    key: &str,
-    value: &mut ConfigDuration,
-    default: ConfigDuration,
-) {
-    let mut adjustments = Adjustments::default();
-    *value = adjustments.positive(key, *value, default);
-    adjusted.extend(adjustments.into_vec());
-}
-
 /// Keys whose `ROOM__…` environment value is a comma-separated list.
 const LIST_KEYS: &[&str] = &[
     "room.rules.treasure_thresholds",
@@ -200,7 +187,7 @@ impl Config {
     /// when empty, and replaces a non-positive duration by its default,
     /// recording it for [`Config::warn_adjusted`].
     pub fn validate(mut self) -> Result<Self, Error> {
-        let mut adjusted = Vec::new();
+        let mut adjusted = Adjustments::default();
         self.check_instance(&mut adjusted)?;
         self.check_grpc_tls()?;
         self.check_grpc_auth()?;
@@ -212,7 +199,7 @@ impl Config {
         self.saga.validate(&mut adjusted)?;
         self.check_tencent_im()?;
         self.check_treasure_wakeups()?;
-        self.adjusted.extend(adjusted);
+        self.adjusted.extend(adjusted.into_vec());
         Ok(self)
     }
 

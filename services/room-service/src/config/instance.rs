@@ -4,9 +4,10 @@
 
 use service_kit::duration::ConfigDuration;
 
-use super::{Adjusted, Config};
+use super::Config;
 use crate::Error;
 use crate::validate::{MAX_APP_CODE_LEN, is_id_charset};
+use service_kit::adjusted::Adjustments;
 
 impl Config {
     /// The URL this instance advertises in its leases, for the gRPC listener
@@ -32,7 +33,7 @@ impl Config {
     /// Fills an empty `node_id` (`$HOSTNAME-<pid>`) and checks the identity
     /// and listener keys; a non-positive `forward_timeout` or
     /// `shutdown_grace` falls back to its default with a warning.
-    pub(super) fn check_instance(&mut self, adjusted: &mut Vec<Adjusted>) -> Result<(), Error> {
+    pub(super) fn check_instance(&mut self, adjusted: &mut Adjustments) -> Result<(), Error> {
         if self.node_id.is_empty() {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "room-service".into());
             self.node_id = format!("{host}-{}", std::process::id());
@@ -54,14 +55,9 @@ impl Config {
         }
         self.check_listeners()?;
         let forward = ConfigDuration::from_secs(5);
-        super::positive_or_default(
-            adjusted,
-            "forward_timeout",
-            &mut self.forward_timeout,
-            forward,
-        );
+        self.forward_timeout = adjusted.positive("forward_timeout", self.forward_timeout, forward);
         let grace = ConfigDuration::from_secs(20);
-        super::positive_or_default(adjusted, "shutdown_grace", &mut self.shutdown_grace, grace);
+        self.shutdown_grace = adjusted.positive("shutdown_grace", self.shutdown_grace, grace);
         Ok(())
     }
 

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use service_kit::duration::ConfigDuration;
 
-use super::Adjusted;
 use crate::Error;
+use service_kit::adjusted::Adjustments;
 
 /// The `redis` section. `Debug` is its redacted dump, so the URL's password
 /// never prints.
@@ -88,7 +88,7 @@ impl RedisConfig {
     /// and a liveness TTL outside 200 ms..=`lease_ttl` (or 0, off) are
     /// refused; so is a pool outside 1..=64 connections. A non-positive
     /// `command_timeout` falls back to 1 s with a warning.
-    pub(super) fn validate(&mut self, adjusted: &mut Vec<Adjusted>) -> Result<(), Error> {
+    pub(super) fn validate(&mut self, adjusted: &mut Adjustments) -> Result<(), Error> {
         self.client_config()?;
         if self.lease_ttl.as_millis() < 1_000 {
             return Err(Error::Config(format!(
@@ -103,10 +103,9 @@ impl RedisConfig {
                 self.lease_ttl, self.liveness_ttl
             )));
         }
-        super::positive_or_default(
-            adjusted,
+        self.command_timeout = adjusted.positive(
             "redis.command_timeout",
-            &mut self.command_timeout,
+            self.command_timeout,
             ConfigDuration::from_secs(1),
         );
         // Refused rather than clamped: a pool of 0 serves no command, and a

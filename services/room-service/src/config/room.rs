@@ -5,8 +5,8 @@ use room_core::RoomRules;
 use serde::{Deserialize, Serialize};
 use service_kit::duration::ConfigDuration;
 
-use super::Adjusted;
 use crate::Error;
+use service_kit::adjusted::Adjustments;
 
 /// The `room` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -139,7 +139,7 @@ impl RoomConfig {
     /// Checks the section: zero sizes and out-of-range batch and lane
     /// counts are refused; a non-positive `idle_ttl`, `presence_ttl` or
     /// `presence_sweep_interval` falls back to its default with a warning.
-    pub(super) fn validate(&mut self, adjusted: &mut Vec<Adjusted>) -> Result<(), Error> {
+    pub(super) fn validate(&mut self, adjusted: &mut Adjustments) -> Result<(), Error> {
         self.check_sizes()?;
         if self.evict_idle_after.as_millis() < 0 {
             return invalid("room.evict_idle_after must not be negative".into());
@@ -153,7 +153,7 @@ impl RoomConfig {
                 5,
             ),
         ] {
-            super::positive_or_default(adjusted, key, value, ConfigDuration::from_secs(default));
+            *value = adjusted.positive(key, *value, ConfigDuration::from_secs(default));
         }
         self.rules.validate()
     }

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use service_kit::duration::ConfigDuration;
 use service_kit::grpc_tls::ClientTls;
 
-use super::Adjusted;
 use crate::Error;
+use service_kit::adjusted::Adjustments;
 
 /// The `wallet` section.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -59,12 +59,12 @@ impl WalletConfig {
     /// Builds the endpoint once: the scheme, the TLS files and an
     /// `https://` endpoint's trust are all checked before anything starts.
     /// A non-positive `timeout` falls back to 2 s with a warning.
-    pub(super) fn validate(&mut self, adjusted: &mut Vec<Adjusted>) -> Result<(), Error> {
+    pub(super) fn validate(&mut self, adjusted: &mut Adjustments) -> Result<(), Error> {
         self.tls
             .endpoint("wallet.tls", "wallet.endpoint", &self.endpoint)
             .map_err(|error| Error::Config(error.to_string()))?;
         let default = ConfigDuration::from_secs(2);
-        super::positive_or_default(adjusted, "wallet.timeout", &mut self.timeout, default);
+        self.timeout = adjusted.positive("wallet.timeout", self.timeout, default);
         Ok(())
     }
 }
@@ -73,16 +73,11 @@ impl SagaConfig {
     /// A saga needs at least one refund attempt; a non-positive
     /// `sweep_interval` or `stuck_after` falls back to its default with a
     /// warning.
-    pub(super) fn validate(&mut self, adjusted: &mut Vec<Adjusted>) -> Result<(), Error> {
+    pub(super) fn validate(&mut self, adjusted: &mut Adjustments) -> Result<(), Error> {
         let sweep = ConfigDuration::from_secs(30);
-        super::positive_or_default(
-            adjusted,
-            "saga.sweep_interval",
-            &mut self.sweep_interval,
-            sweep,
-        );
+        self.sweep_interval = adjusted.positive("saga.sweep_interval", self.sweep_interval, sweep);
         let stuck = ConfigDuration::from_secs(60);
-        super::positive_or_default(adjusted, "saga.stuck_after", &mut self.stuck_after, stuck);
+        self.stuck_after = adjusted.positive("saga.stuck_after", self.stuck_after, stuck);
         if self.max_refund_attempts == 0 {
             return Err(Error::Config(
                 "saga.max_refund_attempts must be at least 1".into(),
