@@ -202,29 +202,11 @@ pub fn cargo() -> String {
 }
 
 /// A `cargo` command without the variables `cargo run` set for xtask itself
-/// (`CARGO_MANIFEST_DIR=…/xtask`, `CARGO_PKG_NAME=xtask`, …). Build scripts
-/// such as ring's declare `rerun-if-env-changed` on those names, and cargo
-/// compares them with its own environment: a build started from xtask would
-/// otherwise see them change against one started from a shell, and rebuild
-/// ring, rustls, sqlx, tonic and every crate above them each time.
+/// (`crate::cargo_env` says why).
 pub fn cargo_command() -> Command {
     let mut command = Command::new(cargo());
-    for (key, _) in std::env::vars_os() {
-        if let Some(key) = key.to_str().filter(|key| set_by_cargo_run(key)) {
-            command.env_remove(key);
-        }
-    }
+    crate::cargo_env::remove_cargo_run_env(&mut command);
     command
-}
-
-/// Whether `key` is one of the variables cargo sets for the program it runs.
-fn set_by_cargo_run(key: &str) -> bool {
-    key.starts_with("CARGO_PKG_")
-        || key.starts_with("CARGO_MANIFEST_")
-        || matches!(
-            key,
-            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
-        )
 }
 
 /// A free loopback port (bound then released; the caller binds it next).
@@ -402,7 +384,8 @@ pub fn run_checked(command: &mut Command) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{beside, cargo_command, set_by_cargo_run};
+    use super::{beside, cargo_command};
+    use crate::cargo_env::set_by_cargo;
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -416,11 +399,11 @@ mod tests {
             "CARGO_PKG_NAME",
             "CARGO_PRIMARY_PACKAGE",
         ] {
-            assert!(set_by_cargo_run(key), "{key}");
+            assert!(set_by_cargo(key), "{key}");
         }
         // What configures cargo itself stays.
         for key in ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO"] {
-            assert!(!set_by_cargo_run(key), "{key}");
+            assert!(!set_by_cargo(key), "{key}");
         }
         let command = cargo_command();
         let removed: Vec<String> = command
@@ -428,10 +411,7 @@ mod tests {
             .filter(|(_, value)| value.is_none())
             .map(|(key, _)| key.to_string_lossy().into_owned())
             .collect();
-        assert!(
-            removed.iter().all(|key| set_by_cargo_run(key)),
-            "{removed:?}"
-        );
+        assert!(removed.iter().all(|key| set_by_cargo(key)), "{removed:?}");
     }
 
     #[test]

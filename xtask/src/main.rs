@@ -22,6 +22,7 @@
 mod backends;
 mod bench;
 mod binaries;
+mod cargo_env;
 mod chaos;
 mod chaos_options;
 mod chromium;

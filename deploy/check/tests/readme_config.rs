@@ -110,15 +110,10 @@ fn assert_caught(problems: Vec<String>, needles: &[&str]) {
     }
 }
 
-/// Whether `key` is one of the variables cargo sets for a test it runs.
-fn set_by_cargo(key: &str) -> bool {
-    key.starts_with("CARGO_PKG_")
-        || key.starts_with("CARGO_MANIFEST_")
-        || matches!(
-            key,
-            "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
-        )
-}
+/// The variables cargo set for this test, kept from the nested build
+/// (xtask's own list and reason, compiled in).
+#[path = "../../../xtask/src/cargo_env.rs"]
+mod cargo_env;
 
 /// The five service binaries, built (or found fresh) by cargo.
 fn binaries() -> &'static BTreeMap<String, PathBuf> {
@@ -143,11 +138,7 @@ fn binaries() -> &'static BTreeMap<String, PathBuf> {
                 "--message-format=json-render-diagnostics",
             ])
             .stdin(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            if let Some(key) = key.to_str().filter(|key| set_by_cargo(key)) {
-                command.env_remove(key);
-            }
-        }
+        cargo_env::remove_cargo_run_env(&mut command);
         let output = command.output().expect("run cargo build");
         let mut found = BTreeMap::new();
         for line in String::from_utf8_lossy(&output.stdout).lines() {
