@@ -10,7 +10,6 @@
 mod common;
 
 use common::*;
-use fake_tencent_im::FakeImConfig;
 use room_core::EventKind;
 use service_kit::Secret;
 use service_kit::grpc_tls::{ClientTls, ServerTls};
@@ -51,28 +50,37 @@ fn direct_relay_to(
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_activity_entry_is_called_over_mutual_tls_with_the_token() {
-    let pki = TestPki::generate(&["localhost"]);
-    let db = testkit::TestDb::new().await;
-    let fake = fake_tencent_im::spawn(FakeImConfig::new(IM_APP_ID, IM_KEY, "administrator"))
-        .await
-        .unwrap();
+/// activity-consumer's config against `db_url`, a topic of its own and the
+/// fake IM at `im_url`, its gRPC entry on `grpc_listen`.
+async fn activity_config(
+    db_url: &str,
+    im_url: &str,
+    grpc_listen: &str,
+) -> activity_consumer::config::Config {
     let mq = mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns"));
     testkit::create_topic(&mq.topic(outbox_schema::names::TOPIC_ROOM_OUTBOX), 1).await;
     let mut config = activity_consumer::config::Config::default();
-    config.mysql.url = db.url.clone();
+    config.mysql.url = db_url.to_owned();
     config.rocketmq = mq;
     config.consumer.group = testkit::unique("activity-");
     config.tencent_im = tencent_im::ImSection {
         enabled: true,
-        base_url: fake.base_url(),
+        base_url: im_url.to_owned(),
         sdk_app_id: IM_APP_ID,
         secret_key: Secret::new(IM_KEY),
         ..tencent_im::ImSection::default()
     };
-    config.grpc_listen = "127.0.0.1:0".into();
+    config.grpc_listen = grpc_listen.to_owned();
     config.http_listen = "127.0.0.1:0".into();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_activity_entry_is_called_over_mutual_tls_with_the_token() {
+    let pki = TestPki::generate(&["localhost"]);
+    let db = testkit::TestDb::new().await;
+    let fake = fake_im().await;
+    let mut config = activity_config(&db.url, &fake.base_url(), "127.0.0.1:0").await;
     config.grpc_tls = ServerTls {
         cert_file: pki.server_cert.display().to_string(),
         key_file: pki.server_key.display().to_string(),
@@ -181,22 +189,7 @@ async fn activity_outage_is_retried_until_the_service_returns() {
 
     // activity-service comes back on its address.
     let fake = fake_im().await;
-    let namespace = testkit::unique("ns");
-    let mq = mq_config(&testkit::kafka_bootstrap(), &namespace);
-    testkit::create_topic(&mq.topic(outbox_schema::names::TOPIC_ROOM_OUTBOX), 1).await;
-    let mut config = activity_consumer::config::Config::default();
-    config.mysql.url = db.url.clone();
-    config.rocketmq = mq;
-    config.consumer.group = testkit::unique("activity-");
-    config.tencent_im = tencent_im::ImSection {
-        enabled: true,
-        base_url: fake.base_url(),
-        sdk_app_id: IM_APP_ID,
-        secret_key: service_kit::Secret::new(IM_KEY),
-        ..tencent_im::ImSection::default()
-    };
-    config.grpc_listen = format!("127.0.0.1:{port}");
-    config.http_listen = "127.0.0.1:0".into();
+    let config = activity_config(&db.url, &fake.base_url(), &format!("127.0.0.1:{port}")).await;
     let activity = activity_consumer::App::build(config).await.unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(activity.run(shutdown.clone()));
