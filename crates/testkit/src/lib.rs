@@ -11,12 +11,14 @@
 pub mod assertions;
 pub mod binary;
 pub mod browser;
+pub mod metrics;
 pub mod otlp;
 pub mod pki;
 pub mod processes;
 pub mod secrets;
 pub mod secure_broker;
 pub mod source_tree;
+pub mod stall;
 pub mod tls_servers;
 
 use rdkafka::{
