@@ -1,25 +1,41 @@
-//! How every service builds its Redis client settings: one URL (`redis://`
-//! plain, `rediss://` TLS) and an optional CA file. Written once so room-service's
-//! pool and the relay's nudge subscriber check and trust alike.
+//! How every service builds its Redis client: one URL and an optional CA
+//! file give the connection settings ([`client_config`]), and
+//! [`client_builder`] adds the timeouts and reconnect policy every client
+//! runs with. Written once so room-service's pool and the relay's nudge
+//! subscriber check, trust, time out and fail over alike.
 //!
-//! With `rediss://` and no CA file the server's certificate is checked
-//! against the system's roots (managed Redis offerings use public CAs);
-//! with a CA file, against that file only. The host name in the URL is
-//! always checked. Errors name the config key, and everything is checked
-//! when the settings are built, so a service refuses a bad value at start-up.
+//! The URL is one server (`redis://` plain, `rediss://` TLS) or a primary
+//! with replicas behind Sentinel, in fred's form:
+//! `redis-sentinel://[user:password@]sentinel1:26379[/db]?sentinelServiceName=<name>&node=sentinel2:26379&…`
+//! (`rediss-sentinel://` for TLS to the sentinels and the primary;
+//! `sentinelUsername`/`sentinelPassword` when the sentinels have their own
+//! AUTH; the userinfo is the data nodes'). The client asks the sentinels for
+//! the primary and asks again whenever its connection drops, so a failover
+//! costs the commands under way, not the client. Redis Cluster is refused
+//! (`url.rs` says why).
+//!
+//! With TLS and no CA file the server's certificate is checked against the
+//! system's roots (managed Redis offerings use public CAs); with a CA file,
+//! against that file only. The host name is always checked — behind
+//! Sentinel that is the address the sentinels announce for the primary.
+//! Errors name the config key, and everything is checked when the settings
+//! are built, so a service refuses a bad value at start-up.
 //!
 //! [`check_transport`], which every service runs at start-up beside
 //! [`client_config`], refuses a Redis that is not on this machine unless it
-//! is reached over `rediss://` with a password (AUTH or an ACL user), or the
+//! is reached over TLS with a password (AUTH or an ACL user), or the
 //! service's `allow_insecure_transport` key says otherwise (development
 //! stacks only): the network to Redis is not trusted, and the leases and
 //! the commit nudge live there.
 
+mod tls;
+mod url;
+
 use crate::Error;
-use fred::rustls::pki_types::{CertificateDer, pem::PemObject};
-use fred::rustls::{ClientConfig, RootCertStore};
-use fred::types::config::{Config, TlsConfig, TlsConnector};
-use std::sync::Arc;
+use crate::backoff::Backoff;
+use fred::types::Builder;
+use fred::types::config::{Config, ReconnectPolicy};
+use std::time::Duration;
 
 /// Where a service's Redis settings live in its config, for error messages
 /// (`redis.url` / `redis.tls_ca_file`, `outbox_worker.redis_url` / …).
@@ -31,29 +47,44 @@ pub struct RedisKeys {
     pub tls_ca_file: &'static str,
 }
 
-/// Refuses `url` when its host is not this machine and it is either plain
-/// `redis://` or carries no password, unless `allow_insecure` (the value of
-/// the key `allow_key`, named in the message). Never prints the password.
+/// Wait between a client's attempts to reconnect after its connection
+/// dropped: from 100 ms doubling to 1 s (fred adds up to 100 ms of jitter),
+/// forever. Short, because behind Sentinel a reconnect is how the client
+/// finds the promoted primary, and every second of it is a second rooms
+/// cannot be served.
+pub const RECONNECT: Backoff =
+    Backoff::exponential(Duration::from_millis(100), Duration::from_secs(1));
+
+/// The least time a connection gets to open (TCP, TLS, AUTH, the sentinel's
+/// answer) and to answer before it is dropped as unresponsive, whatever the
+/// command timeout: below it a busy network would look like a dead one.
+const CONNECTION_FLOOR: Duration = Duration::from_millis(500);
+
+/// Refuses `url` when a host it dials is not this machine and it is either
+/// plain (`redis://`, `redis-sentinel://`) or carries no password, unless
+/// `allow_insecure` (the value of the key `allow_key`, named in the
+/// message). Behind Sentinel every sentinel (the URL's host and each
+/// `node=`) counts, and the password is the data nodes' (the userinfo).
+/// Never prints a password.
 pub fn check_transport(
     keys: RedisKeys,
     allow_key: &str,
     url: &str,
     allow_insecure: bool,
 ) -> Result<(), Error> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Ok(()); // client_config refuses it, naming the scheme
+    let Ok(parsed) = url::parse(url) else {
+        return Ok(()); // client_config refuses it, with the reason
     };
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let (userinfo, host_port) = authority.rsplit_once('@').unwrap_or(("", authority));
-    let has_password = userinfo
-        .split_once(':')
-        .is_some_and(|(_, password)| !password.is_empty());
-    let host = crate::config::host_of_address(host_port);
-    if allow_insecure || crate::config::is_loopback_host(host) {
+    let remote = parsed
+        .hosts
+        .iter()
+        .find(|host| !crate::config::is_loopback_host(host));
+    let Some(host) = remote.filter(|_| !allow_insecure) else {
         return Ok(());
-    }
-    let missing = match (scheme == "rediss", has_password) {
+    };
+    let missing = match (parsed.tls, parsed.has_password) {
         (true, true) => return Ok(()),
+        (false, _) if parsed.sentinel => "is not TLS (use rediss-sentinel://)",
         (false, _) => "is not TLS (use rediss://)",
         (true, false) => "carries no password (rediss://user:password@host, from a Secret)",
     };
@@ -66,169 +97,91 @@ pub fn check_transport(
 }
 
 /// The fred client config for `url`, trusting `tls_ca_file` when it is not
-/// empty. Refuses a scheme other than `redis://`/`rediss://`, a CA file
-/// with a plain `redis://` URL (it would be silently unused), and a CA file
-/// that cannot be read or holds no certificate.
+/// empty. Refuses a scheme other than `redis://`, `rediss://`,
+/// `redis-sentinel://` and `rediss-sentinel://` (Redis Cluster with its
+/// reason), a query parameter the scheme does not read, a Sentinel URL
+/// without `sentinelServiceName`, a CA file with a plain URL (it would be
+/// silently unused), and a CA file that cannot be read or holds no
+/// certificate.
 pub fn client_config(keys: RedisKeys, url: &str, tls_ca_file: &str) -> Result<Config, Error> {
-    let redacted = || crate::secret::redact_url(url);
-    let tls = if url.starts_with("rediss://") {
-        true
-    } else if url.starts_with("redis://") {
-        false
-    } else {
-        return Err(Error::Config(format!(
-            "{} `{}` must start with redis:// or rediss:// (TLS)",
+    let refused = |reason: &dyn std::fmt::Display| {
+        Error::Config(format!(
+            "{} `{}` {reason}",
             keys.url,
-            redacted()
-        )));
+            crate::secret::redact_url(url)
+        ))
     };
-    if !tls_ca_file.is_empty() && !tls {
+    let parsed = url::parse(url).map_err(|reason| refused(&reason))?;
+    if !tls_ca_file.is_empty() && !parsed.tls {
         return Err(Error::Config(format!(
-            "{} is set but {} `{}` is not TLS; use rediss://",
+            "{} is set but {} `{}` is not TLS; use rediss:// or rediss-sentinel://",
             keys.tls_ca_file,
             keys.url,
-            redacted()
+            crate::secret::redact_url(url)
         )));
     }
-    let mut config = Config::from_url(url)
-        .map_err(|error| Error::Config(format!("{} `{}`: {error}", keys.url, redacted())))?;
-    if tls {
+    let mut config = Config::from_url(url).map_err(|error| refused(&format!(": {error}")))?;
+    if parsed.tls {
         let roots = if tls_ca_file.is_empty() {
-            system_roots()
-                .map_err(|error| Error::Config(format!("{} `{}`: {error}", keys.url, redacted())))?
+            tls::system_roots().map_err(|error| refused(&format!(": {error}")))?
         } else {
-            read_roots(tls_ca_file).map_err(|error| {
+            tls::read_roots(tls_ca_file).map_err(|error| {
                 Error::Config(format!("{} `{tls_ca_file}`: {error}", keys.tls_ca_file))
             })?
         };
-        // An explicit provider rather than fred's default connector: rustls's
-        // process-wide default is ambiguous (a panic) as soon as a second
-        // crypto backend is linked into the binary.
-        let client = ClientConfig::builder_with_provider(Arc::new(
-            fred::rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|error| Error::Config(format!("{}: {error}", keys.url)))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        config.tls = Some(TlsConfig::from(TlsConnector::from(client)));
+        config.tls = Some(
+            tls::config(roots).map_err(|error| Error::Config(format!("{}: {error}", keys.url)))?,
+        );
     }
     Ok(config)
 }
 
-/// The operating system's trusted roots (as fred itself would load them).
-fn system_roots() -> Result<RootCertStore, String> {
-    let loaded = fred::rustls_native_certs::load_native_certs();
-    let mut roots = RootCertStore::empty();
-    let (added, _unusable) = roots.add_parsable_certificates(loaded.certs);
-    if added == 0 {
-        return Err(match loaded.errors.first() {
-            Some(error) => format!("no system CA certificates: {error}"),
-            None => "no system CA certificates; set the CA file".into(),
-        });
+/// The builder of a client over `config` (from [`client_config`]) with the
+/// bounds every service's client runs with, so a Redis that stops
+/// answering — crashed, partitioned, or stalled with the connection open
+/// and no bytes coming — turns into errors the callers handle rather than
+/// hung tasks:
+/// - each command fails after `command_timeout` (fred's default is to wait
+///   forever);
+/// - opening a connection (TCP, TLS, AUTH, and behind Sentinel the
+///   sentinel's answer and the primary's ROLE) and the client's own
+///   commands fail after `command_timeout`, but no less than 500 ms;
+/// - a connection with a command unanswered for that long is closed as
+///   unresponsive and opened again, which behind Sentinel asks for the
+///   primary anew;
+/// - reconnects follow [`RECONNECT`], forever.
+///
+/// Refuses a zero `command_timeout`, which fred reads as "no deadline".
+pub fn client_builder(config: Config, command_timeout: Duration) -> Result<Builder, Error> {
+    if command_timeout.is_zero() {
+        return Err(Error::Config(
+            "the Redis command timeout must be positive (0 would wait forever)".into(),
+        ));
     }
-    Ok(roots)
+    let connection = command_timeout.max(CONNECTION_FLOOR);
+    let mut builder = Builder::from_config(config);
+    builder
+        .with_performance_config(|performance| {
+            performance.default_command_timeout = command_timeout;
+        })
+        .with_connection_config(|settings| {
+            settings.connection_timeout = connection;
+            settings.internal_command_timeout = connection;
+            settings.unresponsive.max_timeout = Some(connection);
+            settings.unresponsive.interval = connection / 4;
+        })
+        .set_policy(ReconnectPolicy::new_exponential(
+            0,
+            millis(RECONNECT.initial()),
+            millis(RECONNECT.max()),
+            2,
+        ));
+    Ok(builder)
 }
 
-fn read_roots(path: &str) -> Result<RootCertStore, String> {
-    let pem = std::fs::read(path).map_err(|error| error.to_string())?;
-    let mut roots = RootCertStore::empty();
-    for certificate in CertificateDer::pem_slice_iter(&pem) {
-        let certificate = certificate.map_err(|error| format!("not PEM: {error}"))?;
-        roots
-            .add(certificate)
-            .map_err(|error| format!("bad certificate: {error}"))?;
-    }
-    if roots.is_empty() {
-        return Err("no certificate in the file".into());
-    }
-    Ok(roots)
+fn millis(duration: Duration) -> u32 {
+    u32::try_from(duration.as_millis()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const KEYS: RedisKeys = RedisKeys {
-        url: "redis.url",
-        tls_ca_file: "redis.tls_ca_file",
-    };
-
-    fn refusal(url: &str, ca: &str) -> String {
-        match client_config(KEYS, url, ca) {
-            Ok(_) => panic!("accepted {url} with CA `{ca}`"),
-            Err(error) => error.to_string(),
-        }
-    }
-
-    #[test]
-    fn plain_and_tls_urls_are_accepted() {
-        assert!(
-            !client_config(KEYS, "redis://127.0.0.1:6379", "")
-                .unwrap()
-                .uses_tls()
-        );
-        assert!(
-            client_config(KEYS, "rediss://127.0.0.1:6380", "")
-                .unwrap()
-                .uses_tls()
-        );
-    }
-
-    #[test]
-    fn bad_settings_are_refused_naming_the_key() {
-        assert!(refusal("localhost:6379", "").contains("redis.url"));
-        assert!(
-            refusal("redis://127.0.0.1:6379", "/etc/hostname").contains("redis.tls_ca_file is set")
-        );
-        let missing = refusal("rediss://127.0.0.1:6380", "/nonexistent/ca.pem");
-        assert!(
-            missing.contains("redis.tls_ca_file `/nonexistent/ca.pem`"),
-            "{missing}"
-        );
-        // A file that exists but holds no certificate.
-        let not_pem = std::env::temp_dir().join(format!("hyapp-not-pem-{}", std::process::id()));
-        std::fs::write(&not_pem, "not a certificate\n").unwrap();
-        let empty = refusal("rediss://127.0.0.1:6380", not_pem.to_str().unwrap());
-        let _ = std::fs::remove_file(&not_pem);
-        assert!(empty.contains("no certificate"), "{empty}");
-    }
-
-    #[test]
-    fn a_remote_redis_needs_tls_and_a_password_unless_allowed() {
-        let allow = "redis.allow_insecure_transport";
-        let check = |url: &str, allowed: bool| check_transport(KEYS, allow, url, allowed);
-        for (url, why) in [
-            ("redis://:hunter2@redis.internal:6379", "is not TLS"),
-            ("redis://redis.internal:6379", "is not TLS"),
-            ("rediss://redis.internal:6380", "carries no password"),
-            ("rediss://room@redis.internal:6380/0", "carries no password"),
-        ] {
-            let error = check(url, false).unwrap_err().to_string();
-            assert!(
-                error.contains(why)
-                    && error.contains("`redis.internal`")
-                    && error.contains("redis.url")
-                    && error.contains(allow)
-                    && !error.contains("hunter2"),
-                "{error}"
-            );
-            check(url, true).expect("explicitly allowed");
-        }
-        for url in [
-            "rediss://:hunter2@redis.internal:6380",
-            "rediss://room:hunter2@redis.internal:6380/0",
-            "redis://127.0.0.1:6379",
-            "redis://localhost:6379/1",
-            "redis://[::1]:6379",
-        ] {
-            check(url, false).expect(url);
-        }
-    }
-
-    #[test]
-    fn a_password_in_the_url_stays_out_of_the_message() {
-        let error = refusal("redis://:hunter2@127.0.0.1:6379", "/etc/hostname");
-        assert!(!error.contains("hunter2"), "{error}");
-    }
-}
+mod tests;

@@ -77,23 +77,39 @@ pub fn equal_in_constant_time(left: &[u8], right: &[u8]) -> bool {
 }
 
 /// `url` with the password of its userinfo (`scheme://user:password@host`)
-/// replaced by `***`. The services take passwords as [`Secret`]s, but an
-/// operator may still paste one into a URL; this keeps it out of dumps and logs.
+/// and the value of every query parameter named like a secret
+/// (`?sentinelPassword=…`, see [`is_secret_property`]) replaced by `***`.
+/// The services take passwords as [`Secret`]s, but an operator may still
+/// paste one into a URL; this keeps it out of dumps and logs.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_string();
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, password)) if !password.is_empty() => format!("{user}:***@{host}"),
+            _ => authority.to_string(),
+        },
+        None => authority.to_string(),
     };
-    match userinfo.split_once(':') {
-        Some((user, password)) if !password.is_empty() => {
-            format!("{scheme}://{user}:***@{host}{path}")
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let parameters: Vec<String> = query
+                .split('&')
+                .map(|parameter| match parameter.split_once('=') {
+                    Some((key, value)) if !value.is_empty() && is_secret_property(key) => {
+                        format!("{key}=***")
+                    }
+                    _ => parameter.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", parameters.join("&"))
         }
-        _ => url.to_string(),
-    }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
 }
 
 /// `serialize_with` for URL fields that may carry a password.
@@ -198,7 +214,18 @@ mod tests {
             redact_url("redis://:p@ss@cache:6379"),
             "redis://:***@cache:6379"
         );
-        for unchanged in ["mysql://root@db/hyapp", "redis://cache:6379", "not a url"] {
+        assert_eq!(
+            redact_url(
+                "redis-sentinel://:pw@s1/0?sentinelServiceName=m&sentinelPassword=hunter2&node=s2:26379"
+            ),
+            "redis-sentinel://:***@s1/0?sentinelServiceName=m&sentinelPassword=***&node=s2:26379"
+        );
+        for unchanged in [
+            "mysql://root@db/hyapp",
+            "redis://cache:6379",
+            "not a url",
+            "redis-sentinel://s1?sentinelServiceName=m&node=s2:26379",
+        ] {
             assert_eq!(redact_url(unchanged), unchanged);
         }
     }
