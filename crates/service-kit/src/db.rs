@@ -191,6 +191,10 @@ pub struct MysqlConfig {
     pub max_connections: u32,
     /// How long to wait for a free connection before failing the request.
     pub acquire_timeout: ConfigDuration,
+    /// Longest a unit of work run through [`statement::bounded`] may wait for
+    /// the server (a stalled or half-open connection errors instead of
+    /// hanging); zero or negative is refused.
+    pub statement_timeout: ConfigDuration,
     /// Run migrations at start-up (local and test stacks; production runs them as a job).
     pub run_migrations: bool,
     /// TLS to the server: `disabled`, `preferred` (TLS when the server
@@ -262,6 +266,7 @@ impl std::fmt::Debug for MysqlConfig {
             .field("password", &self.password)
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
+            .field("statement_timeout", &self.statement_timeout)
             .field("run_migrations", &self.run_migrations)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_ca", &self.ssl_ca)
@@ -277,6 +282,7 @@ impl Default for MysqlConfig {
             password: crate::Secret::default(),
             max_connections: 16,
             acquire_timeout: ConfigDuration::from_secs(3),
+            statement_timeout: ConfigDuration::from_secs(10),
             run_migrations: false,
             ssl_mode: MysqlSslMode::Preferred,
             ssl_ca: String::new(),
@@ -291,6 +297,7 @@ impl MysqlConfig {
     /// with it, so a service refuses a bad TLS setting at start-up, before
     /// any connection is tried.
     pub fn connect_options(&self) -> Result<MySqlConnectOptions, Error> {
+        self.statement_timeout()?;
         self.check_tls()?;
         let mut options = MySqlConnectOptions::from_str(&self.url)
             .map_err(|error| Error::Config(format!("mysql.url: {error}")))?;
@@ -303,6 +310,18 @@ impl MysqlConfig {
             options = options.ssl_ca(&self.ssl_ca);
         }
         Ok(options)
+    }
+
+    /// `mysql.statement_timeout`, refused unless positive: a zero deadline
+    /// would fail every statement, and "no deadline" is what it prevents.
+    pub fn statement_timeout(&self) -> Result<std::time::Duration, Error> {
+        if !self.statement_timeout.is_positive() {
+            return Err(Error::Config(format!(
+                "mysql.statement_timeout must be positive, got {}",
+                self.statement_timeout
+            )));
+        }
+        Ok(self.statement_timeout.as_std())
     }
 
     fn check_tls(&self) -> Result<(), Error> {
@@ -407,6 +426,8 @@ fn url_query(url: &str) -> impl Iterator<Item = (&str, &str)> {
         .filter(|pair| !pair.is_empty())
         .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
 }
+
+pub mod statement;
 
 #[cfg(test)]
 mod tls_tests;
