@@ -20,9 +20,13 @@
 //! a Redis stall can do: a stall longer than the TTL lapses every key at
 //! once, every instance's run starts again when Redis answers, and during
 //! the following TTL — four renewal periods — nobody may take anything
-//! over, while every live holder renews. Redis Cluster is not supported:
-//! the scripts read the holder's liveness key, which they derive from the
-//! lease value (one Redis, or a Sentinel-managed primary, holds both).
+//! over, while every live holder renews. Redis Cluster is not supported
+//! (service_kit::redis refuses `redis-cluster://`): the scripts read the
+//! holder's liveness key, which they derive from the lease value (one
+//! Redis, or a Sentinel-managed primary, holds both). After a Sentinel
+//! failover the promoted replica may lack the last writes (replication is
+//! asynchronous): a lost lease is taken again by the next caller, and the
+//! version compare-and-set in MySQL fences the instance that held it.
 
 use std::time::Duration;
 
@@ -193,7 +197,9 @@ impl std::fmt::Debug for Redis {
 
 impl Redis {
     /// Connects the pool. Commands time out after `command_timeout`, so an
-    /// outage fails requests quickly; the pool reconnects by itself. Leases
+    /// outage or a stalled connection fails requests quickly; the pool
+    /// reconnects by itself (behind Sentinel, to the primary the sentinels
+    /// name then). Leases
     /// taken through it name `node_id` and `advertise_url`.
     pub async fn connect(
         config: &RedisConfig,
@@ -201,18 +207,13 @@ impl Redis {
         advertise_url: &str,
     ) -> Result<Self, Error> {
         let redis_config = config.client_config()?;
-        let timeout = config.command_timeout.as_std();
-        let pool = Builder::from_config(redis_config)
-            .with_performance_config(|performance| {
-                performance.default_command_timeout = timeout;
-            })
-            .with_connection_config(|connection| {
-                connection.connection_timeout = timeout.max(Duration::from_millis(500));
-                connection.internal_command_timeout = timeout.max(Duration::from_millis(500));
-            })
-            .set_policy(ReconnectPolicy::new_constant(0, 250))
-            .build_pool(config.pool_size)
-            .map_err(|error| Error::Config(format!("redis: {error}")))?;
+        // The command timeout, connection bounds and reconnects every
+        // service's client shares (service_kit::redis::client_builder).
+        let pool =
+            service_kit::redis::client_builder(redis_config, config.command_timeout.as_std())
+                .map_err(|error| Error::Config(format!("redis.command_timeout: {error}")))?
+                .build_pool(config.pool_size)
+                .map_err(|error| Error::Config(format!("redis: {error}")))?;
         pool.init().await.map_err(|error| Error::redis(&error))?;
         Ok(Self {
             pool,

@@ -12,8 +12,11 @@ use service_kit::adjusted::Adjustments;
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `redis://host:port/db`, or `rediss://` for TLS (a password in it is
-    /// shown as `***` by `--dump-config`).
+    /// `redis://host:port/db`, `rediss://` for TLS, or a primary behind
+    /// Sentinel: `redis-sentinel://` / `rediss-sentinel://`
+    /// `sentinel:26379/db?sentinelServiceName=<name>&node=<sentinel>…`
+    /// (service_kit::redis). A password in it is shown as `***` by
+    /// `--dump-config`.
     #[serde(serialize_with = "service_kit::secret::serialize_redacted_url")]
     pub url: String,
     /// PEM file of the CA(s) a `rediss://` server's certificate must chain
@@ -30,7 +33,10 @@ pub struct RedisConfig {
     /// (docs/design.md#fast-takeover). `0` turns fast takeover off (rooms
     /// wait for `lease_ttl`), e.g. while older releases still run.
     pub liveness_ttl: ConfigDuration,
-    /// Deadline of one Redis command, so an outage fails requests instead of hanging them.
+    /// Deadline of one Redis command, so an outage or a stalled connection
+    /// fails requests instead of hanging them; also bounds opening a
+    /// connection (at least 500 ms), after which an unanswered connection
+    /// is reopened (service_kit::redis::client_builder).
     pub command_timeout: ConfigDuration,
     /// Connections in the client pool.
     pub pool_size: usize,
