@@ -53,11 +53,13 @@ pub struct OutboxWorkerConfig {
     pub shard_lease: ConfigDuration,
     /// Listen for room-service's commit nudge on Redis pub/sub.
     pub nudge_enabled: bool,
-    /// Redis URL of the nudge channel (a password in it is shown as `***`).
+    /// Redis URL of the nudge channel, in room-service's `redis.url` forms
+    /// (`redis://`, `rediss://`, `redis-sentinel://`, `rediss-sentinel://`;
+    /// service_kit::redis). A password in it is shown as `***`.
     #[serde(serialize_with = "service_kit::secret::serialize_redacted_url")]
     pub redis_url: String,
-    /// PEM file of the CA(s) a `rediss://` nudge server's certificate must
-    /// chain to; empty = the system's roots.
+    /// PEM file of the CA(s) a TLS nudge server's (and sentinel's)
+    /// certificate must chain to; empty = the system's roots.
     pub redis_tls_ca_file: String,
     /// Development only: accept a nudge Redis off this machine without TLS
     /// or a password (service_kit::redis::check_transport).
