@@ -20,6 +20,9 @@ use tonic::transport::Channel;
 /// Dedup group of the direct IM sink's sent messages.
 pub const DIRECT_IM_GROUP: &str = "hyapp-room-outbox-direct-im";
 
+/// How often an HTTP/2 PING checks the activity entry's connection.
+const ACTIVITY_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The direct sinks of this relay.
 #[derive(Debug, Clone, Default)]
 pub struct DirectSinks {
@@ -115,8 +118,14 @@ impl DirectSinks {
         };
         let activity = activity_endpoint(config)?.map(|endpoint| {
             ActivityServiceClient::new(
+                // Each call carries the publish timeout as its deadline; the
+                // PINGs replace a connection that stalled or went half-open
+                // between calls (docs/design.md#client-timeouts).
                 endpoint
                     .connect_timeout(Duration::from_secs(3))
+                    .http2_keep_alive_interval(ACTIVITY_KEEPALIVE_INTERVAL)
+                    .keep_alive_timeout(Duration::from_secs(3))
+                    .keep_alive_while_idle(true)
                     .connect_lazy(),
             )
         });

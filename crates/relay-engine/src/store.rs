@@ -114,7 +114,25 @@ pub async fn scan_chain(
     if shards.is_empty() {
         return Ok(Vec::new());
     }
-    let mut builder = QueryBuilder::new(format!(
+    let mut builder = QueryBuilder::new("");
+    push_scan_chain(&mut builder, shards, after_id, skip, limit);
+    let rows = builder.build().fetch_all(pool).await?;
+    rows.iter()
+        .map(row_from)
+        .collect::<Result<_, _>>()
+        .map_err(Error::from)
+}
+
+/// The statement of [`scan_chain`], pushed onto `builder` (public so that
+/// the EXPLAIN test plans the very statement the relay sends).
+pub fn push_scan_chain<'a>(
+    builder: &mut QueryBuilder<'a, MySql>,
+    shards: &'a [u16],
+    after_id: u64,
+    skip: &'a [u64],
+    limit: usize,
+) {
+    builder.push(format!(
         "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_claim) WHERE lane = "
     ));
     builder
@@ -122,17 +140,12 @@ pub async fn scan_chain(
         .push(" AND open_flag = 1 AND id > ")
         .push_bind(after_id);
     builder.push(" AND shard IN ");
-    push_in_list(&mut builder, shards);
+    push_in_list(builder, shards);
     if !skip.is_empty() {
         builder.push(" AND id NOT IN ");
-        push_in_list(&mut builder, skip);
+        push_in_list(builder, skip);
     }
     builder.push(" ORDER BY id LIMIT ").push_bind(limit as u64);
-    let rows = builder.build().fetch_all(pool).await?;
-    rows.iter()
-        .map(row_from)
-        .collect::<Result<_, _>>()
-        .map_err(Error::from)
 }
 
 /// Due delayed wake-ups in `shards`, earliest first.
@@ -145,20 +158,32 @@ pub async fn scan_delayed(
     if shards.is_empty() {
         return Ok(Vec::new());
     }
-    // `delayed_due_ms` is NULL for everything but open wake-ups.
-    let mut builder = QueryBuilder::new(format!(
-        "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_delayed) WHERE delayed_due_ms <= "
-    ));
-    builder.push_bind(now_ms);
-    builder.push(" AND shard IN ");
-    push_in_list(&mut builder, shards);
-    builder
-        .push(" ORDER BY delayed_due_ms LIMIT ")
-        .push_bind(limit as u64);
+    let mut builder = QueryBuilder::new("");
+    push_scan_delayed(&mut builder, shards, now_ms, limit);
     let rows = builder.build().fetch_all(pool).await?;
     let mut rows: Vec<OutboxRow> = rows.iter().map(row_from).collect::<Result<_, _>>()?;
     rows.retain(|row| row.is_due(now_ms));
     Ok(rows)
+}
+
+/// The statement of [`scan_delayed`], pushed onto `builder` (public for
+/// the EXPLAIN test).
+pub fn push_scan_delayed<'a>(
+    builder: &mut QueryBuilder<'a, MySql>,
+    shards: &'a [u16],
+    now_ms: i64,
+    limit: usize,
+) {
+    // `delayed_due_ms` is NULL for everything but open wake-ups.
+    builder.push(format!(
+        "SELECT {ROW_COLUMNS} FROM room_outbox FORCE INDEX (idx_delayed) WHERE delayed_due_ms <= "
+    ));
+    builder.push_bind(now_ms);
+    builder.push(" AND shard IN ");
+    push_in_list(builder, shards);
+    builder
+        .push(" ORDER BY delayed_due_ms LIMIT ")
+        .push_bind(limit as u64);
 }
 
 /// Earliest due time of an unclaimed open delayed wake-up in `shards` (an
@@ -194,23 +219,15 @@ pub async fn claim(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let mut builder = QueryBuilder::new(
-        "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
-         SET o.status = 'delivering', o.lock_until_ms = ",
+    let mut builder = QueryBuilder::new("");
+    push_claim(
+        &mut builder,
+        ids,
+        node_id,
+        claim_token,
+        now_ms,
+        lock_until_ms,
     );
-    builder.push_bind(lock_until_ms);
-    builder.push(", o.claim_token = ").push_bind(claim_token);
-    builder.push(", o.claimed_by = ").push_bind(node_id);
-    builder.push(" WHERE o.id IN ");
-    push_in_list(&mut builder, ids);
-    builder.push(" AND l.owner = ").push_bind(node_id);
-    builder.push(" AND l.lease_until_ms > ").push_bind(now_ms);
-    builder.push(" AND ((o.status IN ('pending', 'retryable') AND o.next_retry_at_ms <= ");
-    builder.push_bind(now_ms);
-    builder
-        .push(") OR (o.status = 'delivering' AND o.lock_until_ms < ")
-        .push_bind(now_ms);
-    builder.push("))");
     let affected = builder.build().execute(pool).await?.rows_affected();
     if affected == ids.len() as u64 {
         return Ok(ids.to_vec());
@@ -228,6 +245,35 @@ pub async fn claim(
         .map_err(Error::from)
 }
 
+/// The claiming UPDATE of [`claim`], pushed onto `builder` (public for the
+/// EXPLAIN test).
+pub fn push_claim<'a>(
+    builder: &mut QueryBuilder<'a, MySql>,
+    ids: &'a [u64],
+    node_id: &'a str,
+    claim_token: u64,
+    now_ms: i64,
+    lock_until_ms: i64,
+) {
+    builder.push(
+        "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
+         SET o.status = 'delivering', o.lock_until_ms = ",
+    );
+    builder.push_bind(lock_until_ms);
+    builder.push(", o.claim_token = ").push_bind(claim_token);
+    builder.push(", o.claimed_by = ").push_bind(node_id);
+    builder.push(" WHERE o.id IN ");
+    push_in_list(builder, ids);
+    builder.push(" AND l.owner = ").push_bind(node_id);
+    builder.push(" AND l.lease_until_ms > ").push_bind(now_ms);
+    builder.push(" AND ((o.status IN ('pending', 'retryable') AND o.next_retry_at_ms <= ");
+    builder.push_bind(now_ms);
+    builder
+        .push(") OR (o.status = 'delivering' AND o.lock_until_ms < ")
+        .push_bind(now_ms);
+    builder.push("))");
+}
+
 /// Marks claimed rows delivered. The claim token fences the update: a row
 /// re-claimed by another relay is left alone. Returns rows updated.
 pub async fn mark_delivered(
@@ -239,14 +285,25 @@ pub async fn mark_delivered(
     if ids.is_empty() {
         return Ok(0);
     }
-    let mut builder =
-        QueryBuilder::new("UPDATE room_outbox SET status = 'delivered', delivered_at_ms = ");
+    let mut builder = QueryBuilder::new("");
+    push_mark_delivered(&mut builder, ids, claim_token, now_ms);
+    Ok(builder.build().execute(pool).await?.rows_affected())
+}
+
+/// The statement of [`mark_delivered`], pushed onto `builder` (public for
+/// the EXPLAIN test).
+pub fn push_mark_delivered<'a>(
+    builder: &mut QueryBuilder<'a, MySql>,
+    ids: &'a [u64],
+    claim_token: u64,
+    now_ms: i64,
+) {
+    builder.push("UPDATE room_outbox SET status = 'delivered', delivered_at_ms = ");
     builder.push_bind(now_ms);
     builder.push(", lock_until_ms = 0, last_error = '' WHERE id IN ");
-    push_in_list(&mut builder, ids);
+    push_in_list(builder, ids);
     builder.push(" AND claim_token = ").push_bind(claim_token);
     builder.push(" AND status = 'delivering'");
-    Ok(builder.build().execute(pool).await?.rows_affected())
 }
 
 /// Returns claimed-but-unpublished rows to `pending` (they queue behind a
@@ -276,19 +333,22 @@ pub async fn mark_failure(
     error: &str,
 ) -> Result<bool, Error> {
     let status = failure_status(dead_letter);
-    let result = sqlx::query(
-        "UPDATE room_outbox SET status = ?, retry_count = retry_count + 1, next_retry_at_ms = ?, \
-         last_error = ?, lock_until_ms = 0 WHERE id = ? AND claim_token = ? AND status = 'delivering'",
-    )
-    .bind(status)
-    .bind(next_retry_at_ms)
-    .bind(truncate_error(error))
-    .bind(id)
-    .bind(claim_token)
-    .execute(pool)
-    .await?;
+    let result = sqlx::query(MARK_FAILURE_SQL)
+        .bind(status)
+        .bind(next_retry_at_ms)
+        .bind(truncate_error(error))
+        .bind(id)
+        .bind(claim_token)
+        .execute(pool)
+        .await?;
     Ok(result.rows_affected() == 1)
 }
+
+/// A failed attempt of a claimed row (binds: status, next_retry_at_ms,
+/// last_error, id, claim_token).
+pub const MARK_FAILURE_SQL: &str = "UPDATE room_outbox SET status = ?, retry_count = retry_count + 1, \
+     next_retry_at_ms = ?, last_error = ?, lock_until_ms = 0 \
+     WHERE id = ? AND claim_token = ? AND status = 'delivering'";
 
 /// Marks published rows delivered without a claim, in one statement: only
 /// rows still open, and only where this relay still holds the row's shard in
@@ -305,7 +365,21 @@ pub async fn mark_delivered_leased(
     if ids.is_empty() || epochs.is_empty() {
         return Ok(0);
     }
-    let mut builder = QueryBuilder::new(
+    let mut builder = QueryBuilder::new("");
+    push_mark_delivered_leased(&mut builder, ids, node_id, epochs, now_ms);
+    Ok(builder.build().execute(pool).await?.rows_affected())
+}
+
+/// The statement of [`mark_delivered_leased`], pushed onto `builder`
+/// (public for the EXPLAIN test).
+pub fn push_mark_delivered_leased<'a>(
+    builder: &mut QueryBuilder<'a, MySql>,
+    ids: &'a [u64],
+    node_id: &'a str,
+    epochs: &[(u16, u64)],
+    now_ms: i64,
+) {
+    builder.push(
         "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
          SET o.status = 'delivered', o.delivered_at_ms = ",
     );
@@ -313,7 +387,7 @@ pub async fn mark_delivered_leased(
     builder.push(", o.lock_until_ms = 0, o.last_error = '', o.claimed_by = ");
     builder.push_bind(node_id);
     builder.push(" WHERE o.id IN ");
-    push_in_list(&mut builder, ids);
+    push_in_list(builder, ids);
     builder.push(" AND o.status IN ('pending', 'delivering', 'retryable')");
     builder.push(" AND l.owner = ").push_bind(node_id);
     builder.push(" AND (l.shard, l.epoch) IN (");
@@ -326,7 +400,6 @@ pub async fn mark_delivered_leased(
         separated.push_unseparated(")");
     }
     separated.push_unseparated(")");
-    Ok(builder.build().execute(pool).await?.rows_affected())
 }
 
 /// [`mark_failure`] without a claim: fenced by the shard lease's owner and
@@ -353,8 +426,9 @@ pub async fn mark_failure_leased(
     Ok(result.rows_affected() == 1)
 }
 
-/// A failed attempt of a row published on the shard lease alone.
-const MARK_FAILURE_LEASED_SQL: &str = "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
+/// A failed attempt of a row published on the shard lease alone (binds:
+/// status, next_retry_at_ms, last_error, claimed_by, id, owner, epoch).
+pub const MARK_FAILURE_LEASED_SQL: &str = "UPDATE room_outbox o JOIN relay_shard_leases l ON l.shard = o.shard \
      SET o.status = ?, o.retry_count = o.retry_count + 1, o.next_retry_at_ms = ?, o.last_error = ?, \
      o.lock_until_ms = 0, o.claimed_by = ? \
      WHERE o.id = ? AND o.status IN ('pending', 'delivering', 'retryable') AND l.owner = ? AND l.epoch = ?";

@@ -53,6 +53,7 @@ impl App {
             relay_engine::direct::check_config(&config.direct)?;
         }
         let replay_max_age_ms = config.ops.replay_max_age_ms()?;
+        let trace_url = config.console.trace_url()?;
         let tls = crate::admin_tls::load(&config.admin_tls)?;
         let mut access = admin_access(&config)?;
         access.secure_cookies = tls.is_some();
@@ -79,6 +80,7 @@ impl App {
             history: history.clone(),
             broker_lag: !lag_sources.groups.is_empty(),
             groups: timeline_groups(&config.rocketmq),
+            trace_url,
         };
         let console =
             crate::console::router_with(console_config, access.clone(), replay_max_age_ms);

@@ -59,6 +59,25 @@ pub struct RelayServiceConfig {
     pub admin_tls: service_kit::grpc_tls::ServerTls,
     /// Operator command settings.
     pub ops: OpsConfig,
+    /// Operator console settings.
+    pub console: ConsoleSection,
+}
+
+/// The `console` section.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleSection {
+    /// Trace URL template with `{trace_id}` (Jaeger/Tempo style, e.g.
+    /// `https://jaeger.example/trace/{trace_id}`): each event on the room
+    /// timeline links to its trace. Empty = the trace id is shown as text.
+    pub trace_url: String,
+}
+
+impl ConsoleSection {
+    /// `trace_url`, checked (`crate::console::trace`).
+    pub fn trace_url(&self) -> Result<Option<crate::console::trace::TraceUrl>, crate::Error> {
+        crate::console::trace::TraceUrl::parse(&self.trace_url)
+    }
 }
 
 /// The `ops` section: limits of the operator commands.
@@ -137,6 +156,7 @@ impl Default for RelayServiceConfig {
             admin_operators_file: String::new(),
             admin_tls: service_kit::grpc_tls::ServerTls::default(),
             ops: OpsConfig::default(),
+            console: ConsoleSection::default(),
         }
     }
 }

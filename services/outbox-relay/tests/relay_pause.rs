@@ -10,6 +10,11 @@ mod common;
 
 use common::*;
 use outbox_schema::names;
+use rdkafka::{
+    ClientConfig, Message, TopicPartitionList,
+    consumer::{Consumer, StreamConsumer},
+    message::Headers,
+};
 use service_kit::{db::IdText, mq::MqConfig, time::now_ms};
 use sqlx::MySqlPool;
 use std::collections::{BTreeMap, HashSet};
@@ -67,17 +72,10 @@ impl RelayProcess {
         assert!(status.success(), "kill {signal}");
     }
 
-    /// A counter of the running process (0 when not exported yet).
+    /// A counter of the running process; fails the test, naming it, when
+    /// the process does not export it (a renamed metric must not read as 0).
     async fn counter(&self, name: &str) -> f64 {
-        let body = reqwest::get(&self.metrics_url)
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        body.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or(0.0)
+        testkit::metrics::read(&self.metrics_url, name).await
     }
 
     fn stop(mut self) {
@@ -133,6 +131,78 @@ async fn markers(pool: &MySqlPool, first_seq: u64, last_seq: u64) -> HashSet<Str
     .into_iter()
     .map(String::from)
     .collect()
+}
+
+/// Every record on `topic`, read to the end of each partition.
+///
+/// "Quiet" is defined without a timing threshold: both relays have exited
+/// when this runs, so nothing can be appended any more and each partition's
+/// high watermark, read first, is where the topic ends for good. Reading up
+/// to it returns every record the relays ever published — a duplicate too,
+/// which a read of exactly the expected count would have left unread. The
+/// only timeout is a guard against a reader that stops making progress.
+async fn read_to_end(bootstrap: &str, topic: &str) -> Vec<Received> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", testkit::unique("pause_reader_"))
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .unwrap();
+    let partitions: Vec<i32> = metadata.topics()[0]
+        .partitions()
+        .iter()
+        .map(|partition| partition.id())
+        .collect();
+    assert!(!partitions.is_empty(), "{topic} has partitions");
+    // Per partition: the offset of its last record (none when empty).
+    let mut last_offsets = BTreeMap::new();
+    let mut assignment = TopicPartitionList::new();
+    for partition in &partitions {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, *partition, Duration::from_secs(10))
+            .unwrap();
+        if high > low {
+            last_offsets.insert(*partition, high - 1);
+            assignment
+                .add_partition_offset(topic, *partition, rdkafka::Offset::Offset(low))
+                .unwrap();
+        }
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut received = Vec::new();
+    while !last_offsets.is_empty() {
+        let message = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no progress after {} records; unread up to {last_offsets:?}",
+                    received.len()
+                )
+            })
+            .unwrap();
+        if last_offsets.get(&message.partition()) == Some(&message.offset()) {
+            last_offsets.remove(&message.partition());
+        }
+        let header = |name: &str| {
+            message
+                .headers()
+                .and_then(|headers| headers.iter().find(|header| header.key == name))
+                .and_then(|header| header.value)
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+                .unwrap_or_default()
+        };
+        received.push(Received {
+            key: String::from_utf8_lossy(message.key().unwrap_or_default()).into_owned(),
+            event_id: header(names::HEADER_EVENT_ID),
+            event_type: header(names::HEADER_EVENT_TYPE),
+            traceparent: header(names::HEADER_TRACEPARENT),
+            payload: message.payload().unwrap_or_default().to_vec(),
+        });
+    }
+    received
 }
 
 #[tokio::test]
@@ -232,10 +302,15 @@ async fn a_relay_resumed_past_its_lease_neither_publishes_nor_marks_on_it() {
             .unwrap();
     assert_eq!(delivered, expected as i64);
 
-    // The topic: every event once, every room in commit order. A stale
-    // publish of the frozen phase would be a second copy whose mark was
-    // fenced.
-    let records = read_topic(&testkit::kafka_bootstrap(), &topic, expected).await;
+    // The topic, read to its end: every event once, every room in commit
+    // order. A stale publish of the frozen phase would be a second copy
+    // whose mark was fenced — an extra record past the expected count.
+    let records = read_to_end(&testkit::kafka_bootstrap(), &topic).await;
+    assert_eq!(
+        records.len(),
+        expected,
+        "every record on the topic, duplicates included"
+    );
     let unique: HashSet<_> = records.iter().map(|record| &record.event_id).collect();
     assert_eq!(unique.len(), expected, "no event published twice");
     for (room, sequences) in sequences_by_room(&records) {

@@ -59,6 +59,8 @@ const HOP_METADATA: [&str; 13] = [
 /// Most holder addresses with a cached channel; past it the cache starts
 /// over (addresses change as pods are replaced, so it must not only grow).
 const MAX_CACHED_CHANNELS: usize = 256;
+/// How often an HTTP/2 PING checks a channel to a holder, idle or not.
+const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What travels with one call into [`crate::Rooms`].
 #[derive(Debug, Clone, Default)]
@@ -263,9 +265,15 @@ impl Peers {
             })?;
             endpoint = endpoint.tls_config(tls).map_err(|e| unusable(&e))?;
         }
+        // Every call carries its deadline; the PINGs find a holder whose
+        // connection stalled or went half-open between calls and replace
+        // the connection (docs/design.md#client-timeouts).
         let channel = endpoint
             .connect_timeout(self.timeout.min(Duration::from_secs(2)))
             .tcp_nodelay(true)
+            .http2_keep_alive_interval(PEER_KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(self.timeout.min(Duration::from_secs(2)))
+            .keep_alive_while_idle(true)
             .connect_lazy();
         if channels.len() >= MAX_CACHED_CHANNELS {
             channels.clear();

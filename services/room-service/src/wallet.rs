@@ -52,6 +52,11 @@ impl Wallet {
             .map_err(|error| Error::Config(error.to_string()))?
             .timeout(timeout)
             .connect_timeout(timeout)
+            // A stalled or half-open connection is found by an unanswered
+            // PING and replaced (docs/design.md#client-timeouts).
+            .http2_keep_alive_interval(config.keepalive_interval.as_std())
+            .keep_alive_timeout(timeout)
+            .keep_alive_while_idle(true)
             .connect_lazy();
         Ok(Self {
             client: WalletServiceClient::new(channel),
@@ -125,6 +130,7 @@ fn classify_debit(status: &tonic::Status, user_id: &str, amount: u64) -> DebitFa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use service_kit::duration::ConfigDuration;
 
     #[test]
     fn debit_failures_are_classified() {
@@ -143,5 +149,65 @@ mod tests {
             classify_debit(&deadline, "u", 5),
             DebitFailure::Unknown(_)
         ));
+    }
+
+    /// The tests' own deadline: a client that hangs fails here. Not a
+    /// claim about how fast the error comes.
+    const TEST_DEADLINE: Duration = Duration::from_secs(60);
+
+    fn config(endpoint: String) -> WalletConfig {
+        WalletConfig {
+            endpoint,
+            timeout: ConfigDuration::from_millis(200),
+            keepalive_interval: ConfigDuration::from_millis(100),
+            ..WalletConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wallet_that_never_answers_fails_the_debit_as_unknown() {
+        let silent = testkit::stall::SilentListener::start().await;
+        let wallet = Wallet::new(&config(silent.http_url())).unwrap();
+        let outcome =
+            tokio::time::timeout(TEST_DEADLINE, wallet.debit("c1", "u1", 5, "gift".into()))
+                .await
+                .expect("the debit hung on a silent wallet");
+        assert!(
+            matches!(outcome, Err(DebitFailure::Unknown(_))),
+            "{outcome:?}"
+        );
+        assert!(
+            silent.accepted() >= 1,
+            "the client never reached the listener"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_that_stalls_is_closed_by_the_keepalive_and_replaced() {
+        let server = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default())
+            .await
+            .unwrap();
+        let proxy = testkit::stall::StallingProxy::start(server.grpc_addr()).await;
+        let wallet = Wallet::new(&config(proxy.http_url())).unwrap();
+        wallet
+            .debit("c1", "u1", 5, "gift".into())
+            .await
+            .expect("a debit through the healthy proxy");
+
+        proxy.stall();
+        // No call is made: only the unanswered PINGs can notice the stall.
+        tokio::time::timeout(TEST_DEADLINE, async {
+            while proxy.closed_by_client() == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the stalled connection was never given up");
+
+        proxy.resume();
+        wallet
+            .debit("c2", "u1", 5, "gift".into())
+            .await
+            .expect("a debit on a new connection");
     }
 }

@@ -47,11 +47,17 @@ struct Holder {
 
 impl Holder {
     async fn start(harness: &Harness) -> Holder {
+        Self::start_on(harness, free_port(), None).await
+    }
+
+    /// A holder listening on `grpc_port` whose leases name `advertise_url`
+    /// (its own listener when `None`), with the harness's liveness TTL.
+    async fn start_on(harness: &Harness, grpc_port: u16, advertise_url: Option<&str>) -> Holder {
         let node_id = testkit::unique("node-proc-");
-        let grpc_port = free_port();
         let http_port = free_port();
         let log = std::env::temp_dir().join(format!("{node_id}.log"));
-        let child = Command::new(EXE)
+        let mut command = Command::new(EXE);
+        command
             .env_clear()
             .env("ROOM__NODE_ID", &node_id)
             .env("ROOM__MYSQL__URL", &harness.config.mysql.url)
@@ -59,13 +65,21 @@ impl Holder {
             .env("ROOM__REDIS__URL", &harness.config.redis.url)
             .env("ROOM__REDIS__KEY_PREFIX", &harness.config.redis.key_prefix)
             .env("ROOM__REDIS__LEASE_TTL", format!("{LONG_LEASE_SECS}s"))
+            .env(
+                "ROOM__REDIS__LIVENESS_TTL",
+                format!("{}ms", harness.config.redis.liveness_ttl.as_millis()),
+            )
             .env("ROOM__GRPC_LISTEN", format!("127.0.0.1:{grpc_port}"))
             .env("ROOM__HTTP_LISTEN", format!("127.0.0.1:{http_port}"))
             .env("ROOM__WALLET__ENDPOINT", harness.wallet.endpoint())
             .env("ROOM__OUTBOX_WORKER__ENABLED", "false")
             .env("ROOM__TENCENT_IM__ENABLED", "false")
             .env("ROOM__ROOM__PRESENCE_SWEEP_INTERVAL", "3600s")
-            .env("ROOM__SAGA__SWEEP_INTERVAL", "3600s")
+            .env("ROOM__SAGA__SWEEP_INTERVAL", "3600s");
+        if let Some(url) = advertise_url {
+            command.env("ROOM__ADVERTISE_URL", url);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("holder log"))
@@ -137,32 +151,56 @@ async fn lease_of(harness: &Harness, redis: &fred::clients::Client, room_id: &st
     value.unwrap_or_default()
 }
 
-/// The value of one sample line of `/metrics` whose name and labels start
-/// with `series`; fails when no such line exists.
-async fn sample(http: &str, series: &str) -> f64 {
-    let text = metrics_text(http).await;
-    let values: Vec<f64> = text
-        .lines()
-        .filter(|line| line.starts_with(series))
-        .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
-        .collect();
-    assert!(!values.is_empty(), "no sample {series} in {http}/metrics");
-    values.iter().sum()
+/// Commands this instance committed (outcome ok, every command name);
+/// fails when it exports none.
+async fn committed_commands(http: &str) -> f64 {
+    testkit::metrics::read(
+        &format!("{http}/metrics"),
+        "room_commands_total{outcome=\"ok\"}",
+    )
+    .await
 }
 
-/// Commands this instance committed (outcome ok, every command name).
-async fn committed_commands(http: &str) -> f64 {
-    let text = metrics_text(http).await;
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|line| line.starts_with("room_commands_total{"))
-        .collect();
-    assert!(!lines.is_empty(), "no room_commands_total at {http}");
-    lines
-        .iter()
-        .filter(|line| line.contains("outcome=\"ok\""))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+/// How long `node_id`'s current unbroken run of liveness renewals has
+/// lasted, in Redis's clock (what the lease script compares with the TTL
+/// before it lets that node take a room over); `None` without a key.
+async fn steady_run(
+    harness: &Harness,
+    redis: &fred::clients::Client,
+    node_id: &str,
+) -> Option<Duration> {
+    let key = format!("{}:node:alive:{node_id}", harness.config.redis.key_prefix);
+    let age_ms: i64 = redis
+        .eval(
+            "local since = redis.call('HGET', KEYS[1], 'since') \
+             if not since then return -1 end \
+             local t = redis.call('TIME') \
+             return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(since)",
+            key,
+            Vec::<String>::new(),
+        )
+        .await
+        .unwrap();
+    u64::try_from(age_ms).ok().map(Duration::from_millis)
+}
+
+/// Waits until `harness`'s own run of liveness renewals is one TTL old:
+/// from then on the lease script lets it take over any room whose holder
+/// it finds lapsed, so only the holder's liveness decides.
+async fn until_free_to_take_over(harness: &Harness, redis: &fred::clients::Client) {
+    let ttl = harness.config.redis.liveness_ttl.as_std();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while steady_run(harness, redis, &harness.node_id)
+        .await
+        .is_none_or(|run| run < ttl)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never renewed its liveness key for one TTL",
+            harness.node_id
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -323,7 +361,14 @@ async fn a_paused_holder_resumes_fenced_and_gives_the_room_up() {
         committed_before,
         "the resumed holder committed nothing"
     );
-    assert!(sample(&holder.http, "room_liveness_lapses_total").await >= 1.0);
+    assert!(
+        testkit::metrics::read(
+            &format!("{}/metrics", holder.http),
+            "room_liveness_lapses_total"
+        )
+        .await
+            >= 1.0
+    );
     assert!(
         lease_of(&survivor, &redis, &room)
             .await
@@ -336,6 +381,198 @@ async fn a_paused_holder_resumes_fenced_and_gives_the_room_up() {
             "{member} missing"
         );
     }
+    survivor.stop().await;
+}
+
+/// A live holder keeps its rooms however long another instance tries for
+/// them. The survivor gets commands for the holder's rooms across several
+/// liveness TTLs, first while it can forward them (the holder applies
+/// them), then while the holder is alive but cannot be reached: each call
+/// then makes the survivor try the room itself, through the lease script,
+/// and only the holder's live key stops it — a takeover that ignored
+/// liveness would take the rooms here, since the survivor's own run is
+/// old enough for any takeover the script allows.
+#[tokio::test]
+async fn a_live_holders_rooms_are_never_taken_over() {
+    let mut survivor = Harness::start_with(|config| {
+        config.redis.lease_ttl = ConfigDuration::from_secs(LONG_LEASE_SECS);
+    })
+    .await;
+    // The holder's leases name a proxy in front of its listener, so the
+    // survivor's forwards can be cut while the holder itself runs on.
+    let grpc_port = free_port();
+    let proxy = Proxy::start(format!("127.0.0.1:{grpc_port}")).await;
+    let mut holder = Holder::start_on(
+        &survivor,
+        grpc_port,
+        Some(&format!("http://{}", proxy.addr)),
+    )
+    .await;
+    let rooms: Vec<String> = (0..3).map(|_| testkit::unique("room-")).collect();
+    for room in &rooms {
+        room_with_members(&mut holder.client, room, "owner", &[]).await;
+    }
+    let redis = redis_client(&survivor.config.redis.url).await;
+    let mut leases = Vec::new();
+    for room in &rooms {
+        let lease = lease_of(&survivor, &redis, room).await;
+        assert!(lease.starts_with(&holder.node_id), "{room}: {lease}");
+        leases.push(lease);
+    }
+    until_free_to_take_over(&survivor, &redis).await;
+    let ttl = survivor.config.redis.liveness_ttl.as_std();
+    let committed_before = committed_commands(&holder.http).await;
+    let forwarded_before = survivor.metric_or_zero("room_forwarded_total").await;
+
+    // Two TTLs of commands the survivor forwards: the holder applies each.
+    let mut forwarded = 0.0;
+    let phase = tokio::time::Instant::now();
+    while phase.elapsed() < ttl * 2 {
+        for room in &rooms {
+            let joined = survivor
+                .client
+                .join_room(join(room, &testkit::unique("user-")))
+                .await
+                .unwrap_or_else(|status| panic!("{room} via the survivor: {status:?}"));
+            assert_eq!(served_by(&joined), holder.node_id, "{room}");
+            forwarded += 1.0;
+        }
+    }
+
+    // Three TTLs in which the holder lives but cannot be reached: every
+    // call is tried here, and the lease script refuses each.
+    proxy.cut();
+    let mut refused = 0.0;
+    let phase = tokio::time::Instant::now();
+    while phase.elapsed() < ttl * 3 {
+        for room in &rooms {
+            let status = survivor
+                .client
+                .join_room(join(room, &testkit::unique("user-")))
+                .await
+                .map(|joined| served_by(&joined))
+                .expect_err("the survivor served a live holder's room");
+            assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+            assert_eq!(
+                status.metadata().get("x-error-reason").unwrap(),
+                "room_owned_elsewhere"
+            );
+            assert_eq!(
+                status.metadata().get("x-room-owner").unwrap(),
+                holder.node_id.as_str()
+            );
+            refused += 1.0;
+        }
+    }
+    proxy.restore();
+    assert_eq!(
+        survivor
+            .metric("room_forwarded_total{outcome=\"holder_unreachable\"}")
+            .await,
+        refused,
+        "every refused call was tried here after its forward failed"
+    );
+
+    assert_eq!(survivor.metric("room_lease_takeovers_total").await, 0.0);
+    for (room, lease) in rooms.iter().zip(&leases) {
+        assert_eq!(&lease_of(&survivor, &redis, room).await, lease, "{room}");
+    }
+    // The holder applied every forwarded command and still applies.
+    assert_eq!(
+        committed_commands(&holder.http).await,
+        committed_before + forwarded
+    );
+    assert_eq!(
+        survivor.metric("room_forwarded_total").await,
+        forwarded_before + forwarded + refused
+    );
+    for room in &rooms {
+        let joined = holder
+            .client
+            .join_room(join(room, "still-here"))
+            .await
+            .expect("the holder applies its own room's command");
+        assert_eq!(served_by(&joined), holder.node_id);
+    }
+    survivor.stop().await;
+}
+
+/// A dead holder's rooms are taken over within the documented bound
+/// (docs/design.md#fast-takeover): "within one liveness TTL plus the
+/// gateway's retry delay". The callers follow docs/gateway.md: the same
+/// `command_id` again after each refusal's `RetryInfo` delay.
+///
+/// The bound is a correctness bound from configuration, not a performance
+/// threshold: the holder's key lapses at most one `redis.liveness_ttl`
+/// after its last renewal, which precedes the kill, and the first call
+/// after that takes the room over; the retry delay is the caller's pacing
+/// (`OWNED_ELSEWHERE_DEFAULT_DELAY` at most past the lapse). A takeover
+/// that waited for the room lease (60 s here) instead breaks it by far. It
+/// bounds when the applied call was sent: that call's own work (loading
+/// the room from MySQL) is the database's speed, not the takeover's.
+#[tokio::test]
+async fn a_dead_holders_rooms_are_taken_over_within_one_liveness_ttl_and_the_retry_delay() {
+    let (survivor, mut holder) = survivor_and_holder().await;
+    let rooms: Vec<String> = (0..4).map(|_| testkit::unique("room-")).collect();
+    for room in &rooms {
+        room_with_members(&mut holder.client, room, "owner", &[]).await;
+    }
+    let redis = redis_client(&survivor.config.redis.url).await;
+    until_free_to_take_over(&survivor, &redis).await;
+    let ttl = survivor.config.redis.liveness_ttl.as_std();
+    let bound = ttl + room_service::error::OWNED_ELSEWHERE_DEFAULT_DELAY;
+
+    signal(holder.pid(), "KILL");
+    let _ = holder.child.wait();
+    // After the process is gone: every renewal it made came before this.
+    let killed = tokio::time::Instant::now();
+    let mut callers = Vec::new();
+    for room in rooms.clone() {
+        let mut client = survivor.client.clone();
+        callers.push(tokio::spawn(async move {
+            let request = join(&room, "after-the-kill");
+            loop {
+                let sent = tokio::time::Instant::now();
+                assert!(sent < killed + GUARD, "{room} never answered again");
+                match client.join_room(request.clone()).await {
+                    Ok(joined) => {
+                        return (room, sent - killed, killed.elapsed(), served_by(&joined));
+                    }
+                    Err(status)
+                        if matches!(
+                            status.code(),
+                            tonic::Code::Unavailable | tonic::Code::Aborted
+                        ) =>
+                    {
+                        let delay = tonic_types::StatusExt::get_details_retry_info(&status)
+                            .and_then(|info| info.retry_delay)
+                            .unwrap_or_else(|| panic!("{room}: no RetryInfo in {status:?}"));
+                        tokio::time::sleep(delay).await;
+                    }
+                    Err(status) => panic!("{room}: {status:?}"),
+                }
+            }
+        }));
+    }
+    for caller in callers {
+        let (room, sent, answered, node) = caller.await.unwrap();
+        println!("{room}: applied call sent {sent:?} after the kill, answered after {answered:?}");
+        assert_eq!(node, survivor.node_id, "{room} answered from the survivor");
+        assert!(
+            sent <= bound,
+            "{room}: the call that took it over was sent {sent:?} after the kill; \
+             the bound is {bound:?} (liveness TTL {ttl:?} plus the retry delay)"
+        );
+        assert!(
+            lease_of(&survivor, &redis, &room)
+                .await
+                .starts_with(&survivor.node_id)
+        );
+    }
+    assert_eq!(
+        survivor.metric("room_lease_takeovers_total").await,
+        rooms.len() as f64
+    );
     survivor.stop().await;
 }
 

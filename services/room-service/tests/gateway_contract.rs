@@ -21,37 +21,22 @@ use tonic_types::StatusExt;
 /// The value of the series `name{labels}` in a `/metrics` text; `None` when
 /// no such series is exposed.
 fn series_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?;
-        let (label_text, value) = match rest.strip_prefix('{') {
-            Some(rest) => rest.split_once("} ")?,
-            None => ("", rest.strip_prefix(' ')?),
-        };
-        labels
-            .iter()
-            .all(|(key, wanted)| {
-                label_text
-                    .split(',')
-                    .any(|pair| pair == format!("{key}=\"{wanted}\""))
-            })
-            .then(|| value.trim().parse().ok())?
-    })
+    testkit::metrics::find(text, &selector(name, labels))
 }
 
-async fn metrics_text(http: &str) -> String {
-    reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics endpoint")
-        .text()
-        .await
-        .expect("metrics text")
+/// `name{key="value",…}`, as `testkit::metrics` reads a series.
+fn selector(name: &str, labels: &[(&str, &str)]) -> String {
+    let pairs: Vec<String> = labels
+        .iter()
+        .map(|(key, value)| format!("{key}=\"{value}\""))
+        .collect();
+    format!("{name}{{{}}}", pairs.join(","))
 }
 
-/// The series `name{labels}` at `http`; fails the test when it is missing.
+/// The series `name{labels}` at `http`; fails the test, naming it, when it
+/// is missing.
 async fn required(http: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let text = metrics_text(http).await;
-    series_value(&text, name, labels)
-        .unwrap_or_else(|| panic!("no series {name}{labels:?} in:\n{text}"))
+    testkit::metrics::value(&metrics_text(http).await, &selector(name, labels))
 }
 
 #[test]
@@ -109,7 +94,7 @@ async fn replies_name_the_holders_address_and_a_call_sent_there_is_not_forwarded
     let carol = direct.join_room(join(&room, "carol")).await.unwrap();
     assert_eq!(header(&carol, SERVED_BY), node_a.node_id);
     assert_eq!(node_b.metric("room_forwarded_total").await, 1.0);
-    assert_eq!(node_a.metric("room_forwarded_total").await, 0.0);
+    assert_eq!(node_a.metric_or_zero("room_forwarded_total").await, 0.0);
 
     // A room B holds itself is answered with B's own address.
     let other = testkit::unique("room-");

@@ -5,7 +5,7 @@
 //! logged.
 
 use super::{
-    Console, auth, form, history, html, optional, overview, pages, plain, redirect, replay_pages,
+    Console, auth, counts, form, history, html, optional, overview, pages, plain, redirect, replay_pages,
     secure,
 };
 use crate::access::{Client, sessions};
@@ -117,7 +117,7 @@ pub(super) async fn logout(
 
 /// The operator an action is recorded under: the session's named operator
 /// (the form's field is ignored: it could say anyone), else the form's.
-fn acting_operator(session: &Session, form_operator: &str) -> Result<OperatorName, crate::Error> {
+pub(super) fn acting_operator(session: &Session, form_operator: &str) -> Result<OperatorName, crate::Error> {
     match &session.operator {
         Some(name) => Ok(name.clone()),
         None => ops::audit::operator_name(form_operator.trim(), "operator"),
@@ -128,18 +128,16 @@ pub(super) async fn overview(
     State(console): State<Console>,
     Extension(client): Extension<Client>,
     headers: HeaderMap,
+    uri: axum::http::Uri,
 ) -> Response {
+    let live = super::refresh::Live::of(&headers, uri);
     let session = match console.session(&headers, client).await {
         Ok(session) => session,
         Err(refusal) => return refusal,
     };
     let pool = &console.config.pool;
     let result = async {
-        let status = ops::status(pool).await?;
-        let ages = overview::FailingAges {
-            retryable_ms: ops::status::oldest_failing_age_ms(pool, "retryable").await?,
-            failed_ms: ops::status::oldest_failing_age_ms(pool, "failed").await?,
-        };
+        let counts = counts::counts(pool).await?;
         let leases = ops::leases(pool).await?;
         let dead_letters = ops::list_dead_letters(
             pool,
@@ -152,8 +150,8 @@ pub(super) async fn overview(
         let minutes = history::minutes(&console.config.history.samples());
         let lags = console.config.history.lags();
         Ok::<_, crate::Error>(overview::overview(&overview::Overview {
-            status: &status,
-            ages,
+            counts: &counts,
+            gauges: console.config.history.gauges(),
             minutes: &minutes,
             leases: &leases,
             lags: console.config.broker_lag.then_some(lags.as_slice()),
@@ -161,50 +159,7 @@ pub(super) async fn overview(
         }))
     }
     .await;
-    match result {
-        Ok(body) => html(
-            StatusCode::OK,
-            console.page(
-                &session,
-                "Overview",
-                Some(overview::OVERVIEW_REFRESH_SECS),
-                body,
-            ),
-        ),
-        Err(error) => console.error(&session, "Overview", &error),
-    }
-}
-
-pub(super) async fn stuck(
-    State(console): State<Console>,
-    Extension(client): Extension<Client>,
-    headers: HeaderMap,
-) -> Response {
-    let session = match console.session(&headers, client).await {
-        Ok(session) => session,
-        Err(refusal) => return refusal,
-    };
-    let pool = &console.config.pool;
-    let result = async {
-        let retrying = ops::status::retrying(pool).await?;
-        let mut jsons = Vec::with_capacity(retrying.len());
-        for row in &retrying {
-            jsons.push(ops::room::event_json(pool, &row.event_id).await?);
-        }
-        let heads: Vec<pages::StuckHead<'_>> = retrying
-            .iter()
-            .zip(jsons)
-            .map(|(row, json)| pages::StuckHead { row, json })
-            .collect();
-        Ok(pages::stuck(
-            &heads,
-            &session.csrf,
-            session.role == Role::ReadOnly,
-            session.operator.as_ref().map(OperatorName::as_str),
-        ))
-    }
-    .await;
-    console.render(&session, "Stuck rooms", result)
+    console.render_live(&session, "Overview", &live, result)
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -291,24 +246,6 @@ fn filter_of(form: &FilterForm) -> Result<DeadLetterFilter, crate::Error> {
         until_ms: number("until_ms", &form.until_ms)?,
         limit: number("limit", &form.limit)?.map(|limit| u64::try_from(limit.max(1)).unwrap_or(1)),
     })
-}
-
-pub(super) async fn dead_letters(
-    State(console): State<Console>,
-    Extension(client): Extension<Client>,
-    headers: HeaderMap,
-    Query(form): Query<FilterForm>,
-) -> Response {
-    let session = match console.session(&headers, client).await {
-        Ok(session) => session,
-        Err(refusal) => return refusal,
-    };
-    let result = async {
-        let letters = ops::list_dead_letters(&console.config.pool, &filter_of(&form)?).await?;
-        Ok(pages::dead_letters(&form, &letters))
-    }
-    .await;
-    console.render(&session, "Dead letters", result)
 }
 
 pub(super) async fn dry_run(
@@ -402,75 +339,4 @@ pub(super) async fn replay(
     }
     .await;
     console.render(&session, "Replay", result)
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(default)]
-pub(super) struct AuditForm {
-    action: String,
-    room_id: String,
-    since: String,
-}
-
-pub(super) async fn audit(
-    State(console): State<Console>,
-    Extension(client): Extension<Client>,
-    headers: HeaderMap,
-    Query(form): Query<AuditForm>,
-) -> Response {
-    let session = match console.session(&headers, client).await {
-        Ok(session) => session,
-        Err(refusal) => return refusal,
-    };
-    let filter = ops::AuditFilter {
-        since: optional(&form.since),
-        action: optional(&form.action),
-        room_id: optional(&form.room_id),
-        limit: None,
-    };
-    let result = ops::audit::list(&console.config.pool, &filter)
-        .await
-        .map(|records| pages::audit(&records));
-    console.render(&session, "Audit log", result)
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(default)]
-pub(super) struct RoomForm {
-    room_id: String,
-}
-
-pub(super) async fn room_timeline(
-    State(console): State<Console>,
-    Extension(client): Extension<Client>,
-    headers: HeaderMap,
-    Query(form): Query<RoomForm>,
-) -> Response {
-    let session = match console.session(&headers, client).await {
-        Ok(session) => session,
-        Err(refusal) => return refusal,
-    };
-    let Some(room_id) = optional(&form.room_id) else {
-        return html(
-            StatusCode::OK,
-            console.page(&session, "Room timeline", None, pages::timeline("", None)),
-        );
-    };
-    match ops::timeline::timeline(&console.config.pool, &room_id, &console.config.groups).await {
-        Ok(timeline) => html(
-            StatusCode::OK,
-            console.page(
-                &session,
-                "Room timeline",
-                None,
-                pages::timeline(&room_id, Some(&timeline)),
-            ),
-        ),
-        Err(error) => console.error_after(
-            &session,
-            "Room timeline",
-            &error,
-            pages::timeline(&room_id, None),
-        ),
-    }
 }

@@ -75,6 +75,18 @@ pub struct History {
 struct Inner {
     ring: VecDeque<Sample>,
     lags: Vec<GroupLag>,
+    /// The relay's metrics, once [`History::run`] samples them.
+    relay: Option<RelayMetrics>,
+}
+
+/// The backlog gauges the relay of this process keeps (its own reads of the
+/// whole outbox every few seconds, not only of its shards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gauges {
+    /// `room_outbox_pending`.
+    pub pending: i64,
+    /// `room_outbox_failed`.
+    pub failed: i64,
 }
 
 impl History {
@@ -97,6 +109,18 @@ impl History {
         self.lock().lags.clone()
     }
 
+    /// The backlog gauges of the relay this process runs; None when it runs
+    /// none (or before the first gauge read, which a zero would fake).
+    pub fn gauges(&self) -> Option<Gauges> {
+        let inner = self.lock();
+        let relay = inner.relay.as_ref()?;
+        let gauges = Gauges {
+            pending: relay.pending.get(),
+            failed: relay.failed.get(),
+        };
+        (gauges.pending > 0 || gauges.failed > 0).then_some(gauges)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves plain data behind: keep using it.
         self.inner
@@ -112,6 +136,7 @@ impl History {
         sources: LagSources,
         shutdown: CancellationToken,
     ) {
+        self.lock().relay = Some(metrics.clone());
         let mut samples = tokio::time::interval(SAMPLE_EVERY);
         let mut lag = tokio::time::interval(LAG_EVERY);
         samples.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -22,7 +22,13 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:
 th{background:#eef}pre{background:#f6f6f6;padding:6px;max-width:900px;overflow:auto;white-space:pre-wrap}\
 .err{color:#a00;font-weight:bold}.ok{color:#060;font-weight:bold}.muted{color:#777}\
 form.inline{display:inline-block;margin:2px 8px 2px 0;padding:4px;border:1px solid #ddd}\
-input{margin:2px}.bar{color:#23395d}";
+input{margin:2px}.bar{color:#23395d}\
+:root{color-scheme:light dark}.pending{color:#a60}.applied{color:#060}.lag{color:#555;font-size:12px}\
+form.search,form.bulk{margin:6px 0;padding:4px;border:1px solid #ddd}.refresh{float:right;margin:0}\
+@media (prefers-color-scheme:dark){body{background:#15181c;color:#ddd}th{background:#26324a}\
+td,th,form.inline,form.search,form.bulk{border-color:#444}pre{background:#1e2329}a{color:#8ab4f8}\
+nav{background:#0f1a2e}.muted,.lag{color:#999}.err{color:#ff7b72}.ok,.applied{color:#7ee787}\
+.pending{color:#f2cc60}.bar{color:#8ab4f8}input,select,button{background:#1e2329;color:#ddd;border:1px solid #555}}";
 
 /// `text` percent-encoded for a query-string value (only unreserved
 /// characters stay), so a hostile id cannot add parameters to a link.
@@ -156,6 +162,15 @@ pub fn utc(ms: i64) -> String {
     )
 }
 
+/// A wall-clock time in ms as UTC `YYYY-MM-DD HH:MM:SS.mmm`: the lags that
+/// matter are milliseconds.
+pub fn utc_ms(ms: i64) -> String {
+    if ms <= 0 {
+        return "—".into();
+    }
+    format!("{}.{:03}", utc(ms), ms.rem_euclid(1_000))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +195,7 @@ mod tests {
     #[test]
     fn times_read_as_people_write_them() {
         assert_eq!(utc(0), "—");
+        assert_eq!(utc_ms(1_764_633_600_042), "2025-12-02 00:00:00.042");
         assert_eq!(utc(1_764_633_600_000), "2025-12-02 00:00:00");
         assert_eq!(utc(951_782_400_000 + 3_661_000), "2000-02-29 01:01:01");
         assert_eq!(age(850), "850 ms");

@@ -4,11 +4,17 @@
 //! | Path | Page |
 //! |---|---|
 //! | `GET /console/login`, `POST /console/login`, `POST /console/logout` | session ([`auth`]) |
-//! | `GET /console` | overview: outbox by status and age, publishing over 15 minutes, relays and leases, consumer lag, dead letters |
-//! | `GET /console/stuck`, `POST /console/stuck/retry-now`, `POST /console/stuck/skip` | retrying heads, decoded, and the audited actions |
-//! | `GET /console/dead-letters`, `GET /console/dead-letters/dry-run`, `POST /console/dead-letters/replay` | filter, dry run, replay |
-//! | `GET /console/audit` | the audit trail |
-//! | `GET /console/rooms?room_id=` | a room's timeline with consumption per group |
+//! | `GET /console` | overview: outbox by status and age (counts capped, [`counts`]), publishing over 15 minutes, relays and leases, consumer lag, dead letters |
+//! | `GET /console/stuck`, `POST /console/stuck/retry-now`, `POST /console/stuck/skip` | retrying heads, decoded, searched and paged; the audited actions |
+//! | `POST /console/stuck/bulk-retry-now`, `POST /console/stuck/bulk-skip` | the same on the ticked rooms, one reason, audited per room ([`bulk`]) |
+//! | `GET /console/dead-letters`, `GET /console/dead-letters/dry-run`, `POST /console/dead-letters/replay` | search, dry run, replay |
+//! | `GET /console/audit` | the audit trail, filtered and paged |
+//! | `GET /console/rooms?room_id=` | a room's timeline: per group applied (ms, lags), pending or not consumed by design; trace links |
+//! | `GET /console/refresh?set=off\|on&back=` | the live pages' auto-refresh preference ([`refresh`]) |
+//!
+//! The listings search by event id, room, event type, status and time
+//! range, a bounded page at a time with a keyset cursor ([`search`],
+//! [`audit_search`]).
 //!
 //! Every page and action calls the same `ops` functions as the CLI and
 //! `/admin/*` — one implementation, one audit trail. Every route is behind
@@ -16,13 +22,24 @@
 //! strict Content-Security-Policy and `Cache-Control: no-store`; tokens and
 //! form bodies are never logged.
 
+pub mod audit_search;
 pub mod auth;
+mod bulk;
+pub mod charts;
+pub mod consumption;
+pub mod counts;
 mod handlers;
 pub mod history;
 pub mod html;
 pub mod overview;
+mod listings;
 pub mod pages;
+pub mod refresh;
 pub mod replay_pages;
+pub mod search;
+pub mod search_pages;
+pub mod trace;
+pub mod when;
 
 use crate::access::{self, Access, Client};
 use crate::ops::ReplayGuard;
@@ -52,8 +69,11 @@ pub struct ConsoleConfig {
     pub history: History,
     /// Whether consumer lag is read (a broker is configured).
     pub broker_lag: bool,
-    /// Consumer groups whose `consumer_dedup` rows the timeline shows.
+    /// Consumer groups whose `consumer_dedup` rows the timeline shows, in
+    /// `outbox_schema::groups::CONSUMERS` order (im-bridge's as configured).
     pub groups: Vec<String>,
+    /// `console.trace_url`: where an event's trace is shown; None = no link.
+    pub trace_url: Option<trace::TraceUrl>,
 }
 
 #[derive(Debug, Clone)]
@@ -100,14 +120,17 @@ pub fn router_with(config: ConsoleConfig, access: Access, replay_max_age_ms: i64
             get(handlers::login_form).post(handlers::login),
         )
         .route("/console/logout", post(handlers::logout))
-        .route("/console/stuck", get(handlers::stuck))
+        .route("/console/refresh", get(refresh::set))
+        .route("/console/stuck", get(listings::stuck))
         .route("/console/stuck/retry-now", post(handlers::retry_now))
         .route("/console/stuck/skip", post(handlers::skip))
-        .route("/console/dead-letters", get(handlers::dead_letters))
+        .route("/console/stuck/bulk-retry-now", post(bulk::retry_now))
+        .route("/console/stuck/bulk-skip", post(bulk::skip))
+        .route("/console/dead-letters", get(listings::dead_letters))
         .route("/console/dead-letters/dry-run", get(handlers::dry_run))
         .route("/console/dead-letters/replay", post(handlers::replay))
-        .route("/console/audit", get(handlers::audit))
-        .route("/console/rooms", get(handlers::room_timeline))
+        .route("/console/audit", get(listings::audit))
+        .route("/console/rooms", get(listings::room_timeline))
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(state)
 }
@@ -236,6 +259,29 @@ impl Console {
     ) -> Response {
         match result {
             Ok(body) => html(StatusCode::OK, self.page(session, title, None, body)),
+            Err(error) => self.error(session, title, &error),
+        }
+    }
+
+    /// A live page: refreshed every few seconds unless turned off, with
+    /// its toggle (`refresh`). A refusal does not refresh.
+    fn render_live(
+        &self,
+        session: &Session,
+        title: &str,
+        live: &refresh::Live,
+        result: Result<Markup, crate::Error>,
+    ) -> Response {
+        match result {
+            Ok(body) => html(
+                StatusCode::OK,
+                self.page(
+                    session,
+                    title,
+                    live.secs(),
+                    maud::html! { (live.toggle()) (body) },
+                ),
+            ),
             Err(error) => self.error(session, title, &error),
         }
     }

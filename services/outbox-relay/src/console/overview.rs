@@ -1,33 +1,23 @@
-//! The console's overview page as HTML: row counts and ages, publishes per
-//! minute, relay instances and shard leases, consumer lag, the oldest dead
-//! letters. A pure function of the reports the `ops` functions and the
-//! console's history return, written with `maud`, which escapes every value.
+//! The console's overview page as HTML: row counts (bounded, see
+//! `counts`) and ages, publishes per minute, relay instances and shard
+//! leases, consumer lag, the oldest dead letters. A pure function of the
+//! reports the `ops` functions and the console's history return, written
+//! with `maud`, which escapes every value.
 
-use super::history::{GroupLag, Minute};
+use super::counts::{Capped, Counts};
+use super::history::{Gauges, GroupLag, Minute};
 use super::html::{age, table, utc};
 use super::pages::dead_letter_table;
-use crate::ops::{DeadLetter, LeaseReport, StatusReport};
+use crate::ops::{DeadLetter, LeaseReport};
 use maud::{Markup, html};
-
-/// Seconds between the overview's self-refreshes.
-pub const OVERVIEW_REFRESH_SECS: u32 = 10;
-
-/// Ages of the oldest row by failing status, ms.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FailingAges {
-    /// Oldest retryable row.
-    pub retryable_ms: i64,
-    /// Oldest dead letter.
-    pub failed_ms: i64,
-}
 
 /// Everything the overview shows.
 #[derive(Debug)]
 pub struct Overview<'a> {
-    /// Counts, backlog age, retrying heads.
-    pub status: &'a StatusReport,
-    /// Oldest retry and dead letter.
-    pub ages: FailingAges,
+    /// Counts (capped) and the oldest rows' ages.
+    pub counts: &'a Counts,
+    /// This process's relay gauges, when it runs a relay.
+    pub gauges: Option<Gauges>,
     /// Publishes per minute, last 15 minutes, this instance.
     pub minutes: &'a [Minute],
     /// Shard leases and instances.
@@ -53,29 +43,47 @@ pub fn overview(view: &Overview<'_>) -> Markup {
 
 /// The overview's row counts and the oldest pending chain row.
 fn outbox_section(view: &Overview<'_>) -> Markup {
-    let status = view.status;
-    let row = |label: &str, count: i64, oldest_ms: i64| {
+    let counts = view.counts;
+    let gauges = view.gauges;
+    let row = |label: &str, count: Capped, exact: Option<i64>, oldest_ms: i64| {
         vec![
             html! { (label) },
-            html! { (count) },
+            html! {
+                (count)
+                @if let (Capped::MoreThan(_), Some(exact)) = (count, exact) {
+                    " " span class="muted" { "(relay gauge: " (exact) ")" }
+                }
+            },
             html! { (age(oldest_ms)) },
         ]
     };
     let rows = [
         row(
             "open (pending, delivering, retryable)",
-            status.open,
-            status.oldest_pending_age_ms,
+            counts.open,
+            gauges.map(|gauges| gauges.pending),
+            counts.oldest_pending_age_ms,
         ),
-        row("retryable", status.retryable, view.ages.retryable_ms),
-        row("failed (dead letters)", status.failed, view.ages.failed_ms),
+        row(
+            "retryable",
+            counts.retryable,
+            None,
+            counts.oldest_retryable_age_ms,
+        ),
+        row(
+            "failed (dead letters)",
+            counts.failed,
+            gauges.map(|gauges| gauges.failed),
+            counts.oldest_failed_age_ms,
+        ),
     ];
     html! {
         h2 { "Outbox" }
         (table("outbox", &["Rows", "Count", "Oldest"], &rows))
         p {
-            "Oldest pending chain row: " b id="oldest-pending" { (age(status.oldest_pending_age_ms)) }
-            ". Delivered rows are history and not counted."
+            "Oldest pending chain row: " b id="oldest-pending" { (age(counts.oldest_pending_age_ms)) }
+            ". Delivered rows are history and not counted; counts stop at "
+            (super::counts::COUNT_CAP) " so the page costs the same however large the backlog."
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The console's pages as HTML, from the reports the `ops` functions return
-//! (the same data the CLI prints): stuck rooms, dead letters (the overview:
-//! `overview`; their replay: `replay_pages`), the audit trail and a room's timeline. Pure functions of
+//! (the same data the CLI prints): stuck rooms and dead letters (the
+//! overview: `overview`; their replay: `replay_pages`; searching them, the
+//! audit trail and a room's timeline: `search_pages`). Pure functions of
 //! their input, written with `maud`, which escapes every value.
 
 use super::html::{age, hidden, query_value, room_link, table, utc};
-use crate::ops::timeline::Timeline;
-use crate::ops::{AuditRecord, DeadLetter, Intervention, RowView};
+use super::search::{Page, SearchForm};
+use super::search_pages::{Fields, found_table, page_footer, search_form};
+use crate::ops::{DeadLetter, Intervention, RowView};
 use maud::{Markup, html};
 
 /// The dead-letter filter as the forms carry it (empty = any).
@@ -87,7 +89,8 @@ pub struct StuckHead<'a> {
     pub json: String,
 }
 
-/// The stuck rooms page's body: each retrying head with its actions.
+/// The stuck rooms page's body: each retrying head with its actions, and
+/// the bulk form acting on the ticked ones with one reason.
 /// `operator` is the session's named operator: then the forms ask no name.
 pub fn stuck(
     heads: &[StuckHead<'_>],
@@ -101,7 +104,22 @@ pub fn stuck(
              A failed head is a dead letter and no longer holds its room: see Dead letters."
         }
         @if heads.is_empty() { p id="no-stuck" class="ok" { "No room is stuck." } }
+        @if !heads.is_empty() && !read_only { (bulk_form(csrf, operator)) }
         @for head in heads { (stuck_head(head, csrf, read_only, operator)) }
+    }
+}
+
+/// The bulk form: the rooms' checkboxes belong to it (`form="bulk"`).
+fn bulk_form(csrf: &str, operator: Option<&str>) -> Markup {
+    html! {
+        form id="bulk" class="bulk" method="post" action="/console/stuck/bulk-retry-now" {
+            (hidden("csrf", csrf))
+            "Ticked rooms: "
+            (operator_field(operator))
+            input name="reason" id="bulk-reason" placeholder="reason (one for all)" maxlength="512" required;
+            button type="submit" id="bulk-retry-now" formaction="/console/stuck/bulk-retry-now" { "Retry all now" }
+            button type="submit" id="bulk-skip" formaction="/console/stuck/bulk-skip" { "Skip all" }
+        }
     }
 }
 
@@ -128,7 +146,14 @@ fn stuck_head(head: &StuckHead<'_>, csrf: &str, read_only: bool, operator: Optio
     ];
     html! {
         section class="stuck" data-room=(row.room_id) {
-            h2 { "Room " (room_link(&row.room_id)) }
+            h2 {
+                @if !read_only {
+                    input type="checkbox" form="bulk" name="room_id" value=(row.room_id)
+                        class="tick" aria-label={ "tick room " (row.room_id) };
+                    " "
+                }
+                "Room " (room_link(&row.room_id))
+            }
             (table("head", &headers, &[cells]))
             pre class="payload" { (head.json) }
             @if read_only {
@@ -194,103 +219,38 @@ pub fn refusal(message: &str) -> Markup {
     html! { p class="err" id="error" { (message) } }
 }
 
-/// The dead letters page: the filter form, the list and the dry-run button.
-pub fn dead_letters(filter: &FilterForm, letters: &[DeadLetter]) -> Markup {
+/// The dead letters page: the search form, a page of them, the next page
+/// and the dry-run link (for the room, type and `since` window searched).
+pub fn dead_letters(form: &SearchForm, page: &Page) -> Markup {
+    let fields = Fields {
+        room: true,
+        status: false,
+    };
+    let dry_run = FilterForm {
+        room_id: form.room_id.clone(),
+        event_type: form.event_type.clone(),
+        since: form.from.clone(),
+        ..FilterForm::default()
+    };
     html! {
-        form method="get" action="/console/dead-letters" {
-            input name="room_id" placeholder="room id" value=(filter.room_id);
-            input name="event_type" placeholder="event type" value=(filter.event_type);
-            input name="since" placeholder="since (2h)" value=(filter.since);
-            button type="submit" { "Filter" }
-        }
-        p { (letters.len()) " dead letters." }
-        (dead_letter_table("dead-letters", letters))
+        (search_form("/console/dead-letters", form, fields, &[]))
+        (found_table("dead-letters", &page.rows))
+        (page_footer("/console/dead-letters", form, &[], page, "dead letters"))
         p {
-            a id="dry-run" href={ "/console/dead-letters/dry-run?" (filter.query()) } {
+            a id="dry-run" href={ "/console/dead-letters/dry-run?" (dry_run.query()) } {
                 "Dry run: what a replay would change"
             }
+            span class="muted" { " (of every dead letter of the room, type and from-window searched)" }
         }
     }
 }
 
-/// The audit page.
-pub fn audit(records: &[AuditRecord]) -> Markup {
-    let rows: Vec<Vec<Markup>> = records
-        .iter()
-        .map(|record| {
-            vec![
-                html! { (record.id) },
-                html! { (utc(record.at_ms)) },
-                html! { (record.operator) },
-                html! { (record.action) },
-                html! { @if !record.room_id.is_empty() { (room_link(&record.room_id)) } },
-                html! { (record.event_id) },
-                html! { (record.row_count) },
-                html! { (record.reason) },
-                html! { (record.detail) },
-            ]
-        })
-        .collect();
-    table(
-        "audit",
-        &[
-            "Id", "At", "Operator", "Action", "Room", "Event", "Rows", "Reason", "Detail",
-        ],
-        &rows,
-    )
-}
-
-/// The room timeline page: the room form, then its events.
-pub fn timeline(room_id: &str, timeline: Option<&Timeline>) -> Markup {
+/// The room timeline's room form.
+pub fn room_form(room_id: &str) -> Markup {
     html! {
         form method="get" action="/console/rooms" {
             input name="room_id" id="room-id" placeholder="room id" value=(room_id) required;
             button type="submit" { "Show" }
         }
-        @if let Some(timeline) = timeline { (timeline_events(timeline)) }
-    }
-}
-
-/// A room's events with their consumption per group.
-fn timeline_events(timeline: &Timeline) -> Markup {
-    let mut headers = vec![
-        "Seq",
-        "Type",
-        "Event",
-        "Status",
-        "Attempts",
-        "Last error",
-        "Committed",
-        "Delivered",
-    ];
-    headers.extend(timeline.groups.iter().map(String::as_str));
-    let rows: Vec<Vec<Markup>> = timeline
-        .events
-        .iter()
-        .map(|event| {
-            let row = &event.row;
-            let mut cells = vec![
-                html! { (row.room_event_seq) },
-                html! { (row.event_type) },
-                html! { (row.event_id) },
-                html! { span class={ "status-" (row.status) } { (row.status) } },
-                html! { (row.attempts) },
-                html! { (row.last_error) },
-                html! { (utc(row.created_at_ms)) },
-                html! { (utc(event.delivered_at_ms)) },
-            ];
-            cells.extend(event.consumed.iter().map(|(_, at)| match at {
-                Some(at) => html! { (utc(*at)) },
-                None => html! { span class="muted" { "not yet" } },
-            }));
-            cells
-        })
-        .collect();
-    html! {
-        p {
-            "Room " (timeline.room_id) ": " (timeline.events.len())
-            " events (the latest closed ones and every open one, up to 100 each)."
-        }
-        (table("timeline", &headers, &rows))
     }
 }

@@ -30,6 +30,7 @@ pub async fn serve_console(pool: &MySqlPool) -> String {
         history: History::default(),
         broker_lag: false,
         groups: groups(),
+        trace_url: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -114,6 +115,7 @@ pub async fn serve_gated(
         history: History::default(),
         broker_lag: false,
         groups: groups(),
+        trace_url: None,
     };
     let probes = service_kit::admin_http::router(
         std::sync::Arc::default(),

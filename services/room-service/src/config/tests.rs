@@ -51,6 +51,10 @@ fn messages_name_the_key() {
             "room.shared_commit_max_rooms",
         ),
         (|c| c.wallet.endpoint = "wallet:1".into(), "wallet.endpoint"),
+        (
+            |c| c.wallet.keepalive_interval = ConfigDuration::from_secs(0),
+            "wallet.keepalive_interval",
+        ),
         (|c| c.redis.url = "localhost".into(), "redis.url"),
         (|c| c.grpc_listen = "nowhere".into(), "grpc_listen"),
         (|c| c.node_id = "bad node".into(), "node_id"),

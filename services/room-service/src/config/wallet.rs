@@ -17,6 +17,10 @@ pub struct WalletConfig {
     pub endpoint: String,
     /// Deadline of one Debit/Refund call.
     pub timeout: ConfigDuration,
+    /// How often an HTTP/2 PING checks the connection, idle or not; one not
+    /// answered within `timeout` closes it, so a half-open connection is
+    /// replaced before gifts queue on it. Zero or negative is refused.
+    pub keepalive_interval: ConfigDuration,
     /// TLS of an `https://` endpoint.
     pub tls: ClientTls,
 }
@@ -26,6 +30,7 @@ impl Default for WalletConfig {
         Self {
             endpoint: "http://127.0.0.1:7601".into(),
             timeout: ConfigDuration::from_secs(2),
+            keepalive_interval: ConfigDuration::from_secs(10),
             tls: ClientTls::default(),
         }
     }
@@ -65,6 +70,12 @@ impl WalletConfig {
             .map_err(|error| Error::Config(error.to_string()))?;
         let default = ConfigDuration::from_secs(2);
         self.timeout = adjusted.positive("wallet.timeout", self.timeout, default);
+        if !self.keepalive_interval.is_positive() {
+            return Err(Error::Config(format!(
+                "wallet.keepalive_interval must be positive, got {}",
+                self.keepalive_interval
+            )));
+        }
         Ok(())
     }
 }

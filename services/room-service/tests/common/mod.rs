@@ -58,10 +58,14 @@ pub fn test_config(db: &TestDb, wallet: &fake_wallet::FakeWalletHandle) -> Confi
 }
 
 impl Harness {
-    /// The sum of every sample of `name` (all label sets) on the admin
-    /// port's `/metrics`, e.g. `room_group_commit_batch_size_sum`.
-    pub async fn metric(&self, name: &str) -> f64 {
-        metric(&self.http, name).await
+    /// See [`metric`].
+    pub async fn metric(&self, series: &str) -> f64 {
+        metric(&self.http, series).await
+    }
+
+    /// See [`metric_or_zero`].
+    pub async fn metric_or_zero(&self, series: &str) -> f64 {
+        metric_or_zero(&self.http, series).await
     }
 
     /// Another instance on this harness's database, wallet and Redis prefix,
@@ -75,26 +79,22 @@ impl Harness {
 
 /// The `/metrics` text of the admin server at `http`.
 pub async fn metrics_text(http: &str) -> String {
-    reqwest::get(format!("{http}/metrics"))
-        .await
-        .expect("metrics endpoint")
-        .text()
-        .await
-        .expect("metrics text")
+    testkit::metrics::scrape(&format!("{http}/metrics")).await
 }
 
-/// The sum of every sample of `name` (all label sets) on the `/metrics` of
-/// the admin server at `http`.
-pub async fn metric(http: &str, name: &str) -> f64 {
-    metrics_text(http)
-        .await
-        .lines()
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+/// The sum of every sample of `series` on the `/metrics` of the admin
+/// server at `http`: a name (all label sets, e.g.
+/// `room_group_commit_batch_size_sum`) or `name{label="value"}`. Fails the
+/// test, naming the series, when no sample matches.
+pub async fn metric(http: &str, series: &str) -> f64 {
+    testkit::metrics::value(&metrics_text(http).await, series)
+}
+
+/// [`metric`], but 0 when no sample matches: only for a labelled family
+/// (`room_commands_total`, `room_forwarded_total`, `room_reads_total`),
+/// which exposes nothing until its first label set is recorded.
+pub async fn metric_or_zero(http: &str, series: &str) -> f64 {
+    testkit::metrics::value_or_zero(&metrics_text(http).await, series)
 }
 
 /// A further room-service instance started by [`Harness::second_node`].
@@ -127,8 +127,13 @@ impl Node {
     }
 
     /// See [`metric`].
-    pub async fn metric(&self, name: &str) -> f64 {
-        metric(&self.http, name).await
+    pub async fn metric(&self, series: &str) -> f64 {
+        metric(&self.http, series).await
+    }
+
+    /// See [`metric_or_zero`].
+    pub async fn metric_or_zero(&self, series: &str) -> f64 {
+        metric_or_zero(&self.http, series).await
     }
 
     /// Gracefully stops the instance.
