@@ -17,6 +17,7 @@ pub mod pki;
 pub mod processes;
 pub mod secrets;
 pub mod secure_broker;
+pub mod sentinel;
 pub mod source_tree;
 pub mod stall;
 pub mod tls_servers;
