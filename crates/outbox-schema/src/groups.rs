@@ -14,6 +14,36 @@ pub const TOPIC_ROOM_OUTBOX: &str = "hyapp_room_outbox";
 /// Delayed treasure-box wake-ups, published at `open_at_ms`.
 pub const TOPIC_TREASURE_OPEN: &str = "hyapp_room_treasure_open";
 
+/// Room event types im-bridge passes over by default (its
+/// `im_bridge.silent_event_types`): heat and rank are room-state facts
+/// clients read from the room snapshot, not messages
+/// (docs/design.md#im-silent-events). `names::IM_SILENT_EVENT_TYPES` is this list.
+pub const IM_SILENT_EVENT_TYPES: &[&str] = &["RoomHeatChanged", "RoomRankChanged"];
+
+/// Which event types a group applies, and so records in `consumer_dedup`;
+/// the others it passes over by design (the room timeline shows them as
+/// "not consumed by design", not as a backlog). It states what each
+/// consumer's handler matches on (activity: `processor.rs`, notice:
+/// `notices.rs`, im-bridge: `room_im::effects`); a handler that starts
+/// applying another type adds it here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handles {
+    /// Every event type but these.
+    AllExcept(&'static [&'static str]),
+    /// Only these event types.
+    Only(&'static [&'static str]),
+}
+
+impl Handles {
+    /// Whether the group applies events of `event_type`.
+    pub fn handles(&self, event_type: &str) -> bool {
+        match self {
+            Handles::AllExcept(skipped) => !skipped.contains(&event_type),
+            Handles::Only(applied) => applied.contains(&event_type),
+        }
+    }
+}
+
 /// One consumer group and what runs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConsumerGroup {
@@ -26,6 +56,8 @@ pub struct ConsumerGroup {
     /// Where it dead-letters what it gives up on: `<group>.dlq`, so one
     /// group's poison messages never mix with another's.
     pub dead_letter_topic: &'static str,
+    /// The event types it applies.
+    pub handles: Handles,
 }
 
 /// im-bridge: room events into Tencent IM groups.
@@ -34,6 +66,7 @@ pub const IM_BRIDGE: ConsumerGroup = ConsumerGroup {
     group: "hyapp-room-im-bridge",
     topics: &[TOPIC_ROOM_OUTBOX],
     dead_letter_topic: "hyapp-room-im-bridge.dlq",
+    handles: Handles::AllExcept(IM_SILENT_EVENT_TYPES),
 };
 
 /// activity-consumer: room events into the activity tables.
@@ -42,6 +75,7 @@ pub const ACTIVITY: ConsumerGroup = ConsumerGroup {
     group: "hyapp-activity-room-outbox",
     topics: &[TOPIC_ROOM_OUTBOX],
     dead_letter_topic: "hyapp-activity-room-outbox.dlq",
+    handles: Handles::Only(&["RoomGiftSent"]),
 };
 
 /// notice-consumer: room events into user notices.
@@ -50,6 +84,7 @@ pub const NOTICE: ConsumerGroup = ConsumerGroup {
     group: "hyapp-notice-room-outbox",
     topics: &[TOPIC_ROOM_OUTBOX],
     dead_letter_topic: "hyapp-notice-room-outbox.dlq",
+    handles: Handles::Only(&["RoomUserKicked", "RoomTreasureOpened"]),
 };
 
 /// room-service's treasure-open wake-ups.
@@ -58,6 +93,7 @@ pub const TREASURE_OPEN: ConsumerGroup = ConsumerGroup {
     group: "hyapp-room-treasure-open",
     topics: &[TOPIC_TREASURE_OPEN],
     dead_letter_topic: "hyapp-room-treasure-open.dlq",
+    handles: Handles::Only(&["TreasureOpenWakeup"]),
 };
 
 /// The consumer services on the room events topic. Each records what it
@@ -92,6 +128,17 @@ mod group_tests {
                 group.service
             );
         }
+    }
+
+    #[test]
+    fn each_group_says_which_event_types_it_applies() {
+        assert!(IM_BRIDGE.handles.handles("RoomGiftSent"));
+        assert!(!IM_BRIDGE.handles.handles("RoomHeatChanged"));
+        assert!(ACTIVITY.handles.handles("RoomGiftSent"));
+        assert!(!ACTIVITY.handles.handles("RoomUserJoined"));
+        assert!(NOTICE.handles.handles("RoomUserKicked"));
+        assert!(!NOTICE.handles.handles("RoomGiftSent"));
+        assert!(TREASURE_OPEN.handles.handles("TreasureOpenWakeup"));
     }
 
     #[test]

@@ -17,10 +17,11 @@ pub const GROUP_TREASURE_OPEN: &str = crate::groups::TREASURE_OPEN.group;
 
 /// Room event types that go to no IM group by default: heat and rank are
 /// room-state facts clients read from the room snapshot, not messages
-/// (docs/design.md#im-silent-events). The one list: im-bridge's default
-/// `im_bridge.silent_event_types`, room-service's "did this command write an
-/// IM event" timing and the reliability check all read it.
-pub const IM_SILENT_EVENT_TYPES: &[&str] = &["RoomHeatChanged", "RoomRankChanged"];
+/// (docs/design.md#im-silent-events). The one list, declared with im-bridge's
+/// group in [`crate::groups`] (the console's timeline reads it there):
+/// im-bridge's default `im_bridge.silent_event_types`, room-service's "did
+/// this command write an IM event" timing and the reliability check all read it.
+pub const IM_SILENT_EVENT_TYPES: &[&str] = crate::groups::IM_SILENT_EVENT_TYPES;
 
 /// The original producer group names, kept as Kafka `client.id`s.
 pub const PRODUCER_ROOM_OUTBOX: &str = "hyapp-room-outbox-producer";

@@ -5,8 +5,8 @@
 //! logged.
 
 use super::{
-    Console, auth, counts, form, history, html, optional, overview, pages, plain, redirect, replay_pages,
-    secure,
+    Console, auth, counts, form, history, html, optional, overview, pages, plain, redirect,
+    replay_pages, secure,
 };
 use crate::access::{Client, sessions};
 use crate::ops::{self, DeadLetterFilter, OperatorName, Target};
@@ -117,7 +117,10 @@ pub(super) async fn logout(
 
 /// The operator an action is recorded under: the session's named operator
 /// (the form's field is ignored: it could say anyone), else the form's.
-pub(super) fn acting_operator(session: &Session, form_operator: &str) -> Result<OperatorName, crate::Error> {
+pub(super) fn acting_operator(
+    session: &Session,
+    form_operator: &str,
+) -> Result<OperatorName, crate::Error> {
     match &session.operator {
         Some(name) => Ok(name.clone()),
         None => ops::audit::operator_name(form_operator.trim(), "operator"),
