@@ -206,10 +206,20 @@ fn acknowledged_are_logged(commands: &[CommandRecord], seen: &Observation) -> Ch
             Some(_) => {}
         }
     }
+    let lost = acked
+        .iter()
+        .filter(|command| !seen.log.contains_key(&command.command_id))
+        .count();
+    let lost_gifts: u64 = acked
+        .iter()
+        .filter(|command| !seen.log.contains_key(&command.command_id))
+        .map(|command| command.gift_value)
+        .sum();
     verdict(
         ACKNOWLEDGED,
         format!(
-            "{} acknowledged, {} log rows (command_id is unique)",
+            "{} acknowledged, {} log rows (command_id is unique); {lost} acknowledged lost \
+             (gifts worth {lost_gifts})",
             acked.len(),
             seen.log.len()
         ),

@@ -66,34 +66,62 @@ pub struct Run<'a> {
     pub kills: &'a [KillOutage],
 }
 
-/// Which faults were injected, by kind and target.
-fn faults_section(faults: &[FaultRecord]) -> String {
+/// Which faults were injected, by kind and target, with the longest a
+/// command waited for its answer during a fault of the kind ([`longest_wait`]).
+fn faults_section(faults: &[FaultRecord], commands: &[CommandRecord]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "\nFaults injected");
-    let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let _ = writeln!(
+        out,
+        "\nFaults injected (kind, count, longest wait of a command, targets)"
+    );
+    let mut by_kind: BTreeMap<&str, Vec<&FaultRecord>> = BTreeMap::new();
     for fault in faults {
-        by_kind
-            .entry(fault.kind.as_str())
-            .or_default()
-            .push(fault.target.as_str());
+        by_kind.entry(fault.kind.as_str()).or_default().push(fault);
     }
     if by_kind.is_empty() {
         let _ = writeln!(out, "  (none)");
     }
-    for (kind, targets) in &by_kind {
+    for (kind, records) in &by_kind {
         let mut per_target: BTreeMap<&str, usize> = BTreeMap::new();
-        for target in targets {
-            *per_target.entry(target).or_default() += 1;
+        for record in records {
+            *per_target.entry(record.target.as_str()).or_default() += 1;
         }
         let listed: Vec<String> = per_target.iter().map(|(t, n)| format!("{t}×{n}")).collect();
+        let longest = records
+            .iter()
+            .map(|fault| longest_wait(fault, commands))
+            .max()
+            .unwrap_or(0);
         let _ = writeln!(
             out,
-            "  {kind:<16} {:>3}  {}",
-            targets.len(),
+            "  {kind:<16} {:>3}  {:>6.1}s  {}",
+            records.len(),
+            longest as f64 / 1000.0,
             listed.join(", ")
         );
     }
     out
+}
+
+/// The longest a command waited for its final answer while `fault` was on
+/// (from the fault's start, or the command's first call if later, to the
+/// answer): the unavailability a client following the gateway contract saw.
+/// Faults run one after the other, so the wait is this fault's; a command
+/// whose outcome stayed unknown counts until its retry budget ran out.
+pub fn longest_wait(fault: &FaultRecord, commands: &[CommandRecord]) -> u64 {
+    commands
+        .iter()
+        .filter(|command| command.started_ms > 0)
+        .filter(|command| {
+            command.started_ms <= fault.ended_ms && command.answered_ms >= fault.started_ms
+        })
+        .map(|command| {
+            command
+                .answered_ms
+                .saturating_sub(command.started_ms.max(fault.started_ms))
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// What the workload issued and what the stores recorded.
@@ -189,7 +217,7 @@ fn counts_section(commands: &[CommandRecord], seen: &Observation) -> String {
 
 /// The whole report.
 pub fn render(run: &Run<'_>, seen: &Observation, checks: &[Check], settled_in: Duration) -> String {
-    let mut out = faults_section(run.faults);
+    let mut out = faults_section(run.faults, run.commands);
     out.push_str(&counts_section(run.commands, seen));
     out.push_str(&kills::section(run.kills));
     let violations: usize = checks.iter().filter(|c| !c.passed).count();

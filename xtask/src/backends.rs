@@ -10,25 +10,56 @@
 
 use crate::infra;
 use crate::localdb;
+use crate::proxy::Proxy;
+use crate::replication;
+use crate::sentinel::Sentinels;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::time::Instant;
 
 /// Private MariaDB and Redis the faults can stop and restart.
 pub struct Backends {
-    /// MariaDB port.
+    /// Port of the MariaDB primary (after a failover: the promoted server).
     pub mysql_port: u16,
     /// Redis port.
     pub redis_port: u16,
     mariadbd: PathBuf,
     redis_server: PathBuf,
     dir: PathBuf,
+    /// The primary's data directory and the options it restarts with.
+    mysql_dir: PathBuf,
+    mysql_options: Vec<String>,
     mysql: Option<Child>,
+    /// The replica, when the run replicates and no failover used it up.
+    replica: Option<Replica>,
     redis: Option<Child>,
+    /// Redis behind Sentinel instead of the single `redis` (see
+    /// [`Backends::start_sentinels`]), and the port of its second node.
+    sentinels: Option<Sentinels>,
+    /// The port the second Redis node gets when Sentinel runs.
+    pub redis_replica_port: Option<u16>,
+}
+
+/// The MariaDB replica of a replicated run.
+struct Replica {
+    port: u16,
+    dir: PathBuf,
+    options: Vec<String>,
+    child: Child,
 }
 
 impl Backends {
-    /// Starts both on free ports, their files under `dir`.
-    pub fn start(dir: &Path) -> Result<Self, String> {
+    /// Starts both on free ports, their files under `dir`; with
+    /// `replication`, MariaDB runs as a primary and a replica (see
+    /// [`crate::replication`]).
+    /// With `sentinel`, Redis is not started here but by
+    /// [`Backends::start_sentinels`], once the proxies it announces exist.
+    pub fn start(
+        dir: &Path,
+        replication: Option<replication::Mode>,
+        sentinel: bool,
+    ) -> Result<Self, String> {
         let missing = |name: &str| {
             format!(
                 "`{name}` is needed for private instances (apt-get install mariadb-server redis-server)"
@@ -42,17 +73,75 @@ impl Backends {
         crate::step(&format!(
             "starting a private MariaDB on 127.0.0.1:{mysql_port} and Redis on {redis_port}"
         ));
-        let mysql = localdb::start_mariadb(&mariadbd, &dir.join("mariadb"), mysql_port, true)?;
-        let redis = localdb::start_redis(&redis_server, &dir.join("redis"), redis_port)?;
-        Ok(Self {
+        let mysql_dir = dir.join("mariadb");
+        let mysql_options = replication
+            .map(|mode| replication::server_options(mode, 1, true))
+            .unwrap_or_default();
+        let mysql = start_mariadb(&mariadbd, &mysql_dir, mysql_port, true, &mysql_options)?;
+        let redis = if sentinel {
+            None
+        } else {
+            Some(localdb::start_redis(
+                &redis_server,
+                &dir.join("redis"),
+                redis_port,
+            )?)
+        };
+        let redis_replica_port = if sentinel {
+            Some(infra::free_port()?)
+        } else {
+            None
+        };
+        let mut backends = Self {
             mysql_port,
             redis_port,
             mariadbd,
             redis_server,
             dir: dir.to_path_buf(),
+            mysql_dir,
+            mysql_options,
             mysql: Some(mysql),
-            redis: Some(redis),
-        })
+            replica: None,
+            redis,
+            sentinels: None,
+            redis_replica_port,
+        };
+        if let Some(mode) = replication {
+            backends.start_replica(mode)?;
+        }
+        Ok(backends)
+    }
+
+    /// Starts a fresh replica of the primary and waits until it follows.
+    fn start_replica(&mut self, mode: replication::Mode) -> Result<(), String> {
+        let port = infra::free_port()?;
+        let dir = self.dir.join("mariadb-replica");
+        let options = replication::server_options(mode, 2, false);
+        crate::detail(&format!(
+            "MariaDB replica on 127.0.0.1:{port} ({} replication, GTID)",
+            mode.name()
+        ));
+        let child = start_mariadb(&self.mariadbd, &dir, port, true, &options)?;
+        self.replica = Some(Replica {
+            port,
+            dir,
+            options,
+            child,
+        });
+        replication::attach(port, self.mysql_port)?;
+        if mode == replication::Mode::SemiSync {
+            // The primary waits for this replica from its first transaction.
+            localdb::mysql_exec_at(self.mysql_port, "DO 1")?;
+            if !replication::semi_sync_active(self.mysql_port)? {
+                return Err("the primary is not in semi-synchronous mode".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// True while a replica is there to promote.
+    pub fn has_replica(&self) -> bool {
+        self.replica.is_some()
     }
 
     /// SIGKILLs MariaDB (a crash; InnoDB recovers on restart).
@@ -62,17 +151,77 @@ impl Backends {
 
     /// Starts MariaDB again on its data directory.
     pub fn restart_mysql(&mut self) -> Result<(), String> {
-        self.mysql = Some(localdb::start_mariadb(
+        self.mysql = Some(start_mariadb(
             &self.mariadbd,
-            &self.dir.join("mariadb"),
+            &self.mysql_dir,
             self.mysql_port,
             false,
+            &self.mysql_options,
         )?);
         Ok(())
     }
 
-    /// SIGKILLs Redis and starts it again, empty (it runs without persistence).
+    /// The failover: SIGKILLs the primary, promotes the replica once it has
+    /// applied all it received, and moves the stable address (`proxy`) to
+    /// it. The killed primary stays down; the rest of the run uses the
+    /// promoted server alone. Returns what happened, for the fault log.
+    pub fn fail_over_mysql(&mut self, proxy: &Proxy) -> Result<String, String> {
+        let replica = self.replica.take().ok_or("no replica to promote")?;
+        let killed_at = Instant::now();
+        kill(self.mysql.take());
+        let position = replication::promote(replica.port)?;
+        proxy.set_upstream(SocketAddr::from(([127, 0, 0, 1], replica.port)));
+        let detail = format!(
+            "primary {} killed, replica {} promoted at GTID {position} in {}ms; address moved",
+            self.mysql_port,
+            replica.port,
+            killed_at.elapsed().as_millis()
+        );
+        self.mysql_port = replica.port;
+        self.mysql_dir = replica.dir;
+        self.mysql_options = replica.options;
+        self.mysql = Some(replica.child);
+        Ok(detail)
+    }
+
+    /// Starts Redis as a master and a replica behind three sentinels, each
+    /// node announced as its proxy's port (`announced`: the master's, then
+    /// the replica's).
+    pub fn start_sentinels(&mut self, announced: [u16; 2]) -> Result<(), String> {
+        let replica = self
+            .redis_replica_port
+            .ok_or("Sentinel needs the second node's port")?;
+        self.sentinels = Some(Sentinels::start(
+            &self.redis_server,
+            &self.dir,
+            [self.redis_port, replica],
+            announced,
+        )?);
+        Ok(())
+    }
+
+    /// The URL the services use to find the Redis master through the
+    /// sentinels, when Sentinel runs.
+    pub fn sentinel_url(&self) -> Option<String> {
+        self.sentinels.as_ref().map(Sentinels::url)
+    }
+
+    /// The Redis failover: the master SIGKILLed, the sentinels promote its
+    /// replica. `Err` when Sentinel does not run.
+    pub fn fail_over_redis(&mut self) -> Result<String, String> {
+        self.sentinels
+            .as_mut()
+            .ok_or("Redis runs without Sentinel")?
+            .fail_over()
+    }
+
+    /// SIGKILLs Redis and starts it again, empty (it runs without
+    /// persistence); behind Sentinel, the master, back before the sentinels
+    /// notice.
     pub fn restart_redis(&mut self) -> Result<(), String> {
+        if let Some(sentinels) = &mut self.sentinels {
+            return sentinels.restart_master();
+        }
         kill(self.redis.take());
         self.redis = Some(localdb::start_redis(
             &self.redis_server,
@@ -81,6 +230,17 @@ impl Backends {
         )?);
         Ok(())
     }
+}
+
+fn start_mariadb(
+    mariadbd: &Path,
+    dir: &Path,
+    port: u16,
+    install: bool,
+    options: &[String],
+) -> Result<Child, String> {
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    localdb::start_mariadb_with(mariadbd, dir, port, install, &options)
 }
 
 fn kill(child: Option<Child>) {
@@ -93,6 +253,8 @@ fn kill(child: Option<Child>) {
 impl Drop for Backends {
     fn drop(&mut self) {
         kill(self.mysql.take());
+        kill(self.replica.take().map(|replica| replica.child));
+        drop(self.sentinels.take());
         kill(self.redis.take());
     }
 }

@@ -25,6 +25,7 @@ use crate::groups;
 use crate::infra;
 use crate::interrupt::{self, StopFlag};
 use crate::localdb;
+use crate::network::Network;
 use crate::schedule::{Fault, Schedule};
 use crate::services::{self, Overrides, Ports, Spec};
 use crate::stack::{self, Plan};
@@ -57,7 +58,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     if !built.contains("chaos") {
         return Err("the chaos crate did not compile (see the cargo output above)".into());
     }
-    let mut backends = Backends::start(&dir)?;
+    let mut backends = Backends::start(&dir, options.replication(), options.sentinel())?;
     localdb::mysql_exec_at(
         backends.mysql_port,
         &format!("CREATE DATABASE `{DATABASE}`"),
@@ -66,14 +67,37 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     let mut ports = Ports::free()?;
     ports.mysql = backends.mysql_port;
     ports.redis = backends.redis_port;
-    let overrides = overrides();
-    let specs = scaled_specs(&ports, &overrides, &topology)?;
+    // The services reach every backend through a proxy; the harness, the
+    // workload and the checker use the real ports (MariaDB's proxy aside:
+    // it is the address a failover moves).
+    let network = Network::start(&ports, backends.redis_replica_port)?;
+    if let Some(announced) = network.redis_nodes() {
+        backends.start_sentinels(announced)?;
+    }
+    let mut overrides = overrides();
+    if let Some(url) = backends.sentinel_url() {
+        overrides.extend([
+            ("room-service", "ROOM__REDIS__URL".to_string(), url.clone()),
+            (
+                "outbox-relay",
+                "RELAY__OUTBOX_WORKER__REDIS_URL".to_string(),
+                url,
+            ),
+        ]);
+    }
+    let specs = scaled_specs(
+        &ports,
+        &network.service_ports(&ports),
+        &overrides,
+        &topology,
+    )?;
     let (room_services, consumer_metrics) = (room_service_urls(&specs), consumer_metrics(&specs));
     let plan = Plan {
         ports: ports.clone(),
         database: DATABASE.into(),
         log_dir: dir.join("logs"),
         overrides,
+        advertised_broker: Some(network.broker()),
     };
     let mut stack = stack::start_specs(&plan, specs, &built, &tansu, stop)?;
     if let Some((name, _)) = stack.unavailable.first() {
@@ -92,6 +116,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         backends: &mut backends,
         ports: &ports,
         topology: &topology,
+        network: &network,
         stop,
         log: faults::FaultLog::create(&dir.join("faults.tsv"))?,
         problems: Vec::new(),
@@ -105,7 +130,8 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
     }
 
     crate::step("faults over; checking the ledger once the system settles");
-    let mut checker = checker_command(&options, &ports, &consumer_metrics, &dir)
+    let mysql = network.mysql().port;
+    let mut checker = checker_command(&options, &ports, mysql, &consumer_metrics, &dir)
         .spawn()
         .map_err(|error| format!("cannot start the checker: {error}"))?;
     let verdict = interrupt::wait_child(&mut checker, stop)?;
@@ -122,7 +148,7 @@ fn announce(options: &Options, dir: &Path) {
     crate::step(&format!(
         "chaos run: seed {}, {}s of workload over {} rooms, faults {}; {} room-service \
          instances, {} per consumer group; rooms of a killed instance back within {}ms; \
-         files in {}",
+         MariaDB {}; files in {}",
         options.seed,
         options.duration.as_secs(),
         options.rooms,
@@ -130,6 +156,12 @@ fn announce(options: &Options, dir: &Path) {
         options.room_services,
         options.consumer_instances,
         options.max_unavailable.as_millis(),
+        options
+            .replication()
+            .map_or("single server".to_string(), |mode| format!(
+                "primary + replica ({} replication)",
+                mode.name()
+            )),
         dir.display()
     ));
 }
@@ -187,6 +219,7 @@ fn workload_command(
 fn checker_command(
     options: &Options,
     ports: &Ports,
+    mysql: u16,
     consumer_metrics: &[String],
     dir: &Path,
 ) -> Command {
@@ -195,7 +228,7 @@ fn checker_command(
         .arg("check")
         .args([
             "--mysql-url",
-            &format!("mysql://root@127.0.0.1:{}/{DATABASE}", ports.mysql),
+            &format!("mysql://root@127.0.0.1:{mysql}/{DATABASE}"),
         ])
         .args(["--fake-im", &format!("http://127.0.0.1:{}", ports.fake_im)])
         .args([
@@ -284,14 +317,22 @@ fn run_schedule(
 
 /// Every service's spec plus the extra instances of `topology`: the first
 /// instance of a service is its own spec (given its identity), the others
-/// are copies on ports no other listener of the run uses.
+/// are copies on ports no other listener of the run uses. The services are
+/// given `proxied` ports (see [`Network`]); the fakes listen on the real ones.
 fn scaled_specs(
     ports: &Ports,
+    proxied: &Ports,
     overrides: &Overrides,
     topology: &Topology,
 ) -> Result<Vec<Spec>, String> {
-    let mut specs = services::specs(ports, DATABASE, overrides);
+    let mut specs = services::specs(proxied, DATABASE, overrides);
+    for fake in services::fake_specs(ports) {
+        if let Some(spec) = specs.iter_mut().find(|spec| spec.name == fake.name) {
+            *spec = fake;
+        }
+    }
     let mut taken: HashSet<u16> = HashSet::from(ports.all());
+    taken.extend(proxied.all());
     // Released before the service binds it, like `Ports::free`; only repeats
     // within this run are excluded.
     let mut fresh_port = || loop {

@@ -2,6 +2,7 @@
 //! are read in the one spelling of `service_kit::duration` (its std-only
 //! `spelling.rs`, compiled in here), with the unit required.
 
+use crate::replication;
 use crate::schedule;
 use crate::topology::Topology;
 use std::time::Duration;
@@ -31,11 +32,30 @@ pub struct Options {
     /// Longest a room held by a killed room-service instance may stay
     /// unavailable, other faults' time aside.
     pub max_unavailable: Duration,
+    /// How the MariaDB replica follows the primary when `mysql-failover`
+    /// is among the faults (then MariaDB runs as a primary and a replica).
+    pub mysql_replication: replication::Mode,
+}
+
+impl Options {
+    /// The replication the run's MariaDB needs: none unless a failover is scheduled.
+    pub fn replication(&self) -> Option<replication::Mode> {
+        self.faults
+            .iter()
+            .any(|kind| kind == "mysql-failover")
+            .then_some(self.mysql_replication)
+    }
+
+    /// True when Redis runs behind Sentinel: a Redis failover is scheduled.
+    pub fn sentinel(&self) -> bool {
+        self.faults.iter().any(|kind| kind == "redis-failover")
+    }
 }
 
 impl Options {
     /// Parses `--seed`, `--duration`, `--faults`, `--rooms`, `--min-acked-per-room`,
-    /// `--room-services`, `--consumer-instances`, `--max-unavailable`.
+    /// `--room-services`, `--consumer-instances`, `--max-unavailable`,
+    /// `--mysql-replication`.
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut options = Options {
             seed: std::time::SystemTime::now()
@@ -52,6 +72,7 @@ impl Options {
             room_services: 3,
             consumer_instances: 2,
             max_unavailable: Duration::from_secs(5),
+            mysql_replication: replication::Mode::SemiSync,
         };
         let mut rest = args.iter();
         while let Some(flag) = rest.next() {
@@ -60,6 +81,9 @@ impl Options {
                 "--seed" => options.seed = value()?.parse().map_err(|_| "--seed wants a number")?,
                 "--duration" => options.duration = parse_duration(value()?)?,
                 "--max-unavailable" => options.max_unavailable = parse_duration(value()?)?,
+                "--mysql-replication" => {
+                    options.mysql_replication = replication::Mode::parse(value()?)?
+                }
                 "--rooms" => {
                     options.rooms = value()?.parse().map_err(|_| "--rooms wants a number")?
                 }
@@ -99,7 +123,7 @@ impl Options {
                         "unknown option `{other}`; usage: cargo xtask chaos [--seed N] \
                          [--duration 10m] [--faults {}] [--rooms N] [--min-acked-per-room N] \
                          [--room-services 1-3] [--consumer-instances 1-2] \
-                         [--max-unavailable 5s]",
+                         [--max-unavailable 5s] [--mysql-replication semi-sync|async]",
                         schedule::KINDS.join(",")
                     ));
                 }
@@ -195,6 +219,15 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert!(Options::parse(&vacuous).is_err());
+        assert_eq!(options.replication(), None);
+        let failover: Vec<String> = ["--faults", "mysql-failover", "--mysql-replication", "async"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            Options::parse(&failover).unwrap().replication(),
+            Some(replication::Mode::Async)
+        );
         let bad: Vec<String> = ["--faults", "meteor"]
             .iter()
             .map(|s| s.to_string())

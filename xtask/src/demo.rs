@@ -65,6 +65,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         database: database.clone(),
         log_dir: log_dir.clone(),
         overrides: overrides(&admin_token),
+        advertised_broker: None,
     };
     let result = run_with_database(&plan, &built, &tansu, &admin_token, stop);
     // The stack (dropped inside) is stopped before the database goes away.

@@ -13,7 +13,9 @@
 
 use crate::backends::{Backends, admin_call, fake_im_failures, fake_wallet_failure};
 use crate::interrupt::StopFlag;
-use crate::schedule::{BROKER_OUTAGE, Fault};
+use crate::network::Network;
+use crate::proxy;
+use crate::schedule::{BROKER_OUTAGE, Fault, NetFault};
 use crate::services::Ports;
 use crate::stack::Stack;
 use crate::topology::{self, Topology};
@@ -71,6 +73,8 @@ pub struct World<'a> {
     pub ports: &'a Ports,
     /// The instances of each scaled-out service.
     pub topology: &'a Topology,
+    /// The proxies between the services and what they call.
+    pub network: &'a Network,
     /// Ctrl-C.
     pub stop: &'a StopFlag,
     /// Where applied faults are recorded.
@@ -104,6 +108,10 @@ pub fn apply(world: &mut World<'_>, fault: &Fault) {
             ));
             return;
         }
+    }
+    if *fault == Fault::MysqlFailover && !world.backends.has_replica() {
+        crate::detail("skipped: no replica left (the run goes on with the promoted server)");
+        return;
     }
     let began = unix_ms();
     let outcome = act(world, fault);
@@ -149,6 +157,36 @@ fn act(world: &mut World<'_>, fault: &Fault) -> Result<(), String> {
             pause(*down, world.stop);
             world.backends.restart_mysql()
         }
+        Fault::Net {
+            target,
+            kind,
+            hold,
+            latency,
+        } => {
+            let fault = match kind {
+                NetFault::Latency => proxy::Fault::Latency(*latency),
+                NetFault::Stall => proxy::Fault::Stall,
+                NetFault::Reset => proxy::Fault::Reset,
+                NetFault::HalfOpen => proxy::Fault::HalfOpen,
+            };
+            let proxies = world.network.proxies(*target);
+            for proxy in &proxies {
+                proxy.set_fault(fault);
+            }
+            pause(*hold, world.stop);
+            for proxy in &proxies {
+                proxy.set_fault(proxy::Fault::None);
+            }
+            Ok(())
+        }
+        Fault::MysqlFailover => world
+            .backends
+            .fail_over_mysql(world.network.mysql())
+            .map(|detail| crate::detail(&detail)),
+        Fault::RedisFailover => world
+            .backends
+            .fail_over_redis()
+            .map(|detail| crate::detail(&detail)),
         Fault::Im { variant } => admin_call(
             world.ports.fake_im,
             "POST",
@@ -204,7 +242,8 @@ pub fn restart_crashed(world: &mut World<'_>) {
 /// Ends every fault: pending fake failures cleared, wallet latency off, any
 /// dead process restarted.
 pub fn heal(world: &mut World<'_>) {
-    crate::detail("clearing fake failures; every process running");
+    crate::detail("clearing fake failures and network faults; every process running");
+    world.network.heal();
     for (port, path) in [
         (world.ports.fake_im, "/admin/faults"),
         (world.ports.wallet_admin, "/admin/faults"),

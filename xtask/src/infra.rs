@@ -277,6 +277,18 @@ pub fn start_broker(
     storage: &BrokerStorage,
     log_dir: &Path,
 ) -> Result<Broker, String> {
+    start_broker_advertised(tansu, port, port, storage, log_dir)
+}
+
+/// [`start_broker`] telling clients to connect to `advertised` (a proxy in
+/// front of `port`) once they have bootstrapped.
+pub fn start_broker_advertised(
+    tansu: &Path,
+    port: u16,
+    advertised: u16,
+    storage: &BrokerStorage,
+    log_dir: &Path,
+) -> Result<Broker, String> {
     std::fs::create_dir_all(log_dir)
         .map_err(|error| format!("create {}: {error}", log_dir.display()))?;
     let log_path = log_dir.join(format!("tansu-{port}.log"));
@@ -288,6 +300,7 @@ pub fn start_broker(
         .map_err(|error| format!("open broker log: {error}"))?;
     let log_err = log.try_clone().map_err(|error| error.to_string())?;
     let url = format!("tcp://127.0.0.1:{port}");
+    let advertised_url = format!("tcp://127.0.0.1:{advertised}");
     // Tansu reads the path of a `sqlite://` URL relative to its working
     // directory, so it runs in the file's directory and is given the name.
     let (storage_url, work_dir) = match storage {
@@ -312,7 +325,7 @@ pub fn start_broker(
             "--listener-url",
             &url,
             "--advertised-listener-url",
-            &url,
+            &advertised_url,
         ])
         .args(["--storage-engine", &storage_url])
         .current_dir(&work_dir)

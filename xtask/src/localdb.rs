@@ -199,6 +199,16 @@ fn log_file_append(dir: &Path, name: &str) -> Result<(std::fs::File, std::fs::Fi
 
 /// Starts a throwaway Redis (no persistence) on `port`, logging under `dir`.
 pub fn start_redis(redis: &Path, dir: &Path, port: u16) -> Result<Child, String> {
+    start_redis_with(redis, dir, port, &[])
+}
+
+/// [`start_redis`] with server options of its own (`--replicaof …`).
+pub fn start_redis_with(
+    redis: &Path,
+    dir: &Path,
+    port: u16,
+    options: &[String],
+) -> Result<Child, String> {
     std::fs::create_dir_all(dir).map_err(|error| format!("create {}: {error}", dir.display()))?;
     let (out, err) = log_file_append(dir, "redis.log")?;
     let mut command = Command::new(redis);
@@ -208,6 +218,7 @@ pub fn start_redis(redis: &Path, dir: &Path, port: u16) -> Result<Child, String>
         .args(["--appendonly", "no", "--daemonize", "no"])
         .arg("--dir")
         .arg(dir)
+        .args(options)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
@@ -274,4 +285,36 @@ pub fn mysql_exec_at(port: u16, sql: &str) -> Result<(), String> {
             error
         }
     })
+}
+
+/// Runs a query through the `mysql` client as root on 127.0.0.1:`port` and
+/// returns its rows, tab-separated, without the header line.
+pub fn mysql_query_at(port: u16, sql: &str) -> Result<String, String> {
+    mysql_output(port, sql, true)
+}
+
+/// [`mysql_query_at`] with the column names as the first line.
+pub fn mysql_query_with_header_at(port: u16, sql: &str) -> Result<String, String> {
+    mysql_output(port, sql, false)
+}
+
+fn mysql_output(port: u16, sql: &str, skip_names: bool) -> Result<String, String> {
+    let mut command = Command::new("mysql");
+    command
+        .args(["-uroot", "-h127.0.0.1", "-B", "--connect-timeout=5"])
+        .arg(format!("-P{port}"));
+    if skip_names {
+        command.arg("-N");
+    }
+    let output = command
+        .args(["-e", sql])
+        .output()
+        .map_err(|error| format!("cannot run mysql: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "mysql on {port}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

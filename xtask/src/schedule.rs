@@ -9,13 +9,63 @@
 //! [`crate::faults`].
 
 use crate::backends::{fake_im_failures, fake_wallet_failure};
+use crate::network::Target;
 use crate::topology::{self, Topology};
 use std::time::Duration;
 
 /// Fault kinds `--faults` accepts.
 pub const KINDS: &[&str] = &[
-    "kill", "restart", "broker", "redis", "mysql", "im", "wallet",
+    "kill",
+    "restart",
+    "broker",
+    "redis",
+    "mysql",
+    "im",
+    "wallet",
+    "net",
+    "mysql-failover",
+    "redis-failover",
 ];
+
+/// The network faults of the `net` kind, in the order the coverage round
+/// deals them out over the targets.
+const NET_FAULTS: [NetFault; 4] = [
+    NetFault::Latency,
+    NetFault::Stall,
+    NetFault::Reset,
+    NetFault::HalfOpen,
+];
+
+/// A network fault of a proxy (`crate::proxy::Fault` without its figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetFault {
+    Latency,
+    Stall,
+    Reset,
+    HalfOpen,
+}
+
+impl NetFault {
+    fn name(self) -> &'static str {
+        match self {
+            NetFault::Latency => "net-latency",
+            NetFault::Stall => "net-stall",
+            NetFault::Reset => "net-reset",
+            NetFault::HalfOpen => "net-half-open",
+        }
+    }
+}
+
+/// A network fault drawn for `target`: its kind, how long it holds (2–5 s)
+/// and, for latency, the delay added to every chunk each way (50–250 ms).
+fn net_fault(target: Target, kind: NetFault, rng: &mut Rng) -> Fault {
+    Fault::Net {
+        target,
+        kind,
+        hold: Duration::from_millis(2_000 + rng.below(3_000)),
+        latency: Duration::from_millis(50 + rng.below(200)),
+    }
+}
 
 /// How long a killed consumer stays down at least: past its group session
 /// timeout (25 s in the chaos stack, see `crate::chaos` overrides). Tansu 0.6.0 only drops a dead member when a join finds it
@@ -80,6 +130,20 @@ pub enum Fault {
     Im { variant: u8 },
     /// Make the fake wallet fail or time out (`variant` picks which).
     Wallet { variant: u8 },
+    /// A network fault on the proxy in front of `target` for `hold`
+    /// (`latency` is the added delay of a latency fault).
+    Net {
+        target: Target,
+        kind: NetFault,
+        hold: Duration,
+        latency: Duration,
+    },
+    /// SIGKILL the MariaDB primary, promote its replica and move the
+    /// services' address to it (`crate::replication`).
+    MysqlFailover,
+    /// SIGKILL the Redis master; the sentinels promote its replica
+    /// (`crate::sentinel`).
+    RedisFailover,
 }
 
 impl Fault {
@@ -104,6 +168,28 @@ impl Fault {
             Fault::Wallet { variant } => {
                 format!("fake wallet: {}", fake_wallet_failure(*variant).0)
             }
+            Fault::Net {
+                target,
+                kind,
+                hold,
+                latency,
+            } => {
+                let what = match kind {
+                    NetFault::Latency => format!("+{}ms each way", latency.as_millis()),
+                    NetFault::Stall => "stalled (open, no bytes)".into(),
+                    NetFault::Reset => "connections cut, new ones closed".into(),
+                    NetFault::HalfOpen => "half-open (server side closed)".into(),
+                };
+                format!(
+                    "network to {}: {what} for {}ms",
+                    target.name(),
+                    hold.as_millis()
+                )
+            }
+            Fault::MysqlFailover => {
+                "MariaDB primary killed, replica promoted, address moved".into()
+            }
+            Fault::RedisFailover => "Redis master killed, the sentinels promote its replica".into(),
         }
     }
 
@@ -114,7 +200,14 @@ impl Fault {
             Fault::Kill { target, .. } | Fault::Restart { target, .. } => {
                 topology::role_of(target) == "room-service"
             }
-            Fault::MysqlRestart { .. } | Fault::RedisRestart | Fault::Wallet { .. } => true,
+            Fault::MysqlRestart { .. }
+            | Fault::MysqlFailover
+            | Fault::RedisFailover
+            | Fault::RedisRestart
+            | Fault::Wallet { .. } => true,
+            Fault::Net { target, .. } => {
+                matches!(target, Target::Mysql | Target::Redis | Target::Wallet)
+            }
             Fault::BrokerOutage | Fault::Im { .. } => false,
         }
     }
@@ -128,6 +221,9 @@ impl Fault {
             Fault::MysqlRestart { .. } => "mysql-restart",
             Fault::Im { .. } => "im-fault",
             Fault::Wallet { .. } => "wallet-fault",
+            Fault::Net { kind, .. } => kind.name(),
+            Fault::MysqlFailover => "mysql-failover",
+            Fault::RedisFailover => "redis-failover",
         }
     }
 
@@ -139,6 +235,9 @@ impl Fault {
             Fault::MysqlRestart { .. } => "mariadb",
             Fault::Im { .. } => "fake-tencent-im",
             Fault::Wallet { .. } => "fake-wallet",
+            Fault::Net { target, .. } => target.name(),
+            Fault::MysqlFailover => "mariadb",
+            Fault::RedisFailover => "redis",
         }
     }
 }
@@ -211,6 +310,16 @@ impl Schedule {
                 "wallet" => coverage.push(Fault::Wallet {
                     variant: rng.below(4) as u8,
                 }),
+                // Every target once, every network fault at least once.
+                "net" => {
+                    let offset = rng.below(4) as usize;
+                    for (i, target) in Target::ALL.into_iter().enumerate() {
+                        let kind = NET_FAULTS[(i + offset) % NET_FAULTS.len()];
+                        coverage.push(net_fault(target, kind, &mut rng));
+                    }
+                }
+                "mysql-failover" => coverage.push(Fault::MysqlFailover),
+                "redis-failover" => coverage.push(Fault::RedisFailover),
                 _ => {}
             }
         }
@@ -267,6 +376,13 @@ impl Schedule {
             "im" => Fault::Im {
                 variant: self.rng.below(4) as u8,
             },
+            "net" => {
+                let target = Target::ALL[self.rng.below(5) as usize];
+                let kind = NET_FAULTS[self.rng.below(4) as usize];
+                net_fault(target, kind, &mut self.rng)
+            }
+            "mysql-failover" => Fault::MysqlFailover,
+            "redis-failover" => Fault::RedisFailover,
             _ => Fault::Wallet {
                 variant: self.rng.below(4) as u8,
             },
@@ -351,6 +467,12 @@ mod tests {
             "mysql-restart",
             "im-fault",
             "wallet-fault",
+            "net-latency",
+            "net-stall",
+            "net-reset",
+            "net-half-open",
+            "mysql-failover",
+            "redis-failover",
         ] {
             assert!(round.iter().any(|f| f.kind() == kind), "{kind}");
         }

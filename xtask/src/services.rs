@@ -289,7 +289,7 @@ fn app_spec(
 }
 
 /// The two fakes, started first.
-fn fake_specs(ports: &Ports) -> Vec<Spec> {
+pub fn fake_specs(ports: &Ports) -> Vec<Spec> {
     vec![
         Spec {
             name: "fake-tencent-im",

@@ -42,6 +42,9 @@ pub struct Plan {
     pub log_dir: PathBuf,
     /// Extra per-service environment.
     pub overrides: Vec<(&'static str, String, String)>,
+    /// The broker port clients are told to use, when not its own (a proxy
+    /// in front of it: the reliability run's network faults).
+    pub advertised_broker: Option<u16>,
 }
 
 /// A started service.
@@ -87,9 +90,10 @@ pub fn start_specs(
         "starting Tansu on 127.0.0.1:{} (memory storage)",
         plan.ports.broker
     ));
-    let broker = infra::start_broker(
+    let broker = infra::start_broker_advertised(
         tansu,
         plan.ports.broker,
+        plan.advertised_broker.unwrap_or(plan.ports.broker),
         &BrokerStorage::Memory,
         &plan.log_dir,
     )?;

@@ -36,6 +36,7 @@ pub fn run(args: &[String], stop: &StopFlag) -> Result<(), String> {
         database: DATABASE.into(),
         log_dir: stack_dir,
         overrides: Vec::new(),
+        advertised_broker: None,
     };
     let mut stack = stack::start(&plan, &built, &tansu, stop)?;
     print_endpoints(&plan, &stack);
