@@ -248,7 +248,8 @@ async fn group_lag(
 
 /// The minute of `at_ms` in the window, if inside it.
 fn bucket(at_ms: i64, start_ms: i64) -> Option<usize> {
-    let offset = at_ms.checked_sub(start_ms)?;
+    // Before the window: integer division would round it into minute 0.
+    let offset = at_ms.checked_sub(start_ms).filter(|offset| *offset >= 0)?;
     usize::try_from(offset / BUCKET_MS)
         .ok()
         .filter(|index| *index < BUCKETS)
