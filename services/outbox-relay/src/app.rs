@@ -53,7 +53,7 @@ impl App {
             relay_engine::direct::check_config(&config.direct)?;
         }
         let replay_max_age_ms = config.ops.replay_max_age_ms()?;
-        let trace_url = config.console.trace_url()?;
+        let trace_url = crate::console::trace::TraceUrl::parse(&config.console.trace_url)?;
         let tls = crate::admin_tls::load(&config.admin_tls)?;
         let mut access = admin_access(&config)?;
         access.secure_cookies = tls.is_some();

@@ -73,13 +73,6 @@ pub struct ConsoleSection {
     pub trace_url: String,
 }
 
-impl ConsoleSection {
-    /// `trace_url`, checked (`crate::console::trace`).
-    pub fn trace_url(&self) -> Result<Option<crate::console::trace::TraceUrl>, crate::Error> {
-        crate::console::trace::TraceUrl::parse(&self.trace_url)
-    }
-}
-
 /// The `ops` section: limits of the operator commands.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -162,13 +162,15 @@ pub struct AuditPage {
 pub async fn page(pool: &MySqlPool, form: &AuditForm, page: usize) -> Result<AuditPage, Error> {
     let search = form.checked()?;
     let room = !search.room_id.is_empty();
-    let (page_sql, window_sql) = if room {
-        (AUDIT_ROOM_PAGE_SQL, AUDIT_ROOM_WINDOW_SQL)
+    let (page_query, window_query) = if room {
+        (
+            sqlx::query(AUDIT_ROOM_PAGE_SQL),
+            sqlx::query(AUDIT_ROOM_WINDOW_SQL),
+        )
     } else {
-        (AUDIT_PAGE_SQL, AUDIT_WINDOW_SQL)
+        (sqlx::query(AUDIT_PAGE_SQL), sqlx::query(AUDIT_WINDOW_SQL))
     };
-    let range = |sql| {
-        let query = sqlx::query(sql);
+    let range = |query: sqlx::query::Query<'static, sqlx::MySql, sqlx::mysql::MySqlArguments>| {
         let query = if room {
             query.bind(search.room_id.clone())
         } else {
@@ -182,7 +184,7 @@ pub async fn page(pool: &MySqlPool, form: &AuditForm, page: usize) -> Result<Aud
             .bind(search.before.1)
             .bind(WINDOW)
     };
-    let rows = range(page_sql)
+    let rows = range(page_query)
         .bind(search.action.clone())
         .bind(search.action.clone())
         .bind(search.operator.clone())
@@ -204,7 +206,7 @@ pub async fn page(pool: &MySqlPool, form: &AuditForm, page: usize) -> Result<Aud
             window_ended: false,
         });
     }
-    let oldest = range(window_sql).fetch_optional(pool).await?;
+    let oldest = range(window_query).fetch_optional(pool).await?;
     let next_before = match oldest {
         Some(row) if u64::try_from(row.try_get::<i64, _>("scanned")?).unwrap_or(0) >= WINDOW => {
             let at: i64 = row.try_get("at_ms")?;

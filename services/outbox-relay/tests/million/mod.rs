@@ -20,15 +20,16 @@ pub const EPOCH_MS: i64 = 1_700_000_000_000;
 /// Fills `room_outbox`, `relay_operator_audit` and `consumer_dedup`.
 pub async fn fill(pool: &MySqlPool) {
     let mut conn = pool.acquire().await.unwrap();
-    for statement in [
-        "CREATE TEMPORARY TABLE digits (d INT NOT NULL PRIMARY KEY)",
-        "INSERT INTO digits VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9)",
-        "CREATE TEMPORARY TABLE numbers (n INT NOT NULL PRIMARY KEY)",
-        "INSERT INTO numbers SELECT a.d + 10 * b.d + 100 * c.d + 1000 * d.d + 10000 * e.d \
+    sqlx::raw_sql(
+        "CREATE TEMPORARY TABLE digits (d INT NOT NULL PRIMARY KEY); \
+         INSERT INTO digits VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9); \
+         CREATE TEMPORARY TABLE numbers (n INT NOT NULL PRIMARY KEY); \
+         INSERT INTO numbers SELECT a.d + 10 * b.d + 100 * c.d + 1000 * d.d + 10000 * e.d \
          FROM digits a, digits b, digits c, digits d, digits e",
-    ] {
-        sqlx::raw_sql(statement).execute(&mut *conn).await.unwrap();
-    }
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
     for chunk in 0..ROWS / CHUNK {
         let base = i64::try_from(chunk * CHUNK).unwrap();
         let mut query = sqlx::query(
