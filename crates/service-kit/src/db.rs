@@ -46,6 +46,10 @@ pub const COMMENT_ONLY_EDITS: &[(i64, &str)] = &[
     ),
 ];
 
+/// `mysql.statement_timeout` unless configured, and the deadline of a
+/// [`statement::BoundedPool`] built from a bare pool.
+pub const DEFAULT_STATEMENT_TIMEOUT: ConfigDuration = ConfigDuration::from_secs(10);
+
 /// Name of the advisory lock that serialises migrations of one database.
 const MIGRATION_LOCK: &str = "hyapp_migrations";
 
@@ -282,7 +286,7 @@ impl Default for MysqlConfig {
             password: crate::Secret::default(),
             max_connections: 16,
             acquire_timeout: ConfigDuration::from_secs(3),
-            statement_timeout: ConfigDuration::from_secs(10),
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
             run_migrations: false,
             ssl_mode: MysqlSslMode::Preferred,
             ssl_ca: String::new(),
@@ -390,6 +394,12 @@ impl MysqlConfig {
              set mysql.allow_insecure_transport: true (development stacks only)",
             self.ssl_mode.as_str()
         )))
+    }
+
+    /// [`MysqlConfig::connect`], the pool paired with `statement_timeout`.
+    pub async fn connect_bounded(&self) -> Result<statement::BoundedPool, Error> {
+        let limit = self.statement_timeout()?;
+        Ok(statement::BoundedPool::new(self.connect().await?, limit))
     }
 
     /// Connects a pool (lazily validated by a first ping) and runs migrations when configured.

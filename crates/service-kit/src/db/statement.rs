@@ -19,6 +19,7 @@
 use sqlx::MySqlConnection;
 use sqlx::mysql::MySqlPool;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -44,13 +45,34 @@ pub fn is_timed_out(error: &sqlx::Error) -> bool {
 /// timeout) and gives it at most `limit`. A transaction begun inside `work`
 /// is rolled back unless `work` committed it; past `limit` the connection is
 /// closed rather than returned, and the result is [`timed_out`].
+///
+/// `work` owns what it uses; [`bounded_scoped`] lets it borrow.
 pub async fn bounded<T, E, F>(pool: &MySqlPool, limit: Duration, work: F) -> Result<T, E>
 where
     E: From<sqlx::Error>,
     F: for<'c> FnOnce(&'c mut MySqlConnection) -> Work<'c, T, E>,
 {
+    bounded_scoped(pool, limit, |connection, _| work(connection)).await
+}
+
+/// The second argument of [`bounded_scoped`]'s work. It carries nothing:
+/// its type says that the caller's borrows (`'a`) outlive the connection's
+/// (`'c`), which lets the boxed future capture `&'a` data; a closure taking
+/// only the connection would have to own everything it touches. Take it
+/// as `_`.
+#[derive(Debug)]
+pub struct Borrows<'c, 'a>(PhantomData<&'c &'a ()>);
+
+/// [`bounded`] for work that borrows the caller's data (ids, rows to
+/// write, a flag it sets):
+/// `bounded_scoped(pool, limit, |connection, _| Box::pin(async move { … }))`.
+pub async fn bounded_scoped<'a, T, E, F>(pool: &MySqlPool, limit: Duration, work: F) -> Result<T, E>
+where
+    E: From<sqlx::Error>,
+    F: for<'c> FnOnce(&'c mut MySqlConnection, Borrows<'c, 'a>) -> Work<'c, T, E>,
+{
     let mut connection = pool.acquire().await.map_err(E::from)?;
-    match tokio::time::timeout(limit, work(&mut connection)).await {
+    match tokio::time::timeout(limit, work(&mut connection, Borrows(PhantomData))).await {
         Ok(result) => {
             // What dropping the connection would spawn (sqlx's ping before
             // it goes back), with a deadline: cut off, the connection is
@@ -65,5 +87,48 @@ where
             drop(connection.detach());
             Err(E::from(timed_out(limit)))
         }
+    }
+}
+
+/// A pool with its `mysql.statement_timeout`: what a repository keeps so
+/// that every statement it runs goes through [`bounded_scoped`].
+#[derive(Debug, Clone)]
+pub struct BoundedPool {
+    pool: MySqlPool,
+    limit: Duration,
+}
+
+impl BoundedPool {
+    /// `pool`, each unit of work given at most `limit`
+    /// ([`crate::db::MysqlConfig::statement_timeout`], which refuses zero).
+    pub fn new(pool: MySqlPool, limit: Duration) -> Self {
+        Self { pool, limit }
+    }
+
+    /// The pool itself (shutdown, statements that need no deadline).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The deadline of each unit of work.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// Runs `work` through [`bounded_scoped`] with this pool's deadline.
+    pub async fn run<'a, T, E, F>(&self, work: F) -> Result<T, E>
+    where
+        E: From<sqlx::Error>,
+        F: for<'c> FnOnce(&'c mut MySqlConnection, Borrows<'c, 'a>) -> Work<'c, T, E>,
+    {
+        bounded_scoped(&self.pool, self.limit, work).await
+    }
+}
+
+/// A pool given without its configured deadline gets the default
+/// `mysql.statement_timeout` (10 s), never none.
+impl From<MySqlPool> for BoundedPool {
+    fn from(pool: MySqlPool) -> Self {
+        Self::new(pool, super::DEFAULT_STATEMENT_TIMEOUT.as_std())
     }
 }
