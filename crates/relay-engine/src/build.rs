@@ -11,13 +11,15 @@ use crate::{
     publish::{MqPublisher, Publishers},
 };
 use prometheus_client::registry::Registry;
+use service_kit::db::statement::BoundedPool;
 use service_kit::mq::MqConfig;
-use sqlx::MySqlPool;
 
 /// Builds a relay from its config sections; used by this binary and by
 /// room-service's embedded relay. Fails on invalid settings (naming the key).
+/// Its statements run within `pool`'s statement timeout (a bare pool gets
+/// the default).
 pub fn build_relay(
-    pool: MySqlPool,
+    pool: impl Into<BoundedPool>,
     worker: &OutboxWorkerConfig,
     mq: &MqConfig,
     direct: &DirectConfig,
@@ -30,17 +32,18 @@ pub fn build_relay(
 /// [`build_relay`] with metrics the caller registered (and keeps a handle
 /// of: the console samples them).
 pub fn build_relay_with(
-    pool: MySqlPool,
+    pool: impl Into<BoundedPool>,
     worker: &OutboxWorkerConfig,
     mq: &MqConfig,
     direct: &DirectConfig,
     metrics: RelayMetrics,
     registry: &mut Registry,
 ) -> Result<Relay, Error> {
+    let pool = pool.into();
     let settings = RelaySettings::from_config(worker, mq)?;
     service_kit::adjusted::warn_each("outbox_worker", &settings.adjusted);
     let direct = if settings.uses_direct() {
-        let sinks = DirectSinks::new(direct, &pool)?;
+        let sinks = DirectSinks::new(direct, pool.pool())?;
         if let Some(im) = &sinks.im {
             // The direct IM sink's sends, paced and counted like im-bridge's.
             im.register_metrics(registry);

@@ -14,11 +14,16 @@
 //! monotonic clock, until when the lease may still be relied on
 //! ([`HeldLeases`]), so a relay resumed after a pause publishes nothing on a
 //! lease that may have moved, and its marks carry the epoch in SQL.
+//!
+//! Every lease statement runs within `mysql.statement_timeout`: a refresh
+//! against a stalled database fails, the shards it held stay recorded with
+//! their old validity, which runs out, and the relay stops publishing on them.
 
 use crate::Error;
 use outbox_schema::OUTBOX_SHARDS;
 use service_kit::db::IdText;
-use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use service_kit::db::statement::BoundedPool;
+use sqlx::{MySql, QueryBuilder, Row};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -58,7 +63,7 @@ impl HeldLeases {
 /// The lease view of one relay instance.
 #[derive(Debug, Clone)]
 pub struct ShardLeases {
-    pool: MySqlPool,
+    db: BoundedPool,
     node_id: String,
     lease_ms: i64,
     handover_ms: i64,
@@ -66,10 +71,11 @@ pub struct ShardLeases {
 }
 
 impl ShardLeases {
-    /// Leases for `node_id`, each lasting `lease_ms` without renewal.
-    pub fn new(pool: MySqlPool, node_id: String, lease_ms: i64) -> Self {
+    /// Leases for `node_id`, each lasting `lease_ms` without renewal (a
+    /// bare pool gets the default statement timeout).
+    pub fn new(db: impl Into<BoundedPool>, node_id: String, lease_ms: i64) -> Self {
         Self {
-            pool,
+            db: db.into(),
             node_id,
             lease_ms,
             handover_ms: 0,
@@ -110,7 +116,7 @@ impl ShardLeases {
         builder.push_values(&shards, |mut row, shard| {
             row.push_bind(*shard);
         });
-        builder.build().execute(&self.pool).await?;
+        crate::db::execute(&self.db, builder).await?;
         Ok(())
     }
 
@@ -121,24 +127,23 @@ impl ShardLeases {
         // however long this process is paused), the lease cannot have been
         // renewed for longer than `lease_ms` from here.
         let sent = Instant::now();
-        sqlx::query(
+        let heartbeat = sqlx::query(
             "INSERT INTO relay_instances (instance_id, heartbeat_at_ms, started_at_ms) VALUES (?, ?, ?) \
              ON DUPLICATE KEY UPDATE heartbeat_at_ms = VALUES(heartbeat_at_ms)",
         )
         .bind(&self.node_id)
         .bind(now_ms)
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await?;
-        let live: Vec<String> = sqlx::query(
+        .bind(now_ms);
+        crate::db::execute_query(&self.db, heartbeat).await?;
+        let live = sqlx::query(
             "SELECT instance_id FROM relay_instances WHERE heartbeat_at_ms > ? ORDER BY instance_id",
         )
-        .bind(now_ms - self.lease_ms)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|row| row.try_get::<IdText, _>("instance_id").map(String::from))
-        .collect::<Result<_, _>>()?;
+        .bind(now_ms - self.lease_ms);
+        let live: Vec<String> = crate::db::fetch_all_query(&self.db, live)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<IdText, _>("instance_id").map(String::from))
+            .collect::<Result<_, _>>()?;
         let wanted = wanted_shards(&live, &self.node_id);
         let until = now_ms + self.lease_ms;
 
@@ -155,7 +160,7 @@ impl ShardLeases {
             release.push(" AND shard NOT IN ");
             push_shards(&mut release, &wanted);
         }
-        release.build().execute(&self.pool).await?;
+        crate::db::execute(&self.db, release).await?;
 
         if !wanted.is_empty() {
             // Renew what we hold.
@@ -170,7 +175,7 @@ impl ShardLeases {
                 .push_bind(now_ms)
                 .push(" AND shard IN ");
             push_shards(&mut renew, &wanted);
-            renew.build().execute(&self.pool).await?;
+            crate::db::execute(&self.db, renew).await?;
 
             // Take over wanted shards whose lease expired; a new owner term bumps the epoch.
             let mut acquire = QueryBuilder::<MySql>::new(
@@ -185,7 +190,7 @@ impl ShardLeases {
                 .push_bind(now_ms)
                 .push(" AND shard IN ");
             push_shards(&mut acquire, &wanted);
-            acquire.build().execute(&self.pool).await?;
+            crate::db::execute(&self.db, acquire).await?;
         }
         // Shards in handover are still ours in the table, but not to publish on.
         let held: HashMap<u16, u64> = self
@@ -212,13 +217,12 @@ impl ShardLeases {
     }
 
     async fn owned_epochs(&self, now_ms: i64) -> Result<HashMap<u16, u64>, Error> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT shard, epoch FROM relay_shard_leases WHERE owner = ? AND lease_until_ms > ?",
         )
         .bind(&self.node_id)
-        .bind(now_ms)
-        .fetch_all(&self.pool)
-        .await?;
+        .bind(now_ms);
+        let rows = crate::db::fetch_all_query(&self.db, query).await?;
         rows.iter()
             .map(|row| {
                 Ok((
@@ -234,14 +238,13 @@ impl ShardLeases {
     /// take the shards at once instead of after the lease timeout.
     pub async fn leave(&self) -> Result<(), Error> {
         self.set_held(HeldLeases::default());
-        sqlx::query("UPDATE relay_shard_leases SET lease_until_ms = 0 WHERE owner = ?")
-            .bind(&self.node_id)
-            .execute(&self.pool)
-            .await?;
-        sqlx::query("DELETE FROM relay_instances WHERE instance_id = ?")
-            .bind(&self.node_id)
-            .execute(&self.pool)
-            .await?;
+        let expire =
+            sqlx::query("UPDATE relay_shard_leases SET lease_until_ms = 0 WHERE owner = ?")
+                .bind(&self.node_id);
+        crate::db::execute_query(&self.db, expire).await?;
+        let gone =
+            sqlx::query("DELETE FROM relay_instances WHERE instance_id = ?").bind(&self.node_id);
+        crate::db::execute_query(&self.db, gone).await?;
         Ok(())
     }
 }

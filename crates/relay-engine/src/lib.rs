@@ -11,6 +11,7 @@ pub mod backlog;
 mod build;
 mod chain;
 pub mod config;
+mod db;
 pub mod direct;
 mod failure;
 pub mod leases;

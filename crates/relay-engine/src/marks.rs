@@ -13,8 +13,8 @@ use crate::{
     store::OutboxRow,
 };
 use outbox_schema::OutboxStatus;
+use service_kit::db::statement::BoundedPool;
 use service_kit::time::now_ms;
-use sqlx::MySqlPool;
 
 /// What one batch did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub(crate) enum Fence {
 /// What marking a batch uses of the relay's batch processor.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Marker<'a> {
-    pub(crate) pool: &'a MySqlPool,
+    pub(crate) pool: &'a BoundedPool,
     pub(crate) settings: &'a RelaySettings,
     pub(crate) metrics: &'a RelayMetrics,
 }

@@ -11,8 +11,8 @@ use crate::{
     worker::{BatchProcessor, BatchReport, PublishedBatch, Unmarked},
 };
 use futures::FutureExt;
+use service_kit::db::statement::BoundedPool;
 use service_kit::time::now_ms;
-use sqlx::MySqlPool;
 use std::{sync::Arc, time::Duration};
 use tokio::sync::{Notify, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -35,13 +35,16 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Assembles a relay from validated settings and its publishers.
+    /// Assembles a relay from validated settings and its publishers. Its
+    /// statements run within `pool`'s statement timeout (a bare pool gets
+    /// the default).
     pub fn new(
-        pool: MySqlPool,
+        pool: impl Into<BoundedPool>,
         settings: RelaySettings,
         publishers: Publishers,
         metrics: RelayMetrics,
     ) -> Self {
+        let pool = pool.into();
         let lease_ms = i64::try_from(settings.shard_lease.as_millis()).unwrap_or(i64::MAX);
         // In `mq` mode the lease is the claim: a shard let go of in a rebalance
         // waits until the batches under way on it are published and marked.
@@ -299,20 +302,10 @@ async fn lease_loop(
     }
 }
 
-async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: CancellationToken) {
+async fn gauge_loop(pool: BoundedPool, metrics: RelayMetrics, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
-        // All three are index range reads (idx_claim, idx_failing), never a table scan.
-        let pending = sqlx::query_scalar::<_, i64>(crate::backlog::OPEN_COUNT_SQL)
-            .fetch_one(&pool)
-            .await;
-        let oldest = sqlx::query_scalar::<_, Option<i64>>(crate::backlog::OLDEST_OPEN_SQL)
-            .fetch_one(&pool)
-            .await;
-        let failed = sqlx::query_scalar::<_, i64>(crate::backlog::FAILED_COUNT_SQL)
-            .fetch_one(&pool)
-            .await;
-        match (pending, oldest, failed) {
-            (Ok(pending), Ok(oldest), Ok(failed)) => {
+        match backlog_counts(&pool).await {
+            Ok((pending, oldest, failed)) => {
                 metrics.pending.set(pending);
                 let age_ms = oldest.map_or(0, |oldest| (now_ms() - oldest).max(0));
                 metrics
@@ -320,13 +313,32 @@ async fn gauge_loop(pool: MySqlPool, metrics: RelayMetrics, shutdown: Cancellati
                     .set(age_ms as f64 / 1_000.0);
                 metrics.failed.set(failed);
             }
-            (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => {
-                tracing::debug!(%error, "backlog gauge query failed")
-            }
+            Err(error) => tracing::debug!(%error, "backlog gauge query failed"),
         }
         tokio::select! {
             _ = shutdown.cancelled() => {}
             _ = tokio::time::sleep(GAUGE_INTERVAL) => {}
         }
     }
+}
+
+/// Open rows, the oldest open row's commit time and failed rows, within the
+/// statement timeout. All three are index range reads (idx_claim,
+/// idx_failing), never a table scan.
+async fn backlog_counts(pool: &BoundedPool) -> Result<(i64, Option<i64>, i64), Error> {
+    pool.run(|connection, _| {
+        Box::pin(async move {
+            let pending = sqlx::query_scalar(crate::backlog::OPEN_COUNT_SQL)
+                .fetch_one(&mut *connection)
+                .await?;
+            let oldest = sqlx::query_scalar(crate::backlog::OLDEST_OPEN_SQL)
+                .fetch_one(&mut *connection)
+                .await?;
+            let failed = sqlx::query_scalar(crate::backlog::FAILED_COUNT_SQL)
+                .fetch_one(&mut *connection)
+                .await?;
+            Ok((pending, oldest, failed))
+        })
+    })
+    .await
 }

@@ -5,12 +5,17 @@
 //! Two kinds of marks (docs/design.md#ordering-and-fencing): after a claim
 //! (`direct`/`dual`), fenced by the claim token; without one (`mq`), fenced
 //! by the shard lease's owner and epoch in the same statement.
+//!
+//! Each statement runs within `mysql.statement_timeout` (`crate::db`); the
+//! functions take the relay's [`BoundedPool`], or a bare pool, which gets
+//! the default deadline.
 
 use crate::Error;
 use outbox_schema::OutboxStatus;
 use outbox_schema::row::LANE_CHAIN;
 use service_kit::db::IdText;
-use sqlx::{MySql, MySqlPool, QueryBuilder, Row, mysql::MySqlRow};
+use service_kit::db::statement::BoundedPool;
+use sqlx::{MySql, QueryBuilder, Row, mysql::MySqlRow};
 
 /// One backlog row as scanned, with everything needed to publish it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +110,7 @@ where
 /// are touched, and `skip` is filtered in the index (`id` is in it): a
 /// skipped row's entry is read, never the row with its payload.
 pub async fn scan_chain(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     shards: &[u16],
     after_id: u64,
     skip: &[u64],
@@ -116,7 +121,7 @@ pub async fn scan_chain(
     }
     let mut builder = QueryBuilder::new("");
     push_scan_chain(&mut builder, shards, after_id, skip, limit);
-    let rows = builder.build().fetch_all(pool).await?;
+    let rows = crate::db::fetch_all(&db.into(), builder).await?;
     rows.iter()
         .map(row_from)
         .collect::<Result<_, _>>()
@@ -150,7 +155,7 @@ pub fn push_scan_chain<'a>(
 
 /// Due delayed wake-ups in `shards`, earliest first.
 pub async fn scan_delayed(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     shards: &[u16],
     now_ms: i64,
     limit: usize,
@@ -160,7 +165,7 @@ pub async fn scan_delayed(
     }
     let mut builder = QueryBuilder::new("");
     push_scan_delayed(&mut builder, shards, now_ms, limit);
-    let rows = builder.build().fetch_all(pool).await?;
+    let rows = crate::db::fetch_all(&db.into(), builder).await?;
     let mut rows: Vec<OutboxRow> = rows.iter().map(row_from).collect::<Result<_, _>>()?;
     rows.retain(|row| row.is_due(now_ms));
     Ok(rows)
@@ -188,7 +193,10 @@ pub fn push_scan_delayed<'a>(
 
 /// Earliest due time of an unclaimed open delayed wake-up in `shards` (an
 /// ordered read of idx_delayed).
-pub async fn next_delayed_due(pool: &MySqlPool, shards: &[u16]) -> Result<Option<i64>, Error> {
+pub async fn next_delayed_due(
+    db: impl Into<BoundedPool>,
+    shards: &[u16],
+) -> Result<Option<i64>, Error> {
     if shards.is_empty() {
         return Ok(None);
     }
@@ -198,7 +206,7 @@ pub async fn next_delayed_due(pool: &MySqlPool, shards: &[u16]) -> Result<Option
     );
     push_in_list(&mut builder, shards);
     builder.push(" ORDER BY delayed_due_ms LIMIT 1");
-    let row = builder.build().fetch_optional(pool).await?;
+    let row = crate::db::fetch_optional(&db.into(), builder).await?;
     row.map(|row| row.try_get::<i64, _>("delayed_due_ms"))
         .transpose()
         .map_err(Error::from)
@@ -209,7 +217,7 @@ pub async fn next_delayed_due(pool: &MySqlPool, shards: &[u16]) -> Result<Option
 /// statement, so a relay whose lease lapsed claims nothing). Returns the ids
 /// actually claimed.
 pub async fn claim(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     ids: &[u64],
     node_id: &str,
     claim_token: u64,
@@ -228,7 +236,8 @@ pub async fn claim(
         now_ms,
         lock_until_ms,
     );
-    let affected = builder.build().execute(pool).await?.rows_affected();
+    let db = db.into();
+    let affected = crate::db::execute(&db, builder).await?;
     if affected == ids.len() as u64 {
         return Ok(ids.to_vec());
     }
@@ -238,7 +247,7 @@ pub async fn claim(
     push_in_list(&mut builder, ids);
     builder.push(" AND claim_token = ").push_bind(claim_token);
     builder.push(" AND status = 'delivering'");
-    let rows = builder.build().fetch_all(pool).await?;
+    let rows = crate::db::fetch_all(&db, builder).await?;
     rows.iter()
         .map(|row| row.try_get::<u64, _>("id"))
         .collect::<Result<_, _>>()
@@ -277,7 +286,7 @@ pub fn push_claim<'a>(
 /// Marks claimed rows delivered. The claim token fences the update: a row
 /// re-claimed by another relay is left alone. Returns rows updated.
 pub async fn mark_delivered(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     ids: &[u64],
     claim_token: u64,
     now_ms: i64,
@@ -287,7 +296,7 @@ pub async fn mark_delivered(
     }
     let mut builder = QueryBuilder::new("");
     push_mark_delivered(&mut builder, ids, claim_token, now_ms);
-    Ok(builder.build().execute(pool).await?.rows_affected())
+    crate::db::execute(&db.into(), builder).await
 }
 
 /// The statement of [`mark_delivered`], pushed onto `builder` (public for
@@ -308,7 +317,11 @@ pub fn push_mark_delivered<'a>(
 
 /// Returns claimed-but-unpublished rows to `pending` (they queue behind a
 /// failed head of their room). Fenced by the claim token.
-pub async fn release(pool: &MySqlPool, ids: &[u64], claim_token: u64) -> Result<u64, Error> {
+pub async fn release(
+    db: impl Into<BoundedPool>,
+    ids: &[u64],
+    claim_token: u64,
+) -> Result<u64, Error> {
     if ids.is_empty() {
         return Ok(0);
     }
@@ -318,14 +331,14 @@ pub async fn release(pool: &MySqlPool, ids: &[u64], claim_token: u64) -> Result<
     push_in_list(&mut builder, ids);
     builder.push(" AND claim_token = ").push_bind(claim_token);
     builder.push(" AND status = 'delivering'");
-    Ok(builder.build().execute(pool).await?.rows_affected())
+    crate::db::execute(&db.into(), builder).await
 }
 
 /// Records a failed attempt: `retryable` due at `next_retry_at_ms`, or
 /// `failed` (dead letter) when `dead_letter`. Fenced by the claim token.
 /// Returns whether the row was updated.
 pub async fn mark_failure(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     id: u64,
     claim_token: u64,
     dead_letter: bool,
@@ -333,15 +346,13 @@ pub async fn mark_failure(
     error: &str,
 ) -> Result<bool, Error> {
     let status = failure_status(dead_letter);
-    let result = sqlx::query(MARK_FAILURE_SQL)
+    let query = sqlx::query(MARK_FAILURE_SQL)
         .bind(status)
         .bind(next_retry_at_ms)
         .bind(truncate_error(error))
         .bind(id)
-        .bind(claim_token)
-        .execute(pool)
-        .await?;
-    Ok(result.rows_affected() == 1)
+        .bind(claim_token);
+    Ok(crate::db::execute_query(&db.into(), query).await? == 1)
 }
 
 /// A failed attempt of a claimed row (binds: status, next_retry_at_ms,
@@ -356,7 +367,7 @@ pub const MARK_FAILURE_SQL: &str = "UPDATE room_outbox SET status = ?, retry_cou
 /// over marks nothing. Sets `claimed_by` to say who delivered the row.
 /// Returns rows updated.
 pub async fn mark_delivered_leased(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     ids: &[u64],
     node_id: &str,
     epochs: &[(u16, u64)],
@@ -367,7 +378,7 @@ pub async fn mark_delivered_leased(
     }
     let mut builder = QueryBuilder::new("");
     push_mark_delivered_leased(&mut builder, ids, node_id, epochs, now_ms);
-    Ok(builder.build().execute(pool).await?.rows_affected())
+    crate::db::execute(&db.into(), builder).await
 }
 
 /// The statement of [`mark_delivered_leased`], pushed onto `builder`
@@ -405,7 +416,7 @@ pub fn push_mark_delivered_leased<'a>(
 /// [`mark_failure`] without a claim: fenced by the shard lease's owner and
 /// `epoch` instead of a claim token. Returns whether the row was updated.
 pub async fn mark_failure_leased(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     id: u64,
     node_id: &str,
     epoch: u64,
@@ -413,17 +424,15 @@ pub async fn mark_failure_leased(
     next_retry_at_ms: i64,
     error: &str,
 ) -> Result<bool, Error> {
-    let result = sqlx::query(MARK_FAILURE_LEASED_SQL)
+    let query = sqlx::query(MARK_FAILURE_LEASED_SQL)
         .bind(failure_status(dead_letter))
         .bind(next_retry_at_ms)
         .bind(truncate_error(error))
         .bind(node_id)
         .bind(id)
         .bind(node_id)
-        .bind(epoch)
-        .execute(pool)
-        .await?;
-    Ok(result.rows_affected() == 1)
+        .bind(epoch);
+    Ok(crate::db::execute_query(&db.into(), query).await? == 1)
 }
 
 /// A failed attempt of a row published on the shard lease alone (binds:

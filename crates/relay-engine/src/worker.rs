@@ -29,8 +29,8 @@ use crate::{
     settings::RelaySettings,
     store::{self, OutboxRow},
 };
+use service_kit::db::statement::BoundedPool;
 use service_kit::time::now_ms;
-use sqlx::MySqlPool;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -83,7 +83,7 @@ impl PublishedBatch {
 /// One relay's batch processor.
 #[derive(Debug, Clone)]
 pub struct BatchProcessor {
-    pub(crate) pool: MySqlPool,
+    pub(crate) pool: BoundedPool,
     pub(crate) settings: RelaySettings,
     pub(crate) publishers: Publishers,
     pub(crate) metrics: RelayMetrics,

@@ -112,7 +112,7 @@ impl App {
         let auth = Arc::new(CallerAuth::from_config(&config)?);
         let peers = peers(&config, &advertised)?;
         let settings = pipeline_settings(&config);
-        let store = store(&config, pool, &metrics);
+        let store = store(&config, pool, &metrics)?;
         let liveness = Liveness::new(config.redis.liveness_ttl.as_std());
         if liveness.enabled() {
             // Held before anything is served, so the first lease we take is
@@ -379,9 +379,15 @@ fn pipeline_settings(config: &Config) -> PipelineSettings {
     }
 }
 
-/// The store, with shared commits when `room.shared_commit_lanes` asks for them.
-fn store(config: &Config, pool: sqlx::MySqlPool, metrics: &Metrics) -> Store {
+/// The store, its statements bounded by `mysql.statement_timeout`, with
+/// shared commits when `room.shared_commit_lanes` asks for them.
+fn store(config: &Config, pool: sqlx::MySqlPool, metrics: &Metrics) -> Result<Store, Error> {
     let room = &config.room;
+    let limit = config
+        .mysql
+        .statement_timeout()
+        .map_err(|error| Error::Config(error.to_string()))?;
+    let pool = service_kit::db::statement::BoundedPool::new(pool, limit);
     let mut store = Store::new(pool.clone());
     if room.shared_commit_lanes > 0 {
         store = store.with_shared_commits(SharedCommits::start(
@@ -391,7 +397,7 @@ fn store(config: &Config, pool: sqlx::MySqlPool, metrics: &Metrics) -> Store {
             metrics.shared_commit_rooms.clone(),
         ));
     }
-    store
+    Ok(store)
 }
 
 /// gRPC reflection's services, only when `grpc_reflection` asks for them

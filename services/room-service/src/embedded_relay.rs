@@ -30,8 +30,12 @@ pub fn build(
         activity_auth_token: config.activity.auth_token.clone(),
         im_bridge: config.im_bridge.clone(),
     };
+    let limit = config
+        .mysql
+        .statement_timeout()
+        .map_err(|error| Error::Config(error.to_string()))?;
     let relay = relay_engine::build_relay(
-        pool.clone(),
+        service_kit::db::statement::BoundedPool::new(pool.clone(), limit),
         &config.outbox_worker,
         &config.rocketmq,
         &direct,

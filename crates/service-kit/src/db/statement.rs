@@ -132,3 +132,17 @@ impl From<MySqlPool> for BoundedPool {
         Self::new(pool, super::DEFAULT_STATEMENT_TIMEOUT.as_std())
     }
 }
+
+/// [`From<MySqlPool>`] for a borrowed pool (a clone shares the pool).
+impl From<&MySqlPool> for BoundedPool {
+    fn from(pool: &MySqlPool) -> Self {
+        Self::from(pool.clone())
+    }
+}
+
+/// So that functions taking `impl Into<BoundedPool>` accept a borrowed one.
+impl From<&BoundedPool> for BoundedPool {
+    fn from(pool: &BoundedPool) -> Self {
+        pool.clone()
+    }
+}

@@ -2,18 +2,26 @@
 //! tail), SaveMutation (command log + outbox + room meta compare-and-set + saga
 //! completion in ONE transaction), snapshots, command lookups for idempotency,
 //! and the saga table (`saga`). SQL error codes are classified here, once.
+//!
+//! The command path's statements — the loads, the command lookups, the
+//! snapshot writes and SaveMutation, alone or through the shared commit
+//! lanes — run through `mysql.statement_timeout`
+//! ([`service_kit::db::statement`]): a stalled database fails the command
+//! (`UNAVAILABLE`) instead of holding it until TCP gives up.
 
 pub mod saga;
 mod shared_commit;
 mod sql;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use outbox_schema::NewOutboxRow;
 use service_kit::db::IdText;
-use sqlx::{MySqlPool, Row};
+use service_kit::db::statement::BoundedPool;
+use sqlx::{Connection, MySqlPool, Row};
 
-pub use shared_commit::{Done, SharedCommits, Work, commit_batch};
+pub use shared_commit::{Done, SharedCommits, Work, commit_batch, commit_batch_within};
 
 /// MySQL/MariaDB `ER_DUP_ENTRY`.
 const ER_DUP_ENTRY: u16 = 1062;
@@ -147,15 +155,19 @@ pub fn is_duplicate(error: &sqlx::Error, key: &str) -> bool {
 /// The repository.
 #[derive(Debug, Clone)]
 pub struct Store {
-    pool: MySqlPool,
+    db: BoundedPool,
     /// Cross-room group commit; `None` commits each room's batch on its own.
     shared: Option<SharedCommits>,
 }
 
 impl Store {
-    /// Wraps a pool; every SaveMutation is its own transaction.
-    pub fn new(pool: MySqlPool) -> Self {
-        Self { pool, shared: None }
+    /// Wraps a pool (a bare `MySqlPool` gets the default statement
+    /// timeout); every SaveMutation is its own transaction.
+    pub fn new(db: impl Into<BoundedPool>) -> Self {
+        Self {
+            db: db.into(),
+            shared: None,
+        }
     }
 
     /// Sends SaveMutations through `shared` commit lanes.
@@ -166,14 +178,20 @@ impl Store {
 
     /// The pool (for shutdown and tests).
     pub fn pool(&self) -> &MySqlPool {
-        &self.pool
+        self.db.pool()
     }
 
     /// The room's meta row, if the room was ever created.
     pub async fn room_meta(&self, room_id: &str) -> Result<Option<RoomMeta>, sqlx::Error> {
-        let row = sqlx::query("SELECT app_code, version FROM rooms WHERE room_id = ?")
-            .bind(room_id)
-            .fetch_optional(&self.pool)
+        let row = self
+            .db
+            .run(|connection, _| {
+                Box::pin(
+                    sqlx::query("SELECT app_code, version FROM rooms WHERE room_id = ?")
+                        .bind(room_id)
+                        .fetch_optional(connection),
+                )
+            })
             .await?;
         row.map(|row| {
             Ok(RoomMeta {
@@ -190,14 +208,20 @@ impl Store {
         room_id: &str,
         max_version: u64,
     ) -> Result<Option<(u64, Vec<u8>)>, sqlx::Error> {
-        let row = sqlx::query(
-            "SELECT version, state FROM room_snapshots WHERE room_id = ? AND version <= ? \
-             ORDER BY version DESC LIMIT 1",
-        )
-        .bind(room_id)
-        .bind(max_version)
-        .fetch_optional(&self.pool)
-        .await?;
+        let row = self
+            .db
+            .run(|connection, _| {
+                Box::pin(
+                    sqlx::query(
+                        "SELECT version, state FROM room_snapshots \
+                         WHERE room_id = ? AND version <= ? ORDER BY version DESC LIMIT 1",
+                    )
+                    .bind(room_id)
+                    .bind(max_version)
+                    .fetch_optional(connection),
+                )
+            })
+            .await?;
         row.map(|row| Ok((row.try_get("version")?, row.try_get("state")?)))
             .transpose()
     }
@@ -208,14 +232,20 @@ impl Store {
         room_id: &str,
         version: u64,
     ) -> Result<Vec<LoggedCommand>, sqlx::Error> {
-        let rows = sqlx::query(
-            "SELECT room_version, command, applied_at_ms FROM room_command_log \
-             WHERE room_id = ? AND room_version > ? ORDER BY room_version",
-        )
-        .bind(room_id)
-        .bind(version)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = self
+            .db
+            .run(|connection, _| {
+                Box::pin(
+                    sqlx::query(
+                        "SELECT room_version, command, applied_at_ms FROM room_command_log \
+                         WHERE room_id = ? AND room_version > ? ORDER BY room_version",
+                    )
+                    .bind(room_id)
+                    .bind(version)
+                    .fetch_all(connection),
+                )
+            })
+            .await?;
         rows.into_iter()
             .map(|row| {
                 Ok(LoggedCommand {
@@ -232,16 +262,23 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut builder = sqlx::QueryBuilder::new(
-            "SELECT command_id, room_id, command_name, request_fingerprint, reply \
-             FROM room_command_log WHERE command_id IN (",
-        );
-        let mut separated = builder.separated(", ");
-        for id in ids {
-            separated.push_bind(*id);
-        }
-        separated.push_unseparated(")");
-        let rows = builder.build().fetch_all(&self.pool).await?;
+        let rows = self
+            .db
+            .run(|connection, _| {
+                Box::pin(async move {
+                    let mut builder = sqlx::QueryBuilder::new(
+                        "SELECT command_id, room_id, command_name, request_fingerprint, reply \
+                         FROM room_command_log WHERE command_id IN (",
+                    );
+                    let mut separated = builder.separated(", ");
+                    for id in ids {
+                        separated.push_bind(*id);
+                    }
+                    separated.push_unseparated(")");
+                    builder.build().fetch_all(connection).await
+                })
+            })
+            .await?;
         rows.into_iter()
             .map(|row| {
                 Ok(StoredCommand {
@@ -260,7 +297,7 @@ impl Store {
     pub async fn save_mutation(&self, mutation: Arc<Mutation>) -> Result<(), SaveError> {
         match &self.shared {
             Some(shared) => shared.save(mutation).await,
-            None => save_alone(&self.pool, &mutation).await,
+            None => save_alone(&self.db, &mutation).await,
         }
     }
 
@@ -273,36 +310,71 @@ impl Store {
         now_ms: i64,
         keep_from: u64,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query(
-            "INSERT IGNORE INTO room_snapshots (room_id, version, state, created_at_ms) VALUES (?, ?, ?, ?)",
-        )
-        .bind(room_id)
-        .bind(version)
-        .bind(state)
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await?;
-        sqlx::query("DELETE FROM room_snapshots WHERE room_id = ? AND version < ?")
-            .bind(room_id)
-            .bind(keep_from)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.db
+            .run(|connection, _| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "INSERT IGNORE INTO room_snapshots (room_id, version, state, created_at_ms) \
+                         VALUES (?, ?, ?, ?)",
+                    )
+                    .bind(room_id)
+                    .bind(version)
+                    .bind(state)
+                    .bind(now_ms)
+                    .execute(&mut *connection)
+                    .await?;
+                    sqlx::query("DELETE FROM room_snapshots WHERE room_id = ? AND version < ?")
+                        .bind(room_id)
+                        .bind(keep_from)
+                        .execute(&mut *connection)
+                        .await?;
+                    Ok(())
+                })
+            })
+            .await
     }
 }
 
-/// SaveMutation of one room in its own transaction, every failure classified.
-pub(crate) async fn save_alone(pool: &MySqlPool, mutation: &Mutation) -> Result<(), SaveError> {
-    let mut transaction = pool.begin().await.map_err(|error| SaveError::Database {
-        error: Arc::new(error),
-        commit_sent: false,
-    })?;
-    sql::write_mutations(&mut transaction, &[mutation]).await?;
-    transaction
-        .commit()
-        .await
-        .map_err(|error| SaveError::Database {
-            error: Arc::new(error),
-            commit_sent: true,
+/// SaveMutation of one room in its own transaction, every failure
+/// classified. A statement timeout after COMMIT was sent is
+/// `commit_sent: true` like any other failed COMMIT: it may have landed.
+pub(crate) async fn save_alone(db: &BoundedPool, mutation: &Mutation) -> Result<(), SaveError> {
+    let commit_sent = AtomicBool::new(false);
+    let sent = &commit_sent;
+    let saved = db
+        .run(|connection, _| {
+            Box::pin(async move {
+                let mut transaction = connection.begin().await.map_err(SaveError::from)?;
+                sql::write_mutations(&mut transaction, &[mutation]).await?;
+                sent.store(true, Ordering::SeqCst);
+                transaction
+                    .commit()
+                    .await
+                    .map_err(|error| SaveError::Database {
+                        error: Arc::new(error),
+                        commit_sent: true,
+                    })
+            })
         })
+        .await;
+    match saved {
+        Err(SaveError::Database { error, .. }) if commit_sent.load(Ordering::SeqCst) => {
+            Err(SaveError::Database {
+                error,
+                commit_sent: true,
+            })
+        }
+        other => other,
+    }
+}
+
+/// A failure before COMMIT (acquiring a connection, BEGIN, a statement
+/// timeout): nothing was committed.
+impl From<sqlx::Error> for SaveError {
+    fn from(error: sqlx::Error) -> Self {
+        SaveError::Database {
+            error: Arc::new(error),
+            commit_sent: false,
+        }
+    }
 }

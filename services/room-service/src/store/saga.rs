@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use service_kit::db::IdText;
-use sqlx::{MySqlPool, Row};
+use service_kit::db::statement::BoundedPool;
+use sqlx::{MySqlConnection, Row};
 
 use super::{Store, is_duplicate};
 
@@ -83,7 +84,7 @@ impl Store {
     ) -> Result<Vec<SagaStart>, Arc<sqlx::Error>> {
         match &self.shared {
             Some(shared) => shared.start_sagas(sagas.to_vec(), now_ms).await,
-            None => start_sagas_alone(self.pool(), sagas, now_ms).await,
+            None => start_sagas_alone(&self.db, sagas, now_ms).await,
         }
     }
 
@@ -98,7 +99,9 @@ impl Store {
 
     /// One saga row.
     pub async fn saga(&self, command_id: &str) -> Result<Option<SagaRow>, sqlx::Error> {
-        saga_by_id(self.pool(), command_id).await
+        self.db
+            .run(|connection, _| Box::pin(saga_by_id(connection, command_id)))
+            .await
     }
 
     /// Claims a saga for compensation: moves it to `compensating` unless the
@@ -290,38 +293,51 @@ pub(super) fn insert_sagas<'a>(
 
 /// Writes the `debiting` rows of a batch of gifts with one statement in its
 /// own transaction; when one of them already exists, falls back to row by
-/// row to tell which.
+/// row to tell which. One unit of `mysql.statement_timeout`.
 pub(super) async fn start_sagas_alone(
-    pool: &MySqlPool,
+    db: &BoundedPool,
     sagas: &[NewSaga],
     now_ms: i64,
 ) -> Result<Vec<SagaStart>, Arc<sqlx::Error>> {
+    db.run(|connection, _| Box::pin(start_sagas_on(connection, sagas, now_ms)))
+        .await
+        .map_err(Arc::new)
+}
+
+async fn start_sagas_on(
+    connection: &mut MySqlConnection,
+    sagas: &[NewSaga],
+    now_ms: i64,
+) -> Result<Vec<SagaStart>, sqlx::Error> {
     if sagas.len() > 1 {
         let rows: Vec<(&NewSaga, i64)> = sagas.iter().map(|saga| (saga, now_ms)).collect();
-        match insert_sagas(&rows).build().execute(pool).await {
+        match insert_sagas(&rows).build().execute(&mut *connection).await {
             Ok(_) => return Ok(sagas.iter().map(|_| SagaStart::Started).collect()),
             Err(error) if is_duplicate(&error, "PRIMARY") => {}
-            Err(error) => return Err(Arc::new(error)),
+            Err(error) => return Err(error),
         }
     }
     let mut starts = Vec::with_capacity(sagas.len());
     for saga in sagas {
-        starts.push(start_saga(pool, saga, now_ms).await.map_err(Arc::new)?);
+        starts.push(start_saga(&mut *connection, saga, now_ms).await?);
     }
     Ok(starts)
 }
 
 /// Writes one `debiting` row, or reports the saga already there.
 async fn start_saga(
-    pool: &MySqlPool,
+    connection: &mut MySqlConnection,
     saga: &NewSaga,
     now_ms: i64,
 ) -> Result<SagaStart, sqlx::Error> {
-    let inserted = insert_sagas(&[(saga, now_ms)]).build().execute(pool).await;
+    let inserted = insert_sagas(&[(saga, now_ms)])
+        .build()
+        .execute(&mut *connection)
+        .await;
     match inserted {
         Ok(_) => Ok(SagaStart::Started),
         Err(error) if is_duplicate(&error, "PRIMARY") => {
-            match saga_by_id(pool, &saga.command_id).await? {
+            match saga_by_id(connection, &saga.command_id).await? {
                 Some(row) => Ok(SagaStart::Exists(row)),
                 // Deleted between the two statements (a rejected debit); the caller retries.
                 None => Err(error),
@@ -331,13 +347,16 @@ async fn start_saga(
     }
 }
 
-async fn saga_by_id(pool: &MySqlPool, command_id: &str) -> Result<Option<SagaRow>, sqlx::Error> {
+async fn saga_by_id(
+    connection: &mut MySqlConnection,
+    command_id: &str,
+) -> Result<Option<SagaRow>, sqlx::Error> {
     let row = sqlx::query(
         "SELECT command_id, room_id, sender_id, amount, status, refund_attempts \
          FROM room_gift_saga WHERE command_id = ?",
     )
     .bind(command_id)
-    .fetch_optional(pool)
+    .fetch_optional(connection)
     .await?;
     row.map(|row| saga_row(&row)).transpose()
 }

@@ -19,12 +19,19 @@
 //! failed COMMIT leaves every item of the transaction unsure, exactly as it
 //! leaves a single room's: mutations reload, saga starts fail (a saga row that
 //! did land without a debit is refunded as "debit not found" by the sweep).
+//!
+//! Every transaction runs through `mysql.statement_timeout`. A shared one
+//! cut off before COMMIT committed nothing and is not retried room by room
+//! (the database is not answering; each room fails with `commit_sent:
+//! false`); one cut off after COMMIT was sent is a failed COMMIT.
 
 use std::sync::Arc;
 
 use futures::future::join_all;
 use prometheus_client::metrics::histogram::Histogram;
-use sqlx::MySqlPool;
+use service_kit::db::statement::{BoundedPool, is_timed_out};
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::saga::{NewSaga, SagaStart, insert_sagas, start_sagas_alone};
@@ -69,15 +76,17 @@ impl std::fmt::Debug for Submission {
 }
 
 impl SharedCommits {
-    /// Starts `lanes` commit lanes on `pool`, each committing the work of at
+    /// Starts `lanes` commit lanes on `pool` (a bare `MySqlPool` gets the
+    /// default statement timeout), each committing the work of at
     /// most `max_rooms` rooms per transaction. `rooms_per_commit` observes the
     /// size of every transaction. The lanes stop when every handle is dropped.
     pub fn start(
-        pool: MySqlPool,
+        pool: impl Into<BoundedPool>,
         lanes: usize,
         max_rooms: usize,
         rooms_per_commit: Histogram,
     ) -> Self {
+        let pool = pool.into();
         let (queue, receiver) = mpsc::unbounded_channel();
         let receiver = Arc::new(Mutex::new(receiver));
         for _ in 0..lanes.max(1) {
@@ -128,7 +137,7 @@ fn lanes_gone() -> Arc<sqlx::Error> {
 }
 
 async fn run_lane(
-    pool: MySqlPool,
+    pool: BoundedPool,
     receiver: Arc<Mutex<mpsc::UnboundedReceiver<Submission>>>,
     max_rooms: usize,
     rooms_per_commit: Histogram,
@@ -156,7 +165,7 @@ async fn run_lane(
             .map(|submission| (submission.work, submission.done))
             .unzip();
         let started = std::time::Instant::now();
-        let results = commit_batch(&pool, &work).await;
+        let results = commit_batch_within(&pool, &work).await;
         // Where commit time goes; `RUST_LOG=room_service::store=debug` shows it.
         tracing::debug!(
             rooms = work.len(),
@@ -169,24 +178,29 @@ async fn run_lane(
     }
 }
 
+/// [`commit_batch_within`] with the default statement timeout.
+pub async fn commit_batch(pool: &MySqlPool, work: &[Work]) -> Vec<Done> {
+    commit_batch_within(&BoundedPool::from(pool.clone()), work).await
+}
+
 /// Writes `work` (of different rooms) in one shared transaction; when that
 /// is rolled back, each item on its own. Returns how each ended, in order.
-pub async fn commit_batch(pool: &MySqlPool, work: &[Work]) -> Vec<Done> {
+pub async fn commit_batch_within(pool: &BoundedPool, work: &[Work]) -> Vec<Done> {
     if work.len() > 1 {
+        let failed = |error: &Arc<sqlx::Error>, commit_sent| {
+            let failure = |item: &Work| match item {
+                Work::Save(_) => Done::Saved(Err(SaveError::Database {
+                    error: Arc::clone(error),
+                    commit_sent,
+                })),
+                Work::StartSagas(..) => Done::Started(Err(Arc::clone(error))),
+            };
+            work.iter().map(failure).collect()
+        };
         match commit_together(pool, work).await {
             Together::Committed => return work.iter().map(committed).collect(),
-            Together::CommitFailed(error) => {
-                return work
-                    .iter()
-                    .map(|item| match item {
-                        Work::Save(_) => Done::Saved(Err(SaveError::Database {
-                            error: Arc::clone(&error),
-                            commit_sent: true,
-                        })),
-                        Work::StartSagas(..) => Done::Started(Err(Arc::clone(&error))),
-                    })
-                    .collect();
-            }
+            Together::CommitFailed(error) => return failed(&error, true),
+            Together::TimedOut(error) => return failed(&error, false),
             // Nothing was written: each item on its own, for its own answer.
             Together::RolledBack => {}
         }
@@ -203,7 +217,7 @@ fn committed(work: &Work) -> Done {
     }
 }
 
-async fn commit_alone(pool: &MySqlPool, work: &Work) -> Done {
+async fn commit_alone(pool: &BoundedPool, work: &Work) -> Done {
     match work {
         Work::Save(mutation) => Done::Saved(save_alone(pool, mutation).await),
         Work::StartSagas(sagas, now_ms) => {
@@ -219,11 +233,38 @@ enum Together {
     CommitFailed(Arc<sqlx::Error>),
     /// A check or statement failed before COMMIT; nothing was written.
     RolledBack,
+    /// The statement timeout cut the transaction off before COMMIT was
+    /// sent: nothing was written, and the database is not answering.
+    TimedOut(Arc<sqlx::Error>),
 }
 
-/// All of `work` in one transaction, one statement per table. Any failed
-/// check rolls the whole transaction back (dropping it sends ROLLBACK).
-async fn commit_together(pool: &MySqlPool, work: &[Work]) -> Together {
+/// All of `work` in one transaction, one statement per table, within the
+/// statement timeout. Any failed check rolls the whole transaction back
+/// (dropping it sends ROLLBACK).
+async fn commit_together(pool: &BoundedPool, work: &[Work]) -> Together {
+    let commit_sent = AtomicBool::new(false);
+    let sent = &commit_sent;
+    let outcome: Result<Together, sqlx::Error> = pool
+        .run(|connection, _| {
+            Box::pin(async move { Ok(write_together(connection, work, sent).await) })
+        })
+        .await;
+    match outcome {
+        Ok(together) => together,
+        Err(error) if sent.load(Ordering::SeqCst) => Together::CommitFailed(Arc::new(error)),
+        Err(error) if is_timed_out(&error) => Together::TimedOut(Arc::new(error)),
+        // No connection within the acquire timeout: nothing was written.
+        Err(_) => Together::RolledBack,
+    }
+}
+
+/// [`commit_together`]'s transaction on `connection`; `sent` is set just
+/// before COMMIT goes out.
+async fn write_together(
+    connection: &mut MySqlConnection,
+    work: &[Work],
+    sent: &AtomicBool,
+) -> Together {
     let mutations: Vec<&Mutation> = work
         .iter()
         .filter_map(|item| match item {
@@ -239,7 +280,7 @@ async fn commit_together(pool: &MySqlPool, work: &[Work]) -> Together {
         })
         .flatten()
         .collect();
-    let Ok(mut transaction) = pool.begin().await else {
+    let Ok(mut transaction) = connection.begin().await else {
         return Together::RolledBack;
     };
     if !sagas.is_empty()
@@ -258,6 +299,7 @@ async fn commit_together(pool: &MySqlPool, work: &[Work]) -> Together {
     {
         return Together::RolledBack;
     }
+    sent.store(true, Ordering::SeqCst);
     match transaction.commit().await {
         Ok(()) => Together::Committed,
         Err(error) => Together::CommitFailed(Arc::new(error)),
