@@ -14,6 +14,7 @@ use rdkafka::{
     ClientConfig, Message, TopicPartitionList,
     consumer::{Consumer, StreamConsumer},
     message::Headers,
+    producer::{FutureProducer, FutureRecord},
 };
 use service_kit::{db::IdText, mq::MqConfig, time::now_ms};
 use sqlx::MySqlPool;
@@ -133,14 +134,38 @@ async fn markers(pool: &MySqlPool, first_seq: u64, last_seq: u64) -> HashSet<Str
     .collect()
 }
 
+/// Key of the marker records that end each partition's read.
+const END_MARKER: &str = "end-of-test-marker";
+
+/// Appends one marker record to each of `partitions`, acknowledged by the
+/// broker before this returns.
+async fn append_end_markers(bootstrap: &str, topic: &str, partitions: &[i32]) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("message.timeout.ms", "30000")
+        .create()
+        .unwrap();
+    for partition in partitions {
+        let record = FutureRecord::to(topic)
+            .partition(*partition)
+            .key(END_MARKER)
+            .payload("");
+        producer
+            .send(record, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|(error, _)| panic!("end marker on partition {partition}: {error}"));
+    }
+}
+
 /// Every record on `topic`, read to the end of each partition.
 ///
 /// "Quiet" is defined without a timing threshold: both relays have exited
-/// when this runs, so nothing can be appended any more and each partition's
-/// high watermark, read first, is where the topic ends for good. Reading up
-/// to it returns every record the relays ever published — a duplicate too,
-/// which a read of exactly the expected count would have left unread. The
-/// only timeout is a guard against a reader that stops making progress.
+/// when this runs, so nothing can be appended by them any more. One marker
+/// record is then appended to every partition; a partition is read in
+/// order, so once its marker arrives, everything the relays ever published
+/// there has been read — a duplicate too, which a read of exactly the
+/// expected count would have left unread. The only timeout is a guard
+/// against a reader that stops making progress.
 async fn read_to_end(bootstrap: &str, topic: &str) -> Vec<Received> {
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -157,34 +182,29 @@ async fn read_to_end(bootstrap: &str, topic: &str) -> Vec<Received> {
         .map(|partition| partition.id())
         .collect();
     assert!(!partitions.is_empty(), "{topic} has partitions");
-    // Per partition: the offset of its last record (none when empty).
-    let mut last_offsets = BTreeMap::new();
+    append_end_markers(bootstrap, topic, &partitions).await;
     let mut assignment = TopicPartitionList::new();
     for partition in &partitions {
-        let (low, high) = consumer
-            .fetch_watermarks(topic, *partition, Duration::from_secs(10))
+        assignment
+            .add_partition_offset(topic, *partition, rdkafka::Offset::Beginning)
             .unwrap();
-        if high > low {
-            last_offsets.insert(*partition, high - 1);
-            assignment
-                .add_partition_offset(topic, *partition, rdkafka::Offset::Offset(low))
-                .unwrap();
-        }
     }
     consumer.assign(&assignment).unwrap();
+    let mut unfinished: HashSet<i32> = partitions.iter().copied().collect();
     let mut received = Vec::new();
-    while !last_offsets.is_empty() {
+    while !unfinished.is_empty() {
         let message = tokio::time::timeout(Duration::from_secs(60), consumer.recv())
             .await
             .unwrap_or_else(|_| {
                 panic!(
-                    "no progress after {} records; unread up to {last_offsets:?}",
+                    "no progress after {} records; no end marker yet on {unfinished:?}",
                     received.len()
                 )
             })
             .unwrap();
-        if last_offsets.get(&message.partition()) == Some(&message.offset()) {
-            last_offsets.remove(&message.partition());
+        if message.key() == Some(END_MARKER.as_bytes()) {
+            unfinished.remove(&message.partition());
+            continue;
         }
         let header = |name: &str| {
             message
