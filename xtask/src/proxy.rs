@@ -124,6 +124,7 @@ impl Proxy {
     }
 
     /// The current upstream.
+    #[cfg(test)]
     pub fn upstream(&self) -> SocketAddr {
         *lock(&self.shared.upstream)
     }
