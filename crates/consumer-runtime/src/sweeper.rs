@@ -22,11 +22,17 @@
 //! lines. The send error is the table's own type, classified through the
 //! trait, because this crate knows no IM vendor (ARCHITECTURE.md: the
 //! runtime is vendor-free).
+//!
+//! Every statement runs within `mysql.statement_timeout`
+//! ([`service_kit::db::statement`]): a stalled database fails the sweep or
+//! the status update (the lease runs out and a later sweep retries) instead
+//! of holding the sweeper until TCP gives up. The send is not under it.
 
 use crate::{ConsumerMetrics, delivery::DeliveryRetryConfig};
 use prometheus_client::metrics::gauge::Gauge;
+use service_kit::db::statement::BoundedPool;
 use sqlx::{
-    MySql, MySqlPool,
+    MySql,
     mysql::{MySqlArguments, MySqlRow},
     query::Query,
 };
@@ -125,23 +131,24 @@ pub const FAILED_COUNT_INTERVAL: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 pub struct Sweeper<T> {
     table: T,
-    pool: MySqlPool,
+    db: BoundedPool,
     retry: DeliveryRetryConfig,
     failed_rows: Gauge,
 }
 
 impl<T: DeliveryTable> Sweeper<T> {
     /// A sweeper of `table` in `pool` with `retry`'s budget and cadence,
-    /// exporting the table's failed rows into `metrics`.
+    /// exporting the table's failed rows into `metrics`. Its statements run
+    /// within `pool`'s statement timeout (a bare pool gets the default).
     pub fn new(
         table: T,
-        pool: MySqlPool,
+        pool: impl Into<BoundedPool>,
         retry: DeliveryRetryConfig,
         metrics: &ConsumerMetrics,
     ) -> Self {
         Self {
             table,
-            pool,
+            db: pool.into(),
             retry,
             failed_rows: metrics.failed_deliveries(T::TABLE),
         }
@@ -150,8 +157,11 @@ impl<T: DeliveryTable> Sweeper<T> {
     /// Counts the table's `failed` rows into `consumer_delivery_failed_rows`
     /// and returns the count.
     pub async fn count_failed(&self) -> Result<i64, sqlx::Error> {
-        let failed: i64 = sqlx::query_scalar(T::FAILED_COUNT_SQL)
-            .fetch_one(&self.pool)
+        let failed: i64 = self
+            .db
+            .run(|connection, _| {
+                Box::pin(sqlx::query_scalar(T::FAILED_COUNT_SQL).fetch_one(connection))
+            })
             .await?;
         self.failed_rows.set(failed);
         Ok(failed)
@@ -197,7 +207,7 @@ impl<T: DeliveryTable> Sweeper<T> {
                 )
             }
         };
-        if let Err(error) = update.execute(&self.pool).await {
+        if let Err(error) = self.execute(update).await {
             // The lease runs out and a sweep retries; the send is idempotent.
             tracing::warn!(event_id = %T::event_id(row), %error, "{} status update failed", T::KIND);
         }
@@ -208,26 +218,37 @@ impl<T: DeliveryTable> Sweeper<T> {
     /// how many were attempted.
     pub async fn sweep_once(&self) -> Result<usize, sqlx::Error> {
         let now_ms = service_kit::time::now_ms();
-        let due: Vec<(T::Key, i64)> = sqlx::query_as(T::DUE_SQL)
-            .bind(now_ms)
-            .bind(self.retry.sweep_batch.max(1))
-            .fetch_all(&self.pool)
+        let batch = self.retry.sweep_batch.max(1);
+        let due: Vec<(T::Key, i64)> = self
+            .db
+            .run(|connection, _| {
+                Box::pin(
+                    sqlx::query_as(T::DUE_SQL)
+                        .bind(now_ms)
+                        .bind(batch)
+                        .fetch_all(connection),
+                )
+            })
             .await?;
         let mut attempted = 0;
         for (key, due_at_ms) in due {
-            let claimed = sqlx::query(T::CLAIM_SQL)
+            let claim = sqlx::query(T::CLAIM_SQL)
                 .bind(now_ms + self.retry.lease_ms())
                 .bind(key.clone())
-                .bind(due_at_ms)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+                .bind(due_at_ms);
+            let claimed = self.execute(claim).await?;
             if claimed == 0 {
                 continue;
             }
-            let row: Option<T::Row> = sqlx::query_as(T::ROW_SQL)
-                .bind(key)
-                .fetch_optional(&self.pool)
+            let row: Option<T::Row> = self
+                .db
+                .run(|connection, _| {
+                    Box::pin(
+                        sqlx::query_as(T::ROW_SQL)
+                            .bind(key)
+                            .fetch_optional(connection),
+                    )
+                })
                 .await?;
             if let Some(row) = row {
                 self.deliver(&row).await;
@@ -235,6 +256,15 @@ impl<T: DeliveryTable> Sweeper<T> {
             }
         }
         Ok(attempted)
+    }
+
+    /// Runs `statement` within the statement timeout; rows affected.
+    async fn execute(&self, statement: Statement<'_>) -> Result<u64, sqlx::Error> {
+        self.db
+            .run(|connection, _| {
+                Box::pin(async move { Ok(statement.execute(connection).await?.rows_affected()) })
+            })
+            .await
     }
 
     /// Sweeps every `sweep_interval` and counts the failed rows every

@@ -14,6 +14,7 @@ use super::{ConsumerService, Error, ServiceConfig, error::BoxError};
 use crate::{Consumer, ConsumerMetrics, DedupPurge, lag::LagMonitor, purge};
 use prometheus_client::registry::Registry;
 use service_kit::admin_http::{self, Readiness};
+use service_kit::db::statement::BoundedPool;
 use sqlx::MySqlPool;
 use std::{future::Future, net::SocketAddr, pin::Pin, sync::Arc};
 use tokio::net::TcpListener;
@@ -39,7 +40,8 @@ fn server_names(servers: &[ExtraServer]) -> Vec<&'static str> {
 /// What a service's [`ConsumerService::build`] gets: the shared resources,
 /// and where it registers the work the host runs beside the consumer.
 pub struct Builder {
-    pool: MySqlPool,
+    /// The pool with `mysql.statement_timeout`.
+    db: BoundedPool,
     consumer_group: String,
     metrics: ConsumerMetrics,
     background: Vec<(&'static str, BackgroundTask)>,
@@ -72,9 +74,9 @@ impl std::fmt::Debug for Builder {
 impl Builder {
     /// A builder whose registrations are never run: for building the handler
     /// alone, in an operator command.
-    pub(super) fn for_operator(pool: MySqlPool, consumer_group: String) -> Self {
+    pub(super) fn for_operator(db: BoundedPool, consumer_group: String) -> Self {
         Self {
-            pool,
+            db,
             consumer_group,
             // Nothing scrapes an operator command: its metrics go nowhere.
             metrics: ConsumerMetrics::unregistered(),
@@ -87,7 +89,17 @@ impl Builder {
 
     /// The service's MySQL pool (closed by the host after everything stopped).
     pub fn pool(&self) -> &MySqlPool {
-        &self.pool
+        self.db.pool()
+    }
+
+    /// The same pool with its `mysql.statement_timeout`: a handler runs its
+    /// dedup claim and effect transaction through
+    /// [`BoundedPool::run`], and a [`crate::sweeper::Sweeper`] built from it
+    /// bounds its statements by the configured deadline, so a stalled
+    /// database fails the message (retried, then redelivered and
+    /// deduplicated) instead of holding its lane until TCP gives up.
+    pub fn bounded_pool(&self) -> &BoundedPool {
+        &self.db
     }
 
     /// The consumer group the service consumes in (its dedup group).
@@ -182,11 +194,12 @@ impl<S: ConsumerService> Host<S> {
     pub async fn build(config: S::Config) -> Result<Self, Error> {
         let settings = config.consumer_settings()?;
         let shared = config.shared();
-        let pool = shared.mysql.connect().await?;
+        let db = shared.mysql.connect_bounded().await?;
+        let pool = db.pool().clone();
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let mut builder = Builder {
-            pool: pool.clone(),
+            db,
             consumer_group: settings.consumer_group.clone(),
             metrics: metrics.clone(),
             background: Vec::new(),

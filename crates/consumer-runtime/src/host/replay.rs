@@ -160,7 +160,8 @@ pub(super) async fn replay<S: ConsumerService>(
     let who = who.ok_or_else(|| {
         Error::Operator("--operator and --reason are required unless --dry-run".into())
     })?;
-    let pool = config.shared().mysql.connect().await?;
+    let db = config.shared().mysql.connect_bounded().await?;
+    let pool = db.pool().clone();
     let result = async {
         let action = audit::Action {
             service: S::Config::SERVICE,
@@ -173,7 +174,7 @@ pub(super) async fn replay<S: ConsumerService>(
         drop(connection);
         let handler = S::build(
             config,
-            &mut Builder::for_operator(pool.clone(), settings.consumer_group.clone()),
+            &mut Builder::for_operator(db.clone(), settings.consumer_group.clone()),
         )
         .await?;
         for (letter, message) in checked {

@@ -2,6 +2,7 @@
 //! shows backoff, giving up and the inline attempt's lease.
 
 use super::*;
+use sqlx::MySqlPool;
 use std::{collections::VecDeque, sync::Mutex};
 
 /// A send failure the script decides the class of.
