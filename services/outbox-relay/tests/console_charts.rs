@@ -4,12 +4,9 @@
 //! count of rows read), and the page behind the session with its SVG.
 
 mod common;
-#[path = "common/console_consumers.rs"]
-mod console_consumers;
 mod million;
 
-use common::console::{ADMIN, client, groups, login};
-use console_consumers::serve_with_charts;
+use common::console::{ADMIN, client, groups, login, serve_console};
 use outbox_relay::console::charts::sample::{self, MAX_ID_SQL, ROW_AT_OR_AFTER_SQL};
 use outbox_relay::console::consumption;
 use outbox_schema::names;
@@ -145,7 +142,7 @@ async fn a_small_hour_is_charted_exactly_from_the_shared_tables() {
     assert_eq!(bridge.not_applied, 2);
 
     // The page: behind the session, three charts with labelled axes.
-    let base = serve_with_charts(pool).await;
+    let base = serve_console(pool).await;
     let anonymous = client()
         .get(format!("{base}/console/charts"))
         .send()

@@ -1,15 +1,14 @@
 //! The fleet charts in headless Chromium (`testkit::browser`): an operator
 //! logs in and opens `/console/charts`; the three SVG charts render under
-//! the console's strict Content-Security-Policy (no script). The page is
-//! saved as `target/console-screenshots/charts.png`.
+//! the console's strict Content-Security-Policy (no script), reached from
+//! the navigation of every page. The page is saved as
+//! `target/console-screenshots/charts.png`.
 
+mod browser;
 mod common;
-#[path = "common/console_consumers.rs"]
-mod console_consumers;
 
-use common::console::ADMIN;
-use console_consumers::{screenshots, serve_with_charts};
-use std::time::Duration;
+use browser::{DEADLINE, log_in, screenshots};
+use common::console::{ADMIN, serve_console};
 use testkit::browser::Browser;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,31 +32,29 @@ async fn the_charts_render_in_a_browser() {
         .await
         .unwrap();
     }
-    let base = serve_with_charts(&db.pool).await;
+    let base = serve_console(&db.pool).await;
     let shots = screenshots();
-    std::fs::create_dir_all(&shots).unwrap();
     let browser = Browser::start().await;
-    browser.goto(&format!("{base}/console/login")).await;
+    log_in(&browser, &base, ADMIN).await;
+    // The overview's navigation leads to the charts.
     browser
-        .type_into(&browser.find("#token").await, ADMIN)
+        .click(&browser.find("nav a[href='/console/charts']").await)
         .await;
-    browser.click(&browser.find("#login").await).await;
     browser
-        .wait_for_page_text("Overview", Duration::from_secs(30))
+        .wait_for_url(&format!("{base}/console/charts"), DEADLINE)
         .await;
     let page = browser
-        .wait_for_text(
-            &format!("{base}/console/charts"),
-            "Publishes per second, whole fleet",
-            Duration::from_secs(30),
-        )
+        .wait_for_page_text("Publishes per second, whole fleet", DEADLINE)
         .await;
     assert!(page.contains("exact: all 60 rows"), "{page}");
+    assert!(page.contains("Auto-refresh every"), "a live page: {page}");
     assert_eq!(browser.find_all("svg").await.len(), 3);
     assert!(
         !browser.find_all("polyline").await.is_empty(),
         "lines drawn"
     );
+    // No consumer applied anything: the group chart is empty and says so.
+    assert_eq!(browser.find_all("svg .no-data").await.len(), 1);
     browser.screenshot(&shots.join("charts.png")).await;
     browser.quit().await;
 }

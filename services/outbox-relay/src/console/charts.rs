@@ -14,12 +14,12 @@
 pub mod sample;
 pub mod svg;
 
-use super::{Console, consumption};
-use crate::access::{self, Access, Client};
+use super::{Console, consumption, refresh::Live};
+use crate::access::Client;
 use axum::{
     Extension, Router,
     extract::State,
-    http::{HeaderMap, StatusCode},
+    http::{HeaderMap, Uri},
     response::Response,
     routing::get,
 };
@@ -27,34 +27,20 @@ use maud::{Markup, html};
 use sample::Window;
 use svg::{Chart, Series, Unit};
 
-/// The charts' routes, for the console's router (`console::router_with`).
+/// The charts' routes, merged into the console's router
+/// (`console::router_with`), behind its gate like every other page.
 pub(super) fn routes() -> Router<Console> {
     Router::new().route("/console/charts", get(charts))
 }
 
-/// The charts page alone behind `access`, for tests and for serving beside
-/// [`super::router_with`] (the same tokens give the same sessions).
-pub fn router(config: super::ConsoleConfig, access: Access) -> Router {
-    if config.admin_token.is_empty() {
-        return Router::new();
-    }
-    let keys = super::auth::Keys::new(&config.admin_token, &config.read_token);
-    let state = Console {
-        config,
-        keys,
-        access: access.clone(),
-        replay_max_age_ms: crate::config::MAX_REPLAY_AGE_SECS * 1_000,
-    };
-    routes()
-        .layer(axum::middleware::from_fn_with_state(access, access::guard))
-        .with_state(state)
-}
-
+/// A live page: it refreshes itself like the overview (`refresh`).
 async fn charts(
     State(console): State<Console>,
     Extension(client): Extension<Client>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
+    let live = Live::of(&headers, uri);
     let session = match console.session(&headers, client).await {
         Ok(session) => session,
         Err(refusal) => return refusal,
@@ -64,13 +50,7 @@ async fn charts(
     let result = sample::window(&console.config.pool, &columns, now)
         .await
         .map(|window| page(&window));
-    match result {
-        Ok(body) => super::html(
-            StatusCode::OK,
-            console.page(&session, "Fleet charts (last hour)", None, body),
-        ),
-        Err(error) => console.error(&session, "Fleet charts (last hour)", &error),
-    }
+    console.render_live(&session, "Fleet charts (last hour)", &live, result)
 }
 
 /// The three charts and how they were read.

@@ -74,6 +74,7 @@ pub fn page(
                     a href="/console/dead-letters" { "Dead letters" }
                     a href="/console/audit" { "Audit" }
                     a href="/console/rooms" { "Room timeline" }
+                    a href="/console/charts" { "Charts" }
                     form method="post" action="/console/logout" {
                         (hidden("csrf", csrf))
                         span class="muted" id="role" { (role) }

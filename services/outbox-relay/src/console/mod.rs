@@ -10,6 +10,7 @@
 //! | `GET /console/dead-letters`, `GET /console/dead-letters/dry-run`, `POST /console/dead-letters/replay` | search, dry run, replay |
 //! | `GET /console/audit` | the audit trail, filtered and paged |
 //! | `GET /console/rooms?room_id=` | a room's timeline: per group applied (ms, lags), pending or not consumed by design; trace links |
+//! | `GET /console/charts` | the fleet's last hour as SVG charts: publishes per second, commit → publish lag, each group's lag ([`charts`]) |
 //! | `GET /console/refresh?set=off\|on&back=` | the live pages' auto-refresh preference ([`refresh`]) |
 //!
 //! The listings search by event id, room, event type, status and time
@@ -131,6 +132,7 @@ pub fn router_with(config: ConsoleConfig, access: Access, replay_max_age_ms: i64
         .route("/console/dead-letters/replay", post(handlers::replay))
         .route("/console/audit", get(listings::audit))
         .route("/console/rooms", get(listings::room_timeline))
+        .merge(charts::routes())
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(state)
 }

@@ -1,5 +1,5 @@
 //! Auto-refresh of the live pages (overview, stuck rooms, dead letters,
-//! audit, a room's timeline) without script: a `<meta http-equiv=refresh>`
+//! audit, a room's timeline, the charts) without script: a `<meta http-equiv=refresh>`
 //! every [`REFRESH_SECS`], on unless the browser holds the cookie
 //! `console_refresh=off`. The toggle on each page is a link to
 //! `/console/refresh?set=off|on&back=<the page>`, which sets the cookie and

@@ -35,7 +35,18 @@ impl Unit {
             Unit::PerSecond => format!("{value:.2}/s"),
             Unit::Millis if value >= 120_000.0 => format!("{:.0} min", value / 60_000.0),
             Unit::Millis if value >= 2_000.0 => format!("{:.1} s", value / 1_000.0),
+            Unit::Millis if value < 10.0 && value.fract() != 0.0 => format!("{value:.1} ms"),
             Unit::Millis => format!("{value:.0} ms"),
+        }
+    }
+
+    /// The lowest top tick: a millisecond chart spans at least 2 ms, so an
+    /// empty or sub-millisecond chart's ticks read 0, 1 and 2 ms instead of
+    /// a middle tick rounded to "0 ms".
+    fn least_top(self) -> f64 {
+        match self {
+            Unit::PerSecond => 0.0,
+            Unit::Millis => 2.0,
         }
     }
 }
@@ -110,7 +121,11 @@ pub fn render(chart: &Chart) -> Markup {
         .iter()
         .flat_map(|series| series.values.iter().flatten())
         .fold(0.0_f64, |max, value| max.max(*value));
-    let top = nice_ceiling(highest);
+    let top = nice_ceiling(highest.max(chart.unit.least_top()));
+    let empty = chart
+        .series
+        .iter()
+        .all(|series| series.values.iter().all(Option::is_none));
     let bottom_y = HEIGHT - BOTTOM;
     let right_x = WIDTH - RIGHT;
     let ticks = [0.0, top / 2.0, top];
@@ -135,6 +150,10 @@ pub fn render(chart: &Chart) -> Markup {
                     text class="x-tick" x=(x) y=(bottom_y + 16.0) text-anchor="middle" font-size="11" fill="currentColor" {
                         @if before == 0.0 { "now" } @else { "−" (before) " min" }
                     }
+                }
+                @if empty {
+                    text class="no-data" x=((LEFT + right_x) / 2.0) y=((TOP + bottom_y) / 2.0) text-anchor="middle"
+                        font-size="13" fill="currentColor" { "no data in this hour" }
                 }
                 @for (index, series) in chart.series.iter().enumerate() {
                     @let colour = COLOURS[index % COLOURS.len()];
@@ -198,6 +217,34 @@ mod tests {
         assert!(svg.contains("100.0 s") && svg.contains("0 ms"), "{svg}");
         assert!(svg.contains("−60 min") && svg.contains("now"), "{svg}");
         assert_eq!(Unit::PerSecond.label(0.25), "0.25/s");
+        assert_eq!(Unit::Millis.label(2.5), "2.5 ms");
         assert_eq!(Unit::Millis.label(300_000.0), "5 min");
+    }
+
+    #[test]
+    fn an_empty_chart_says_so_and_its_ticks_differ() {
+        let chart = |values: Vec<Option<f64>>| Chart {
+            title: "lag".into(),
+            unit: Unit::Millis,
+            series: vec![Series {
+                label: "average".into(),
+                values,
+            }],
+            minutes: 60,
+        };
+        let ticks = |svg: &str| -> Vec<String> {
+            svg.split("class=\"y-tick\"")
+                .skip(1)
+                .map(|rest| rest[rest.find('>').unwrap() + 1..rest.find('<').unwrap()].to_owned())
+                .collect()
+        };
+        let empty = render(&chart(vec![None; 60])).into_string();
+        assert_eq!(ticks(&empty), ["0 ms", "1 ms", "2 ms"], "{empty}");
+        assert!(empty.contains("no data in this hour"), "{empty}");
+        let small = render(&chart(vec![Some(0.4), Some(0.2)])).into_string();
+        assert_eq!(ticks(&small), ["0 ms", "1 ms", "2 ms"], "{small}");
+        assert!(!small.contains("no data"), "{small}");
+        let ten = render(&chart(vec![Some(4.2)])).into_string();
+        assert_eq!(ticks(&ten), ["0 ms", "2.5 ms", "5 ms"], "{ten}");
     }
 }
