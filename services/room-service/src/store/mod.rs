@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use outbox_schema::NewOutboxRow;
 use service_kit::db::IdText;
 use service_kit::db::statement::BoundedPool;
-use sqlx::{Connection, MySqlPool, Row};
+use sqlx::mysql::{MySqlArguments, MySqlRow};
+use sqlx::query::{Query, QueryScalar};
+use sqlx::{Connection, MySql, MySqlPool, Row};
 
 pub use shared_commit::{Done, SharedCommits, Work, commit_batch, commit_batch_within};
 
@@ -331,6 +333,38 @@ impl Store {
                     Ok(())
                 })
             })
+            .await
+    }
+}
+
+/// One statement within the statement timeout (the saga table's).
+impl Store {
+    /// Rows affected by `query`.
+    async fn execute(&self, query: Query<'_, MySql, MySqlArguments>) -> Result<u64, sqlx::Error> {
+        self.db
+            .run(|connection, _| {
+                Box::pin(async move { Ok(query.execute(connection).await?.rows_affected()) })
+            })
+            .await
+    }
+
+    /// Every row of `query`.
+    async fn fetch_all(
+        &self,
+        query: Query<'_, MySql, MySqlArguments>,
+    ) -> Result<Vec<MySqlRow>, sqlx::Error> {
+        self.db
+            .run(|connection, _| Box::pin(query.fetch_all(connection)))
+            .await
+    }
+
+    /// The count `query` selects.
+    async fn count(
+        &self,
+        query: QueryScalar<'_, MySql, i64, MySqlArguments>,
+    ) -> Result<i64, sqlx::Error> {
+        self.db
+            .run(|connection, _| Box::pin(query.fetch_one(connection)))
             .await
     }
 }

@@ -90,11 +90,10 @@ impl Store {
 
     /// Removes a saga whose debit the wallet refused (nothing happened, nothing stays written).
     pub async fn delete_saga(&self, command_id: &str) -> Result<(), sqlx::Error> {
-        sqlx::query("DELETE FROM room_gift_saga WHERE command_id = ? AND status = 'debiting'")
-            .bind(command_id)
-            .execute(self.pool())
-            .await
-            .map(drop)
+        let query =
+            sqlx::query("DELETE FROM room_gift_saga WHERE command_id = ? AND status = 'debiting'")
+                .bind(command_id);
+        self.execute(query).await.map(drop)
     }
 
     /// One saga row.
@@ -115,7 +114,7 @@ impl Store {
         now_ms: i64,
         stale_before: Option<i64>,
     ) -> Result<bool, sqlx::Error> {
-        let done = sqlx::query(
+        let query = sqlx::query(
             "UPDATE room_gift_saga SET status = 'compensating', \
              refund_attempts = refund_attempts + 1, updated_at_ms = ? \
              WHERE command_id = ? AND status IN ('debiting', 'debited', 'compensating') \
@@ -123,10 +122,8 @@ impl Store {
         )
         .bind(now_ms)
         .bind(command_id)
-        .bind(stale_before.unwrap_or(i64::MAX))
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(stale_before.unwrap_or(i64::MAX));
+        Ok(self.execute(query).await? == 1)
     }
 
     /// Records a finished refund.
@@ -137,16 +134,14 @@ impl Store {
         note: &str,
     ) -> Result<(), sqlx::Error> {
         let note: String = note.chars().take(500).collect();
-        sqlx::query(
+        let query = sqlx::query(
             "UPDATE room_gift_saga SET status = 'compensated', last_error = ?, updated_at_ms = ? \
              WHERE command_id = ? AND status = 'compensating'",
         )
         .bind(note)
         .bind(now_ms)
-        .bind(command_id)
-        .execute(self.pool())
-        .await
-        .map(drop)
+        .bind(command_id);
+        self.execute(query).await.map(drop)
     }
 
     /// Records a failed refund of a claimed saga that still has attempts left:
@@ -159,16 +154,14 @@ impl Store {
         error: &str,
     ) -> Result<(), sqlx::Error> {
         let error: String = error.chars().take(500).collect();
-        sqlx::query(
+        let query = sqlx::query(
             "UPDATE room_gift_saga SET last_error = ?, updated_at_ms = ? \
              WHERE command_id = ? AND status = 'compensating'",
         )
         .bind(error)
         .bind(now_ms)
-        .bind(command_id)
-        .execute(self.pool())
-        .await
-        .map(drop)
+        .bind(command_id);
+        self.execute(query).await.map(drop)
     }
 
     /// Moves a claimed saga whose refund budget is spent (`refund_attempts`
@@ -187,7 +180,7 @@ impl Store {
         error: Option<&str>,
     ) -> Result<bool, sqlx::Error> {
         let error: Option<String> = error.map(|error| error.chars().take(500).collect());
-        let done = sqlx::query(
+        let query = sqlx::query(
             "UPDATE room_gift_saga SET status = 'failed', \
              last_error = COALESCE(?, NULLIF(last_error, ''), ?), updated_at_ms = ? \
              WHERE command_id = ? AND status = 'compensating' AND refund_attempts >= ? \
@@ -198,18 +191,17 @@ impl Store {
         .bind(now_ms)
         .bind(command_id)
         .bind(max_refund_attempts)
-        .bind(stale_before.unwrap_or(i64::MAX))
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(stale_before.unwrap_or(i64::MAX));
+        Ok(self.execute(query).await? == 1)
     }
 
     /// How many sagas are `failed` (one range of `idx_sweep`): each waits for
     /// an operator's manual refund.
     pub async fn count_failed_sagas(&self) -> Result<i64, sqlx::Error> {
-        sqlx::query_scalar("SELECT COUNT(*) FROM room_gift_saga WHERE status = 'failed'")
-            .fetch_one(self.pool())
-            .await
+        self.count(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM room_gift_saga WHERE status = 'failed'",
+        ))
+        .await
     }
 
     /// How many sagas created before `stale_before` are still between debit
@@ -218,13 +210,12 @@ impl Store {
     /// stay counted. A range read of idx_sweep's unsettled statuses, as many
     /// rows as there are unsettled sagas.
     pub async fn count_unsettled_sagas(&self, stale_before: i64) -> Result<i64, sqlx::Error> {
-        sqlx::query_scalar(
+        let query = sqlx::query_scalar(
             "SELECT COUNT(*) FROM room_gift_saga \
              WHERE status IN ('debiting', 'debited', 'compensating') AND created_at_ms < ?",
         )
-        .bind(stale_before)
-        .fetch_one(self.pool())
-        .await
+        .bind(stale_before);
+        self.count(query).await
     }
 
     /// The room's sagas between debit and commit/refund that a refund may
@@ -237,7 +228,7 @@ impl Store {
         max_refund_attempts: u32,
         limit: u32,
     ) -> Result<Vec<SagaRow>, sqlx::Error> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT command_id, room_id, sender_id, amount, status, refund_attempts \
              FROM room_gift_saga WHERE status IN ('debiting', 'debited', 'compensating') \
              AND room_id = ? AND (status <> 'compensating' OR refund_attempts < ?) \
@@ -245,9 +236,8 @@ impl Store {
         )
         .bind(room_id)
         .bind(max_refund_attempts)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+        .bind(limit);
+        let rows = self.fetch_all(query).await?;
         rows.iter().map(saga_row).collect()
     }
 
@@ -258,15 +248,14 @@ impl Store {
         stale_before: i64,
         limit: u32,
     ) -> Result<Vec<SagaRow>, sqlx::Error> {
-        let rows = sqlx::query(
+        let query = sqlx::query(
             "SELECT command_id, room_id, sender_id, amount, status, refund_attempts \
              FROM room_gift_saga WHERE status IN ('debiting', 'debited', 'compensating') AND updated_at_ms < ? \
              ORDER BY updated_at_ms LIMIT ?",
         )
         .bind(stale_before)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+        .bind(limit);
+        let rows = self.fetch_all(query).await?;
         rows.iter().map(saga_row).collect()
     }
 }
