@@ -6,11 +6,29 @@
 //! promoted the replica ([`SentinelRedis::await_failover`]) — by polling
 //! what the sentinels answer, never by sleeping a guessed time. The shared
 //! test Redis is never touched. Dropping the handle kills every process.
+//!
+//! Every poll is one command on a fresh connection, bounded by
+//! [`COMMAND_DEADLINE`] (no `redis-cli`, whose read has no deadline), and
+//! every wait by [`SETTLE_DEADLINE`], so a server that stops answering
+//! fails the test with what was asked last instead of hanging it.
+//!
+//! The replica accepts writes of its own (`replica-read-only no`), so a test
+//! can make it lack what the primary has ([`SentinelRedis::on_replica_only`])
+//! — what a crash does to the writes not yet copied when replication is
+//! asynchronous, which on loopback (every write copied within microseconds)
+//! cannot be provoked on demand. The replica's other data still comes from
+//! the primary.
+//!
+//! A test's own client of the replica must reconnect and time out: the
+//! promotion ends with the sentinel's `CLIENT KILL TYPE normal` on the
+//! promoted server, which closes every client connection there so clients
+//! ask the sentinels again.
 
 use crate::processes::signal;
 use crate::tls_servers::{ServerProcess, binary, free_port, fresh_dir};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// The name the sentinels monitor the primary under
 /// (`?sentinelServiceName=` of the URL).
@@ -19,6 +37,9 @@ pub const SERVICE_NAME: &str = "hyapp";
 /// Bounds the waits for the set-up to settle and for a failover; the
 /// sentinels decide when, this only turns a hang into a failure.
 const SETTLE_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Bounds one poll: connecting, sending and reading the whole reply.
+const COMMAND_DEADLINE: Duration = Duration::from_secs(2);
 
 /// A primary, its replica and three sentinels; killed on drop.
 #[derive(Debug)]
@@ -84,6 +105,21 @@ impl SentinelRedis {
         format!("redis://127.0.0.1:{}", self.replica_port)
     }
 
+    /// Runs one command on the replica alone (not through the primary):
+    /// a `DEL` or `ZREM` there makes the promoted server lack what the
+    /// crashed primary held, as a write lost with asynchronous replication
+    /// would. The reply's values, one a line.
+    ///
+    /// # Panics
+    /// When the replica refuses or does not answer.
+    pub async fn on_replica_only(&self, args: &[&str]) -> Vec<String> {
+        match tokio::time::timeout(COMMAND_DEADLINE, command(self.replica_port, args)).await {
+            Ok(Ok(values)) => values,
+            Ok(Err(error)) => panic!("{args:?} on the replica: {error}"),
+            Err(_) => panic!("{args:?} on the replica: no reply within {COMMAND_DEADLINE:?}"),
+        }
+    }
+
     /// Kills the primary with -9 (a crash: no shutdown, no final sync).
     ///
     /// # Panics
@@ -107,7 +143,7 @@ impl SentinelRedis {
             let mut answers = Vec::new();
             for port in &self.sentinel_ports {
                 answers.push(
-                    cli(
+                    ask(
                         *port,
                         &["SENTINEL", "get-master-addr-by-name", SERVICE_NAME],
                     )
@@ -118,7 +154,7 @@ impl SentinelRedis {
                 .iter()
                 .filter(|answer| answer.lines().nth(1) == Some(promoted.as_str()))
                 .count();
-            let role = cli(self.replica_port, &["ROLE"]).await;
+            let role = ask(self.replica_port, &["ROLE"]).await;
             if named >= 2 && role.lines().next() == Some("master") {
                 return;
             }
@@ -143,13 +179,13 @@ impl SentinelRedis {
     async fn await_settled(&self) {
         let deadline = Instant::now() + SETTLE_DEADLINE;
         loop {
-            let synced = cli(self.replica_port, &["INFO", "replication"])
+            let synced = ask(self.replica_port, &["INFO", "replication"])
                 .await
                 .contains("master_link_status:up");
             let mut known: Vec<(usize, usize)> = Vec::new();
             for port in &self.sentinel_ports {
-                let replicas = cli(*port, &["SENTINEL", "replicas", SERVICE_NAME]).await;
-                let sentinels = cli(*port, &["SENTINEL", "sentinels", SERVICE_NAME]).await;
+                let replicas = ask(*port, &["SENTINEL", "replicas", SERVICE_NAME]).await;
+                let sentinels = ask(*port, &["SENTINEL", "sentinels", SERVICE_NAME]).await;
                 known.push((
                     replicas.lines().filter(|line| *line == "ip").count(),
                     sentinels.lines().filter(|line| *line == "ip").count(),
@@ -189,6 +225,7 @@ async fn data_server(port: u16, replica_of: Option<u16>) -> ServerProcess {
         .arg(&dir);
     if let Some(primary) = replica_of {
         command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
+        command.args(["--replica-read-only", "no"]);
     }
     ServerProcess::start(command, "redis-server", dir, port).await
 }
@@ -212,20 +249,68 @@ async fn sentinel(port: u16, primary_port: u16) -> ServerProcess {
     ServerProcess::start(command, "redis-sentinel", dir, port).await
 }
 
-/// `redis-cli -p <port> <args>`'s output, one value a line; empty when the
-/// server does not answer (a poll tries again). Run off the async threads,
-/// so the services a test runs in the same runtime keep going meanwhile.
-async fn cli(port: u16, args: &[&str]) -> String {
-    let mut command = Command::new(binary("redis-cli", "redis-cli"));
-    command
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(args);
-    tokio::task::spawn_blocking(move || {
-        command
-            .output()
-            .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
-            .unwrap_or_default()
-    })
-    .await
-    .unwrap_or_default()
+/// `args` sent to the server on `port`, the reply's values one a line
+/// (nested arrays flattened, a nil as an empty line), as `redis-cli` would
+/// print them; the error or the missing answer as one line starting with
+/// `(error)`, so a poll tries again and a failure message shows it.
+async fn ask(port: u16, args: &[&str]) -> String {
+    match tokio::time::timeout(COMMAND_DEADLINE, command(port, args)).await {
+        Ok(Ok(values)) => values.join("\n"),
+        Ok(Err(error)) => format!("(error) {error}"),
+        Err(_) => format!("(error) no reply within {COMMAND_DEADLINE:?}"),
+    }
+}
+
+/// One RESP exchange on a fresh connection: the reply's simple strings,
+/// integers and bulk strings in order, however deeply nested.
+async fn command(port: u16, args: &[&str]) -> Result<Vec<String>, String> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|error| format!("127.0.0.1:{port}: {error}"))?;
+    let mut stream = BufReader::new(stream);
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream
+        .get_mut()
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|error| error.to_string())?;
+    let mut values = Vec::new();
+    // Values still to read: an array's header adds its elements.
+    let mut pending = 1_usize;
+    while pending > 0 {
+        pending -= 1;
+        let mut line = String::new();
+        if stream
+            .read_line(&mut line)
+            .await
+            .map_err(|error| error.to_string())?
+            == 0
+        {
+            return Err("the connection closed mid-reply".into());
+        }
+        let line = line.trim_end();
+        let (kind, rest) = line.split_at_checked(1).unwrap_or(("", ""));
+        match kind {
+            "+" | ":" => values.push(rest.to_owned()),
+            "-" => return Err(rest.to_owned()),
+            "*" => pending += rest.parse::<usize>().unwrap_or(0), // `*-1`: nil
+            "$" => match rest.parse::<usize>() {
+                Ok(length) => {
+                    let mut bulk = vec![0; length + 2];
+                    stream
+                        .read_exact(&mut bulk)
+                        .await
+                        .map_err(|error| error.to_string())?;
+                    bulk.truncate(length);
+                    values.push(String::from_utf8_lossy(&bulk).into_owned());
+                }
+                Err(_) => values.push(String::new()), // `$-1`: nil
+            },
+            _ => return Err(format!("unexpected reply line {line:?}")),
+        }
+    }
+    Ok(values)
 }
