@@ -195,9 +195,10 @@ pub struct MysqlConfig {
     pub max_connections: u32,
     /// How long to wait for a free connection before failing the request.
     pub acquire_timeout: ConfigDuration,
-    /// Longest a unit of work run through [`statement::bounded`] may wait for
-    /// the server (a stalled or half-open connection errors instead of
-    /// hanging); zero or negative is refused.
+    /// Longest a unit of work run through [`statement::bounded`] (or a
+    /// [`statement::BoundedPool`], [`MysqlConfig::connect_bounded`]) may
+    /// wait for the server (a stalled or half-open connection errors instead
+    /// of hanging); zero or negative is refused.
     pub statement_timeout: ConfigDuration,
     /// Run migrations at start-up (local and test stacks; production runs them as a job).
     pub run_migrations: bool,
