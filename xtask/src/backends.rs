@@ -144,6 +144,12 @@ impl Backends {
         self.replica.is_some()
     }
 
+    /// Holds the replica back (`replication::hold_back`) before a failover.
+    pub fn hold_replica_back(&self) -> Result<(), String> {
+        let replica = self.replica.as_ref().ok_or("no replica to hold back")?;
+        replication::hold_back(replica.port)
+    }
+
     /// SIGKILLs MariaDB (a crash; InnoDB recovers on restart).
     pub fn kill_mysql(&mut self) {
         kill(self.mysql.take());

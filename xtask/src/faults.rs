@@ -23,6 +23,11 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// How long the replica is held back before the primary is killed in a
+/// `mysql-failover` (`replication::hold_back`); kept in step with the
+/// schedule's description of the fault.
+const REPLICA_LAG: Duration = Duration::from_secs(2);
+
 /// Milliseconds since the Unix epoch.
 fn unix_ms() -> u128 {
     SystemTime::now()
@@ -179,10 +184,17 @@ fn act(world: &mut World<'_>, fault: &Fault) -> Result<(), String> {
             }
             Ok(())
         }
-        Fault::MysqlFailover => world
-            .backends
-            .fail_over_mysql(world.network.mysql())
-            .map(|detail| crate::detail(&detail)),
+        Fault::MysqlFailover => {
+            // The replica falls behind first, so the kill finds commits the
+            // replica does not have: held unanswered (semi-sync) or already
+            // acknowledged (async, counted lost by the checker).
+            world.backends.hold_replica_back()?;
+            pause(REPLICA_LAG, world.stop);
+            world
+                .backends
+                .fail_over_mysql(world.network.mysql())
+                .map(|detail| crate::detail(&detail))
+        }
         Fault::RedisFailover => world
             .backends
             .fail_over_redis()

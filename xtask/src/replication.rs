@@ -15,6 +15,12 @@
 //! soon as it committed; the replica follows when it can. Kept to show
 //! what a failover loses without the lossless mode.
 //!
+//! The failover fault first holds the replica back ([`hold_back`]) for a
+//! moment, so the window the two modes differ in is there to be measured
+//! on loopback too (there, a replica otherwise receives each transaction
+//! within a fraction of a millisecond and asynchronous replication would
+//! look lossless).
+//!
 //! Promotion waits until the replica has applied everything it received
 //! (`MASTER_GTID_WAIT` on its IO position), then stops replication for good
 //! and opens the server for writes; the harness then moves the stable
@@ -119,6 +125,15 @@ pub fn semi_sync_active(port: u16) -> Result<bool, String> {
         "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'",
     )?;
     Ok(out.split_whitespace().last() == Some("ON"))
+}
+
+/// Stops the replica on `port` fetching from its primary (its IO thread),
+/// as a replica cut off or lagging in another zone: from now on it falls
+/// behind. A semi-synchronous primary then holds every commit unanswered
+/// (nothing reaches the replica to acknowledge it); an asynchronous one
+/// answers commits the replica will never have.
+pub fn hold_back(port: u16) -> Result<(), String> {
+    localdb::mysql_exec_at(port, "STOP SLAVE IO_THREAD;")
 }
 
 /// Promotes the replica on `port` once its primary is gone: applies every

@@ -187,7 +187,7 @@ impl Fault {
                 )
             }
             Fault::MysqlFailover => {
-                "MariaDB primary killed, replica promoted, address moved".into()
+                "MariaDB replica held back 2s, then the primary killed, the replica promoted, the address moved".into()
             }
             Fault::RedisFailover => "Redis master killed, the sentinels promote its replica".into(),
         }
