@@ -15,6 +15,28 @@
 //! the question is "how fast does it drain", which the publishing table
 //! and the oldest pending age answer. When this process runs a relay, its
 //! gauge's exact figure is shown beside a capped count (`History::gauges`).
+//!
+//! What each of the overview's reads costs on the million-row outbox of
+//! `tests/console_million.rs` (1 row in 10 open, 1 in 100 retryable, 1 in
+//! 100 failed), and why each is bounded:
+//! - the three capped counts: ≤ 10,001 entries of idx_claim or idx_failing
+//!   each, index-only (a derived table with a LIMIT), 3–6 ms each;
+//! - the oldest open, retryable and failed rows: one index dive each for
+//!   the range's first id, then one primary-key read (2 rows read), < 1 ms;
+//! - the oldest dead letters: the first 10 entries of idx_failing's
+//!   `failed` range and their rows, < 1 ms; leases and instances: 64 rows
+//!   and one per relay, < 1 ms.
+//!
+//! The counts run as one-shot statements (`persistent(false)`: prepared,
+//! executed once, closed), not from the connection's statement cache:
+//! MariaDB 10.11 re-executes a cached prepared statement of this shape (a
+//! derived table with a bound LIMIT), when another statement ran on the
+//! connection in between, 100–200× slower than a fresh one, with the same
+//! rows read: the three counts in turn took 1.3 s from the cache against
+//! 9 ms one-shot (debug build, printed by `tests/console_million.rs`),
+//! which is what made the overview take ~1.3 s however few rows it read.
+//! A fresh prepare costs one more round trip (~0.2 ms). The listings'
+//! derived-table pages (`search`, `audit_search`) run one-shot too.
 
 use crate::Error;
 use crate::ops::queries::{OLDEST_FAILING_SQL, OLDEST_OPEN_SQL};
@@ -88,11 +110,13 @@ pub struct Counts {
 /// The counts, each a bounded index range, and the ages, each one index lookup.
 pub async fn counts(pool: &MySqlPool) -> Result<Counts, Error> {
     let open: i64 = sqlx::query_scalar(OPEN_CAPPED_SQL)
+        .persistent(false)
         .bind(COUNT_CAP + 1)
         .fetch_one(pool)
         .await?;
     let failing = |status: &'static str| async move {
         sqlx::query_scalar::<_, i64>(FAILING_CAPPED_SQL)
+            .persistent(false)
             .bind(status)
             .bind(COUNT_CAP + 1)
             .fetch_one(pool)
