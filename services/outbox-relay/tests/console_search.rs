@@ -1,4 +1,6 @@
 //! The console's searches on a million-row outbox (`million::fill`): every
+//! statement of the listings and the overview's counts EXPLAINed (each
+//! table read through the index it names, never scanned), and every
 //! listing's page — stuck rooms, dead letters, a room's timeline, the audit
 //! trail — with and without filters, first and later pages, reads a
 //! bounded number of rows however large the table (the server's own count,
@@ -12,8 +14,9 @@
 mod million;
 
 use million::{EPOCH_MS, fill};
-use outbox_relay::console::audit_search::{self, AuditForm};
-use outbox_relay::console::search::{self, PAGE, Page, Scope, SearchForm, WINDOW};
+use outbox_relay::console::audit_search::{self, AUDIT_QUERIES, AuditForm};
+use outbox_relay::console::counts::COUNT_QUERIES;
+use outbox_relay::console::search::{self, PAGE, Page, SEARCH_QUERIES, Scope, SearchForm, WINDOW};
 use sqlx::{MySqlPool, Row, mysql::MySqlPoolOptions};
 
 /// Rows the server read while `run` ran on `pool`'s one connection.
@@ -29,6 +32,111 @@ async fn rows_read<T>(pool: &MySqlPool, run: impl std::future::Future<Output = T
         .map(|row| row.get::<String, _>(1).parse::<u64>().unwrap())
         .sum();
     (read, value)
+}
+
+/// A bound value of an EXPLAINed statement.
+#[derive(Debug, Clone, Copy)]
+enum Bind {
+    Text(&'static str),
+    Number(i64),
+}
+
+use Bind::{Number, Text};
+
+/// Representative binds of each named console statement, in order; a
+/// statement added to the lists without them fails the test.
+fn binds_of(name: &str) -> Vec<Bind> {
+    let window = Number(i64::try_from(WINDOW).unwrap());
+    let page = Number(i64::try_from(PAGE).unwrap() + 1);
+    let any = Text("");
+    let audit = [
+        Number(0),
+        Number(i64::MAX),
+        Number(i64::MAX),
+        Number(i64::MAX),
+        Number(i64::MAX),
+        window,
+    ];
+    let filters = [any, any, any, any, any, any, page];
+    match name {
+        "failing_page" => vec![
+            Text("failed"),
+            Number(0),
+            any,
+            any,
+            window,
+            any,
+            any,
+            any,
+            any,
+            Number(0),
+            Number(i64::MAX),
+            page,
+        ],
+        "failing_window" => vec![Text("failed"), Number(0), any, any, window],
+        "room_page" => vec![
+            Text("room-7"),
+            Number(i64::MAX),
+            window,
+            any,
+            any,
+            any,
+            any,
+            Number(0),
+            Number(i64::MAX),
+            page,
+        ],
+        "room_window" => vec![Text("room-7"), Number(i64::MAX), window],
+        "by_event" => vec![Text("000000000000000000000000000000004202")],
+        "audit_page" => [&audit[..], &filters[..]].concat(),
+        "audit_room_page" => [&[Text("room-2")], &audit[..], &filters[..]].concat(),
+        "audit_window" => audit.to_vec(),
+        "audit_room_window" => [&[Text("room-2")], &audit[..]].concat(),
+        "open_capped" => vec![Number(10_001)],
+        "failing_capped" => vec![Text("failed"), Number(10_001)],
+        other => panic!("no binds for the console statement {other}"),
+    }
+}
+
+/// Every named console statement's plan: each table of the outbox or the
+/// audit trail read through the index the statement names, never scanned
+/// (a derived table, bounded by its LIMIT, may be read whole).
+async fn check_plans(pool: &MySqlPool) {
+    let named = SEARCH_QUERIES
+        .iter()
+        .chain(AUDIT_QUERIES)
+        .chain(COUNT_QUERIES);
+    for (name, sql) in named {
+        let mut explain = sqlx::QueryBuilder::new("EXPLAIN ");
+        explain.push(*sql);
+        let mut query = explain.build();
+        for bind in binds_of(name) {
+            query = match bind {
+                Text(text) => query.bind(text),
+                Number(number) => query.bind(number),
+            };
+        }
+        let steps = query.fetch_all(pool).await.unwrap();
+        let mut tables = 0;
+        for step in &steps {
+            let text = |column: &str| {
+                step.try_get::<Option<String>, _>(column)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+            };
+            let (table, kind, key) = (text("table"), text("type"), text("key"));
+            if table.starts_with("<derived") {
+                continue;
+            }
+            tables += 1;
+            assert!(
+                kind != "ALL" && kind != "index" && !key.is_empty(),
+                "{name}: {table} read by {kind} on `{key}`"
+            );
+        }
+        assert!(tables > 0, "{name}: no table in its plan");
+    }
 }
 
 /// A page of `scope` for `form`, and the rows it read.
@@ -60,6 +168,7 @@ async fn every_listing_reads_a_bounded_window_and_pages_by_keyset_on_a_million()
         .await
         .unwrap();
     let pool = &pool;
+    check_plans(pool).await;
     let failed = Scope::Failing("failed");
     let mut measured = Vec::new();
 
