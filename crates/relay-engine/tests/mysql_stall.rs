@@ -18,7 +18,6 @@ use service_kit::db::statement::{BoundedPool, is_timed_out};
 use service_kit::duration::ConfigDuration;
 use service_kit::time::now_ms;
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::time::Duration;
 use testkit::stall::StallingProxy;
 
@@ -27,30 +26,10 @@ use testkit::stall::StallingProxy;
 const TEST_DEADLINE: Duration = Duration::from_secs(90);
 const STATEMENT_TIMEOUT: Duration = Duration::from_millis(500);
 
-fn server_address() -> SocketAddr {
-    let url = testkit::mysql_server_url();
-    let authority = url
-        .trim_start_matches("mysql://")
-        .rsplit('@')
-        .next()
-        .expect("authority")
-        .split('/')
-        .next()
-        .expect("host:port")
-        .replace("localhost", "127.0.0.1");
-    authority.parse().expect("the test MariaDB's address")
-}
-
 /// The relay's pool to `db` through `proxy`, with a short statement timeout.
 async fn pool_through(proxy: &StallingProxy, db: &testkit::TestDb) -> BoundedPool {
-    let user = testkit::mysql_server_url()
-        .trim_start_matches("mysql://")
-        .split('@')
-        .next()
-        .expect("user")
-        .to_owned();
     let config = MysqlConfig {
-        url: format!("mysql://{user}@{}/{}", proxy.address(), db.name),
+        url: testkit::stall::mysql_url_via(proxy.address(), &db.name),
         acquire_timeout: ConfigDuration::from_millis(500),
         statement_timeout: ConfigDuration::from_millis(500),
         ssl_mode: service_kit::db::MysqlSslMode::Disabled,
@@ -93,7 +72,7 @@ async fn a_batch_against_a_stalled_database_fails_and_the_rows_go_out_after() {
     let mut rows = room_rows("room-a", 1, 3);
     rows.extend(room_rows("room-b", 1, 3));
     insert(&db.pool, &rows).await;
-    let proxy = StallingProxy::start(server_address()).await;
+    let proxy = StallingProxy::start(testkit::stall::mysql_server_address()).await;
     let pool = pool_through(&proxy, &db).await;
     let relay = relay_on(pool.clone(), &mq);
 

@@ -12,6 +12,36 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// The test MariaDB's `host:port`, for a proxy in front of it.
+///
+/// # Panics
+/// When [`crate::mysql_server_url`] names no `host:port`.
+pub fn mysql_server_address() -> SocketAddr {
+    let url = crate::mysql_server_url();
+    let authority = url
+        .trim_start_matches("mysql://")
+        .rsplit('@')
+        .next()
+        .expect("authority")
+        .split('/')
+        .next()
+        .expect("host:port")
+        .replace("localhost", "127.0.0.1");
+    authority.parse().expect("the test MariaDB's address")
+}
+
+/// The URL of database `name` on the test MariaDB reached through
+/// `address` (a proxy), with the test server's user.
+pub fn mysql_url_via(address: SocketAddr, name: &str) -> String {
+    let server = crate::mysql_server_url();
+    let user = server
+        .trim_start_matches("mysql://")
+        .split('@')
+        .next()
+        .expect("user");
+    format!("mysql://{user}@{address}/{name}")
+}
+
 /// Accepts every connection, reads and discards what the client sends (so
 /// its writes never block) and never writes a byte: a peer whose process is
 /// stuck, or a half-open connection as the client sees it.

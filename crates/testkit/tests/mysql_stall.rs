@@ -7,7 +7,6 @@
 use service_kit::db::MysqlConfig;
 use service_kit::db::statement::{bounded, is_timed_out};
 use sqlx::{Connection, MySqlPool, Row};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use testkit::TestDb;
@@ -18,30 +17,10 @@ use testkit::stall::StallingProxy;
 const TEST_DEADLINE: Duration = Duration::from_secs(60);
 const STATEMENT_TIMEOUT: Duration = Duration::from_millis(500);
 
-fn server_address() -> SocketAddr {
-    let url = testkit::mysql_server_url();
-    let authority = url
-        .trim_start_matches("mysql://")
-        .rsplit('@')
-        .next()
-        .expect("authority")
-        .split('/')
-        .next()
-        .expect("host:port")
-        .replace("localhost", "127.0.0.1");
-    authority.parse().expect("the test MariaDB's address")
-}
-
 /// A pool of one connection to `db` through `proxy`, as a service builds it.
 async fn pool_through(proxy: &StallingProxy, db: &TestDb) -> MySqlPool {
-    let user = testkit::mysql_server_url()
-        .trim_start_matches("mysql://")
-        .split('@')
-        .next()
-        .expect("user")
-        .to_owned();
     let config = MysqlConfig {
-        url: format!("mysql://{user}@{}/{}", proxy.address(), db.name),
+        url: testkit::stall::mysql_url_via(proxy.address(), &db.name),
         max_connections: 1,
         acquire_timeout: service_kit::duration::ConfigDuration::from_millis(500),
         ssl_mode: service_kit::db::MysqlSslMode::Disabled,
@@ -71,7 +50,7 @@ async fn idle(pool: &MySqlPool) {
 #[tokio::test]
 async fn a_stalled_statement_errors_and_the_pool_recovers_when_forwarding_resumes() {
     let db = TestDb::empty().await;
-    let proxy = StallingProxy::start(server_address()).await;
+    let proxy = StallingProxy::start(testkit::stall::mysql_server_address()).await;
     let pool = pool_through(&proxy, &db).await;
     tokio::time::timeout(TEST_DEADLINE, async {
         assert_eq!(select_one(&pool).await.expect("through a healthy proxy"), 1);
@@ -103,7 +82,7 @@ async fn a_transaction_cut_off_by_a_stall_commits_nothing() {
         .execute(&db.pool)
         .await
         .expect("create table");
-    let proxy = Arc::new(StallingProxy::start(server_address()).await);
+    let proxy = Arc::new(StallingProxy::start(testkit::stall::mysql_server_address()).await);
     let pool = pool_through(&proxy, &db).await;
     tokio::time::timeout(TEST_DEADLINE, async {
         idle(&pool).await;

@@ -54,12 +54,12 @@ impl ConsumerService for Service {
         let im = config.tencent_im.client().map_err(Error::config)?;
         let broadcaster = Broadcaster::new(
             Broadcasts::new(im, config.activity.broadcast_group_id.clone()),
-            host.pool().clone(),
+            host.bounded_pool().clone(),
             config.activity.broadcast.clone(),
             host.metrics(),
         );
         let processor = Arc::new(ActivityProcessor::new(
-            host.pool().clone(),
+            host.bounded_pool().clone(),
             host.consumer_group().to_string(),
             config.activity.clone(),
             broadcaster,

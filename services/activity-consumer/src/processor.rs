@@ -13,13 +13,14 @@ use crate::{
 };
 use consumer_runtime::{BatchError, Delivery, Handler, HandlerError, Outcome, dedup};
 use outbox_schema::pb::{self, room_outbox_event::Payload};
-use sqlx::{MySqlPool, QueryBuilder};
+use service_kit::db::statement::BoundedPool;
+use sqlx::{Connection, MySqlConnection, QueryBuilder};
 use std::collections::BTreeMap;
 
 /// Applies room facts to the activity tables.
 #[derive(Debug)]
 pub struct ActivityProcessor {
-    pool: MySqlPool,
+    db: BoundedPool,
     consumer_group: String,
     config: ActivityConfig,
     broadcaster: Broadcaster,
@@ -34,13 +35,13 @@ impl ActivityProcessor {
     /// A processor dedup'ing in `consumer_group` (the gRPC entry shares it,
     /// so an event delivered both ways is applied once).
     pub fn new(
-        pool: MySqlPool,
+        db: impl Into<BoundedPool>,
         consumer_group: String,
         config: ActivityConfig,
         broadcaster: Broadcaster,
     ) -> Self {
         Self {
-            pool,
+            db: db.into(),
             consumer_group,
             config,
             broadcaster,
@@ -63,7 +64,7 @@ impl ActivityProcessor {
         for event in events {
             crate::validate::check_event(event).map_err(HandlerError::Permanent)?;
         }
-        let mut outcomes = vec![Outcome::Ignored; events.len()];
+        let outcomes = vec![Outcome::Ignored; events.len()];
         let gifts: Vec<(usize, &pb::RoomOutboxEvent, &pb::RoomGiftSent)> = events
             .iter()
             .enumerate()
@@ -75,12 +76,33 @@ impl ActivityProcessor {
         if gifts.is_empty() {
             return Ok(outcomes);
         }
+        // Claim and effects in one transaction, bounded by
+        // `mysql.statement_timeout`: a stalled database fails the batch
+        // (retried, then redelivered) instead of holding it.
+        let (outcomes, broadcasts) = self
+            .db
+            .run(|connection, _| Box::pin(self.apply_gifts(connection, gifts, outcomes)))
+            .await?;
+        // The effect is durable; the broadcast is the row's business now.
+        self.broadcaster.deliver_all(&broadcasts).await;
+        Ok(outcomes)
+    }
+
+    /// The dedup claim of `gifts` and the effects of the fresh ones, in one
+    /// transaction on `connection`; the outcomes and the broadcasts to send
+    /// once it committed.
+    async fn apply_gifts(
+        &self,
+        connection: &mut MySqlConnection,
+        gifts: Vec<(usize, &pb::RoomOutboxEvent, &pb::RoomGiftSent)>,
+        mut outcomes: Vec<Outcome>,
+    ) -> Result<(Vec<Outcome>, Vec<BroadcastRow>), HandlerError> {
         let now_ms = service_kit::time::now_ms();
         let ids: Vec<&str> = gifts
             .iter()
             .map(|(_, event, _)| event.event_id.as_str())
             .collect();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = connection.begin().await?;
         let mut fresh =
             dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
         let mut leaderboard = LeaderboardDelta::new();
@@ -111,9 +133,7 @@ impl ActivityProcessor {
         )
         .await?;
         tx.commit().await?;
-        // The effect is durable; the broadcast is the row's business now.
-        self.broadcaster.deliver_all(&broadcasts).await;
-        Ok(outcomes)
+        Ok((outcomes, broadcasts))
     }
 
     fn collect(

@@ -43,11 +43,11 @@ impl ConsumerService for Service {
     ) -> Result<Arc<NoticeProcessor>, Error> {
         let im = config.tencent_im.client().map_err(Error::config)?;
         let processor = Arc::new(NoticeProcessor::new(
-            host.pool().clone(),
+            host.bounded_pool().clone(),
             host.consumer_group().to_string(),
             Sweeper::new(
                 NoticeDeliveries::new(im),
-                host.pool().clone(),
+                host.bounded_pool().clone(),
                 config.notice.delivery.clone(),
                 host.metrics(),
             ),

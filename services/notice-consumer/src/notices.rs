@@ -15,7 +15,8 @@ use consumer_runtime::{
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use serde_json::json;
 use service_kit::db::IdText;
-use sqlx::{FromRow, MySqlPool, QueryBuilder};
+use service_kit::db::statement::BoundedPool;
+use sqlx::{Connection, FromRow, MySqlConnection, QueryBuilder};
 use tencent_im::{MsgElement, SendC2cMsgRequest};
 
 /// One notice to deliver.
@@ -77,7 +78,7 @@ pub fn notices_of(event: &pb::RoomOutboxEvent) -> Vec<NoticeRow> {
 /// Writes and delivers notices.
 #[derive(Debug)]
 pub struct NoticeProcessor {
-    pool: MySqlPool,
+    db: BoundedPool,
     consumer_group: String,
     deliveries: Sweeper<NoticeDeliveries>,
 }
@@ -85,12 +86,12 @@ pub struct NoticeProcessor {
 impl NoticeProcessor {
     /// A processor dedup'ing in `consumer_group`, delivering through `deliveries`.
     pub fn new(
-        pool: MySqlPool,
+        db: impl Into<BoundedPool>,
         consumer_group: String,
         deliveries: Sweeper<NoticeDeliveries>,
     ) -> Self {
         Self {
-            pool,
+            db: db.into(),
             consumer_group,
             deliveries,
         }
@@ -106,7 +107,7 @@ impl NoticeProcessor {
         &self,
         events: &[&pb::RoomOutboxEvent],
     ) -> Result<Vec<Outcome>, HandlerError> {
-        let mut outcomes = vec![Outcome::Ignored; events.len()];
+        let outcomes = vec![Outcome::Ignored; events.len()];
         let wanted: Vec<(usize, &pb::RoomOutboxEvent, Vec<NoticeRow>)> = events
             .iter()
             .enumerate()
@@ -116,12 +117,32 @@ impl NoticeProcessor {
         if wanted.is_empty() {
             return Ok(outcomes);
         }
+        // Claim and rows in one transaction, bounded by
+        // `mysql.statement_timeout`: a stalled database fails the batch
+        // (retried, then redelivered) instead of holding it.
+        let (outcomes, rows) = self
+            .db
+            .run(|connection, _| Box::pin(self.write_notices(connection, wanted, outcomes)))
+            .await?;
+        self.deliveries.deliver_all(&rows).await;
+        Ok(outcomes)
+    }
+
+    /// The dedup claim of `wanted` and the notice rows of the fresh events,
+    /// in one transaction on `connection`; the outcomes and the rows to
+    /// deliver once it committed.
+    async fn write_notices(
+        &self,
+        connection: &mut MySqlConnection,
+        wanted: Vec<(usize, &pb::RoomOutboxEvent, Vec<NoticeRow>)>,
+        mut outcomes: Vec<Outcome>,
+    ) -> Result<(Vec<Outcome>, Vec<NoticeRow>), HandlerError> {
         let now_ms = service_kit::time::now_ms();
         let ids: Vec<&str> = wanted
             .iter()
             .map(|(_, event, _)| event.event_id.as_str())
             .collect();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = connection.begin().await?;
         let mut fresh =
             dedup::claim_many_in_tx(&mut tx, &self.consumer_group, &ids, now_ms).await?;
         let mut rows = Vec::new();
@@ -138,7 +159,7 @@ impl NoticeProcessor {
                 "INSERT IGNORE INTO notice_delivery_events (event_id, recipient_id, notice_type, \
                  room_id, content, status, next_attempt_at_ms, created_at_ms) ",
             );
-            // The in-line attempt below owns the rows for one lease.
+            // The in-line attempt after the commit owns the rows for one lease.
             let lease_until_ms = now_ms + self.deliveries.lease_ms();
             insert.push_values(&rows, |mut row, notice| {
                 row.push_bind(&notice.event_id)
@@ -153,8 +174,7 @@ impl NoticeProcessor {
             insert.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        self.deliveries.deliver_all(&rows).await;
-        Ok(outcomes)
+        Ok((outcomes, rows))
     }
 }
 

@@ -55,6 +55,10 @@ impl App {
         let replay_max_age_ms = config.ops.replay_max_age_ms()?;
         let trace_url = crate::console::trace::TraceUrl::parse(&config.console.trace_url)?;
         let tls = crate::admin_tls::load(&config.admin_tls)?;
+        let statement_timeout = config
+            .mysql
+            .statement_timeout()
+            .map_err(|error| Error::Config(error.to_string()))?;
         let mut access = admin_access(&config)?;
         access.secure_cookies = tls.is_some();
         let pool = config.mysql.connect().await?;
@@ -64,7 +68,7 @@ impl App {
             ConsoleMetrics::register(&mut registry),
         ));
         let relay = build_relay_with(
-            pool.clone(),
+            service_kit::db::statement::BoundedPool::new(pool.clone(), statement_timeout),
             &config.outbox_worker,
             &config.rocketmq,
             &config.direct,

@@ -28,20 +28,6 @@ use tokio_util::sync::CancellationToken;
 /// here instead of hanging the suite. Not an assertion about speed.
 const TEST_DEADLINE: Duration = Duration::from_secs(90);
 
-fn server_address() -> SocketAddr {
-    let url = testkit::mysql_server_url();
-    let authority = url
-        .trim_start_matches("mysql://")
-        .rsplit('@')
-        .next()
-        .expect("authority")
-        .split('/')
-        .next()
-        .expect("host:port")
-        .replace("localhost", "127.0.0.1");
-    authority.parse().expect("the test MariaDB's address")
-}
-
 /// The MySQL packet of sqlx's `COMMIT`: length 7, sequence 0, COM_QUERY.
 const COMMIT_PACKET: &[u8] = b"\x07\x00\x00\x00\x03COMMIT";
 
@@ -138,9 +124,9 @@ async fn a_commit_whose_answer_is_lost_is_unavailable_and_the_retry_replays_it()
     let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default())
         .await
         .expect("fake wallet");
-    let proxy = CommitAnswerLost::start(server_address()).await;
+    let proxy = CommitAnswerLost::start(testkit::stall::mysql_server_address()).await;
     let mut config = test_config(&db, &wallet);
-    config.mysql.url = format!("mysql://root@{}/{}", proxy.address, db.name);
+    config.mysql.url = testkit::stall::mysql_url_via(proxy.address, &db.name);
     config.mysql.statement_timeout = ConfigDuration::from_millis(500);
     let mut harness = Harness::start_on(db, wallet, config).await;
 
@@ -212,9 +198,9 @@ async fn stalled_save_is_unavailable_then_recovers(shared_commit_lanes: usize) {
     let wallet = fake_wallet::spawn(fake_wallet::FakeWalletConfig::default())
         .await
         .expect("fake wallet");
-    let proxy = StallingProxy::start(server_address()).await;
+    let proxy = StallingProxy::start(testkit::stall::mysql_server_address()).await;
     let mut config = test_config(&db, &wallet);
-    config.mysql.url = format!("mysql://root@{}/{}", proxy.address(), db.name);
+    config.mysql.url = testkit::stall::mysql_url_via(proxy.address(), &db.name);
     config.mysql.statement_timeout = ConfigDuration::from_millis(500);
     config.mysql.acquire_timeout = ConfigDuration::from_millis(500);
     config.room.shared_commit_lanes = shared_commit_lanes;
