@@ -324,17 +324,23 @@ async fn gauge_loop(pool: BoundedPool, metrics: RelayMetrics, shutdown: Cancella
 
 /// Open rows, the oldest open row's commit time and failed rows, within the
 /// statement timeout. All three are index range reads (idx_claim,
-/// idx_failing), never a table scan.
+/// idx_failing), never a table scan. One-shot statements (`persistent(false)`):
+/// MariaDB re-executes these cached prepared statements 50-100x slower than
+/// fresh ones when other statements ran on the connection in between (1.5-2 s
+/// a round against ~23 ms on a million-row outbox); a prepare costs ~0.2 ms.
 async fn backlog_counts(pool: &BoundedPool) -> Result<(i64, Option<i64>, i64), Error> {
     pool.run(|connection, _| {
         Box::pin(async move {
             let pending = sqlx::query_scalar(crate::backlog::OPEN_COUNT_SQL)
+                .persistent(false)
                 .fetch_one(&mut *connection)
                 .await?;
             let oldest = sqlx::query_scalar(crate::backlog::OLDEST_OPEN_SQL)
+                .persistent(false)
                 .fetch_one(&mut *connection)
                 .await?;
             let failed = sqlx::query_scalar(crate::backlog::FAILED_COUNT_SQL)
+                .persistent(false)
                 .fetch_one(&mut *connection)
                 .await?;
             Ok((pending, oldest, failed))

@@ -32,8 +32,14 @@ pub struct StatusReport {
 
 /// The status report.
 pub async fn status(pool: &MySqlPool) -> Result<StatusReport, Error> {
-    let counts = sqlx::query(STATUS_COUNTS_SQL).fetch_one(pool).await?;
+    // One-shot statements, as the relay's backlog gauges
+    // (relay_engine::relay::backlog_counts says why).
+    let counts = sqlx::query(STATUS_COUNTS_SQL)
+        .persistent(false)
+        .fetch_one(pool)
+        .await?;
     let oldest: Option<i64> = sqlx::query(OLDEST_OPEN_SQL)
+        .persistent(false)
         .fetch_one(pool)
         .await?
         .try_get("oldest")?;
