@@ -174,8 +174,12 @@ async fn two_relays_publish_each_row_exactly_once_in_room_order() {
     let mut worker_b = worker_config("relay-b");
     for worker in [&mut worker_a, &mut worker_b] {
         worker.batch_size = 7;
-        // Short leases so the two instances rebalance within a test's patience.
-        worker.shard_lease = service_kit::duration::ConfigDuration::from_millis(600);
+        // Short leases so the two instances rebalance within a test's
+        // patience, yet long enough that a busy machine (the suite runs
+        // tests side by side) does not delay a renewal past one: a lapsed
+        // lease hands rows published but not yet marked to the other
+        // relay, which publishes them again (at least once, by design).
+        worker.shard_lease = service_kit::duration::ConfigDuration::from_millis(2_000);
     }
     let relay_a = tokio::spawn(mq_relay(&db.pool, &mq, &worker_a).run(shutdown.clone()));
     let relay_b = tokio::spawn(mq_relay(&db.pool, &mq, &worker_b).run(shutdown.clone()));
