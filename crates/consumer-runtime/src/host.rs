@@ -30,6 +30,7 @@ mod dead_letters;
 mod deliveries;
 mod embedded;
 mod error;
+mod failed_tables;
 mod operator;
 mod operator_run;
 mod replay;
@@ -37,10 +38,17 @@ mod replay;
 pub use app::{Builder, Host};
 pub use cli::main;
 pub use config::{ServiceConfig, SharedSections};
-pub use dead_letters::DeadLetter;
+pub use dead_letters::{
+    DeadLetter, Filter as DeadLetterFilter, Found as DeadLettersFound, count as count_dead_letters,
+    read as read_dead_letters,
+};
 pub use deliveries::{FailedDeliveries, FailedRow};
 pub use embedded::EmbeddedConsumer;
 pub use error::{BoxError, Error};
+pub use failed_tables::{
+    BROADCAST_FAILED_COUNT_SQL, BROADCAST_FAILED_LIST_SQL, DeliveryTableName,
+    NOTICE_FAILED_COUNT_SQL, NOTICE_FAILED_LIST_SQL,
+};
 pub use operator::{DeadLettersCommand, DeliveriesCommand, OperatorCommand, ReplayArgs, RetryArgs};
 pub use operator_run::{OperatorReport, run_operator};
 pub use replay::{ReplayLine, Replayed};

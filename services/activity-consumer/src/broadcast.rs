@@ -67,9 +67,8 @@ impl Broadcasts {
 impl DeliveryTable for Broadcasts {
     const KIND: &str = "broadcast";
     const TABLE: &str = "activity_broadcasts";
-    // idx_status (status, created_at_ms): a range read of the failed rows.
-    const FAILED_COUNT_SQL: &str =
-        "SELECT COUNT(*) FROM activity_broadcasts WHERE status = 'failed'";
+    // The operator reads are consumer-runtime's, shared with the relay's console.
+    const FAILED_COUNT_SQL: &str = consumer_runtime::host::BROADCAST_FAILED_COUNT_SQL;
     const DUE_SQL: &str = "SELECT event_id, next_attempt_at_ms FROM activity_broadcasts \
          WHERE status = 'pending' AND next_attempt_at_ms <= ? \
          ORDER BY next_attempt_at_ms LIMIT ?";
@@ -83,10 +82,7 @@ impl DeliveryTable for Broadcasts {
          attempts = ?, last_error = '' WHERE event_id = ? AND status = 'pending'";
     const FAILED_SQL: &str = "UPDATE activity_broadcasts SET status = ?, attempts = ?, \
          next_attempt_at_ms = ?, last_error = ? WHERE event_id = ? AND status = 'pending'";
-    const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, \
-         CONCAT('gift ', gift_id, ' from ', sender_id, ' to ', receiver_id) AS target, \
-         attempts, last_error, created_at_ms FROM activity_broadcasts \
-         WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, event_id LIMIT ?";
+    const FAILED_LIST_SQL: &str = consumer_runtime::host::BROADCAST_FAILED_LIST_SQL;
     const RETRY_EVENT_SQL: &str = "UPDATE activity_broadcasts SET status = 'pending', \
          attempts = 0, next_attempt_at_ms = ? WHERE event_id = ? AND status = 'failed'";
     const RETRY_SINCE_SQL: &str = "UPDATE activity_broadcasts SET status = 'pending', \

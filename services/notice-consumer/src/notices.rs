@@ -194,9 +194,8 @@ impl NoticeDeliveries {
 impl DeliveryTable for NoticeDeliveries {
     const KIND: &str = "notice";
     const TABLE: &str = "notice_delivery_events";
-    // idx_due (status, next_attempt_at_ms): a range read of the failed rows.
-    const FAILED_COUNT_SQL: &str =
-        "SELECT COUNT(*) FROM notice_delivery_events WHERE status = 'failed'";
+    // The operator reads are consumer-runtime's, shared with the relay's console.
+    const FAILED_COUNT_SQL: &str = consumer_runtime::host::NOTICE_FAILED_COUNT_SQL;
     const DUE_SQL: &str = "SELECT id, next_attempt_at_ms FROM notice_delivery_events \
          WHERE status = 'pending' AND next_attempt_at_ms <= ? \
          ORDER BY next_attempt_at_ms LIMIT ?";
@@ -212,9 +211,7 @@ impl DeliveryTable for NoticeDeliveries {
     const FAILED_SQL: &str = "UPDATE notice_delivery_events SET status = ?, attempts = ?, \
          next_attempt_at_ms = ?, last_error = ? \
          WHERE event_id = ? AND recipient_id = ? AND status = 'pending'";
-    const FAILED_LIST_SQL: &str = "SELECT event_id, room_id, recipient_id AS target, attempts, \
-         last_error, created_at_ms FROM notice_delivery_events \
-         WHERE status = 'failed' AND created_at_ms >= ? ORDER BY created_at_ms, id LIMIT ?";
+    const FAILED_LIST_SQL: &str = consumer_runtime::host::NOTICE_FAILED_LIST_SQL;
     const RETRY_EVENT_SQL: &str = "UPDATE notice_delivery_events SET status = 'pending', \
          attempts = 0, next_attempt_at_ms = ? WHERE event_id = ? AND status = 'failed'";
     const RETRY_SINCE_SQL: &str = "UPDATE notice_delivery_events SET status = 'pending', \

@@ -153,6 +153,8 @@ pub struct Filter {
     pub since_ms: Option<i64>,
     /// Only those of this event.
     pub event_id: Option<String>,
+    /// Only the one at this place in the dead-letter topic (partition, offset).
+    pub position: Option<(i32, i64)>,
 }
 
 impl Filter {
@@ -163,6 +165,9 @@ impl Filter {
                 .event_id
                 .as_ref()
                 .is_none_or(|id| &letter.event_id == id)
+            && self.position.is_none_or(|(partition, offset)| {
+                letter.dlq_partition == partition && letter.dlq_offset == offset
+            })
     }
 }
 
@@ -265,6 +270,35 @@ pub async fn read<M: Decode>(
     Ok(found)
 }
 
+/// How many dead letters `settings.dead_letter_topic` holds: the records
+/// between each partition's low and high watermark (the topic is written by
+/// a plain producer, so every offset is one dead letter), without reading
+/// them. A topic that does not exist yet holds none.
+pub async fn count(settings: &ConsumerSettings) -> Result<u64, Error> {
+    let topic = settings.dead_letter_topic.as_str();
+    let reader = reader(settings)?;
+    let metadata = reader
+        .fetch_metadata(Some(topic), BROKER_TIMEOUT)
+        .map_err(|error| broker_error(topic, &error))?;
+    let mut total = 0_u64;
+    for found in metadata
+        .topics()
+        .iter()
+        .filter(|found| found.name() == topic)
+    {
+        if found.error().is_some() {
+            continue;
+        }
+        for partition in found.partitions() {
+            let (low, high) = reader
+                .fetch_watermarks(topic, partition.id(), BROKER_TIMEOUT)
+                .map_err(|error| broker_error(topic, &error))?;
+            total += u64::try_from(high.saturating_sub(low)).unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
 /// A consumer that only reads: its own group id (required by the client,
 /// never joined: partitions are assigned, not subscribed) and no commits.
 fn reader(settings: &ConsumerSettings) -> Result<StreamConsumer, Error> {
@@ -340,6 +374,7 @@ mod tests {
         let filter = Filter {
             since_ms: Some(10),
             event_id: Some("e1".into()),
+            position: None,
         };
         assert!(filter.wants(&letter("t/0/0")));
         let mut older = letter("t/0/0");
@@ -348,5 +383,13 @@ mod tests {
         let mut other = letter("t/0/0");
         other.event_id = "e2".into();
         assert!(!filter.wants(&other));
+        let at = Filter {
+            position: Some((0, 1)),
+            ..Filter::default()
+        };
+        assert!(!at.wants(&letter("t/0/0")));
+        let mut second = letter("t/0/0");
+        second.dlq_offset = 1;
+        assert!(at.wants(&second));
     }
 }

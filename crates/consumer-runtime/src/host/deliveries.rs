@@ -13,10 +13,10 @@
 use super::{
     Error,
     audit::{self, Accountable},
+    failed_tables::{Columns, rows_of},
 };
 use crate::sweeper::DeliveryTable;
 use serde::Serialize;
-use service_kit::db::IdText;
 use sqlx::MySqlPool;
 use std::{future::Future, pin::Pin};
 
@@ -125,8 +125,6 @@ impl FailedDeliveries {
     }
 }
 
-type Columns = (IdText, IdText, IdText, u32, IdText, i64);
-
 async fn list<T: DeliveryTable>(
     pool: &MySqlPool,
     since_ms: i64,
@@ -138,19 +136,7 @@ async fn list<T: DeliveryTable>(
         .fetch_all(pool)
         .await
         .map_err(service_kit::Error::from)?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(event_id, room_id, target, attempts, last_error, created_at_ms)| FailedRow {
-                event_id: event_id.into(),
-                room_id: room_id.into(),
-                target: target.into(),
-                attempts,
-                last_error: last_error.into(),
-                created_at_ms,
-            },
-        )
-        .collect())
+    Ok(rows_of(rows))
 }
 
 async fn retry<T: DeliveryTable>(

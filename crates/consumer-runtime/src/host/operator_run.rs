@@ -53,6 +53,7 @@ pub async fn run_operator<S: ConsumerService>(
             let filter = Filter {
                 since_ms: None,
                 event_id: Some(event_id.clone()),
+                position: None,
             };
             let found = dead_letters::read::<S::Message>(&settings, &filter, 16).await?;
             if found.letters.is_empty() {
@@ -79,6 +80,7 @@ async fn list_command<S: ConsumerService>(
     let filter = Filter {
         since_ms: since,
         event_id: None,
+        position: None,
     };
     let found = dead_letters::read::<S::Message>(settings, &filter, cap(limit)).await?;
     Ok(OperatorReport::done(if json {
@@ -206,6 +208,7 @@ async fn replay_command<S: ConsumerService>(
     let filter = Filter {
         since_ms: args.since,
         event_id: args.event_id.clone(),
+        position: None,
     };
     let limit = cap(args.limit);
     let found = dead_letters::read::<S::Message>(settings, &filter, limit).await?;
