@@ -86,8 +86,14 @@ impl App {
             groups: timeline_groups(&config.rocketmq),
             trace_url,
         };
-        let console =
-            crate::console::router_with(console_config, access.clone(), replay_max_age_ms);
+        let consumers =
+            crate::console::consumers::Sources::from_mq(&config.rocketmq, &console_config.groups)?;
+        let console = crate::console::router_with_consumers(
+            console_config,
+            access.clone(),
+            replay_max_age_ms,
+            consumers,
+        );
         let readiness = Arc::new(admin_http::Readiness::default());
         let retention_ms =
             i64::try_from(relay.settings().retention.as_millis()).unwrap_or(i64::MAX);

@@ -75,6 +75,7 @@ pub fn page(
                     a href="/console/audit" { "Audit" }
                     a href="/console/rooms" { "Room timeline" }
                     a href="/console/charts" { "Charts" }
+                    a href="/console/consumers" { "Consumers" }
                     form method="post" action="/console/logout" {
                         (hidden("csrf", csrf))
                         span class="muted" id="role" { (role) }

@@ -10,6 +10,7 @@
 //! | `GET /console/dead-letters`, `GET /console/dead-letters/dry-run`, `POST /console/dead-letters/replay` | search, dry run, replay |
 //! | `GET /console/audit` | the audit trail, filtered and paged |
 //! | `GET /console/rooms?room_id=` | a room's timeline: per group applied (ms, lags), pending or not consumed by design; trace links |
+//! | `GET /console/consumers`, `GET /console/consumers/group`, `GET /console/consumers/dead-letter` | the consumer groups' own dead letters and failed deliveries, read-only, with the consumer CLI command that replays or retries each ([`consumers`]) |
 //! | `GET /console/charts` | the fleet's last hour as SVG charts: publishes per second, commit → publish lag, each group's lag ([`charts`]) |
 //! | `GET /console/refresh?set=off\|on&back=` | the live pages' auto-refresh preference ([`refresh`]) |
 //!
@@ -27,6 +28,7 @@ pub mod audit_search;
 pub mod auth;
 mod bulk;
 pub mod charts;
+pub mod consumers;
 pub mod consumption;
 pub mod counts;
 mod handlers;
@@ -83,6 +85,7 @@ struct Console {
     keys: Keys,
     access: Access,
     replay_max_age_ms: i64,
+    consumers: consumers::Sources,
 }
 
 /// The console's routes with the default gate: loopback hosts, no named
@@ -103,6 +106,18 @@ pub fn router(config: ConsoleConfig) -> Router {
 /// The console's routes behind `access` (whose credentials must be the
 /// config's tokens), or an empty router when no admin token is set.
 pub fn router_with(config: ConsoleConfig, access: Access, replay_max_age_ms: i64) -> Router {
+    let consumers = consumers::Sources::without_broker(&config.groups);
+    router_with_consumers(config, access, replay_max_age_ms, consumers)
+}
+
+/// [`router_with`], reading the consumer groups' dead letters through
+/// `consumers` (the relay's broker settings).
+pub fn router_with_consumers(
+    config: ConsoleConfig,
+    access: Access,
+    replay_max_age_ms: i64,
+    consumers: consumers::Sources,
+) -> Router {
     if config.admin_token.is_empty() {
         return Router::new();
     }
@@ -112,6 +127,7 @@ pub fn router_with(config: ConsoleConfig, access: Access, replay_max_age_ms: i64
         keys,
         access: access.clone(),
         replay_max_age_ms,
+        consumers,
     };
     Router::new()
         .route("/console", get(handlers::overview))
@@ -133,6 +149,7 @@ pub fn router_with(config: ConsoleConfig, access: Access, replay_max_age_ms: i64
         .route("/console/audit", get(listings::audit))
         .route("/console/rooms", get(listings::room_timeline))
         .merge(charts::routes())
+        .merge(consumers::routes())
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(state)
 }
