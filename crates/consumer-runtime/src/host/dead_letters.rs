@@ -273,8 +273,17 @@ pub async fn read<M: Decode>(
 /// How many dead letters `settings.dead_letter_topic` holds: the records
 /// between each partition's low and high watermark (the topic is written by
 /// a plain producer, so every offset is one dead letter), without reading
-/// them. A topic that does not exist yet holds none.
+/// them. A topic that does not exist yet holds none. The client's calls
+/// block (each bounded by the broker timeout), so they run off the runtime's
+/// worker threads.
 pub async fn count(settings: &ConsumerSettings) -> Result<u64, Error> {
+    let settings = settings.clone();
+    tokio::task::spawn_blocking(move || count_blocking(&settings))
+        .await
+        .map_err(|error| Error::Operator(format!("counting dead letters: {error}")))?
+}
+
+fn count_blocking(settings: &ConsumerSettings) -> Result<u64, Error> {
     let topic = settings.dead_letter_topic.as_str();
     let reader = reader(settings)?;
     let metadata = reader

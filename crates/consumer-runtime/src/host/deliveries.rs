@@ -5,7 +5,9 @@
 //! service's sweeper sends them again.
 //!
 //! The statements are the table's own ([`DeliveryTable`]'s `FAILED_LIST_SQL`,
-//! `RETRY_EVENT_SQL`, `RETRY_SINCE_SQL`): one guarded UPDATE each
+//! `RETRY_EVENT_SQL`, `RETRY_SINCE_SQL`; the two services' listings are
+//! written in [`super::failed_tables`], which the relay's console reads
+//! too): one guarded UPDATE each
 //! (`status = 'failed'`, so a row delivered or pending meanwhile is left
 //! alone), bounded by a row limit, committed in one transaction with its
 //! audit row.

@@ -17,7 +17,7 @@
 //!
 //! Replaying and retrying need the group's handler, which runs in the
 //! consumer service: each row shows the exact command an operator runs
-//! there ([`view::replay_command`], [`view::retry_command`]).
+//! there (`view::replay_command`, `view::retry_command`).
 
 mod view;
 
