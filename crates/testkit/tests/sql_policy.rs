@@ -48,6 +48,11 @@ const ALLOWED_SITES: &[(&str, &str, &str)] = &[
         "test: table names come from the file's TABLES constant",
     ),
     (
+        "services/outbox-relay/tests/console_search.rs",
+        "*sql",
+        "test: EXPLAINs the console's named statements (literal constants), their values bound after",
+    ),
+    (
         "services/outbox-relay/tests/operator_explain.rs",
         "EXPLAIN {sql}",
         "test: EXPLAINs the relay's operator statements (literal constants) with fixed sample literals in their placeholders, since EXPLAIN takes no bound parameters",
