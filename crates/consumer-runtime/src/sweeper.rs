@@ -16,9 +16,11 @@
 //! exist and resolves once they are dealt with (docs/runbooks.md).
 //!
 //! What differs per table comes from the consumer as a [`DeliveryTable`]: the
-//! statements (associated `const`s, each a string literal in the impl, so the
-//! SQL stays greppable and `crates/testkit/tests/sql_policy.rs` can see that
-//! no value is spliced in), the row type, how one row is sent, and its log
+//! statements (associated `const`s, each a string literal — in the impl, or
+//! for the failed count and list in `host::failed_tables`, which the relay's
+//! console reads too — so the SQL stays greppable and
+//! `crates/testkit/tests/sql_policy.rs` can see that no value is spliced in),
+//! the row type, how one row is sent, and its log
 //! lines. The send error is the table's own type, classified through the
 //! trait, because this crate knows no IM vendor (ARCHITECTURE.md: the
 //! runtime is vendor-free).
