@@ -16,7 +16,9 @@
 //! - the operator commands of every consumer binary ([`OperatorCommand`]):
 //!   `dead-letters list|inspect|replay` over the group's `<group>.dlq` and
 //!   `deliveries list|retry` over the service's delivery table, each
-//!   mutation audited in `consumer_operator_audit`.
+//!   mutation audited in `consumer_operator_audit`; the same replay and
+//!   retry run for the requests the relay's console writes
+//!   (`consumer_operator_requests`), by a background task of every service.
 //!
 //! A consumer service is then its handler, its config struct implementing
 //! [`ServiceConfig`], a [`ConsumerService`] saying how to build the handler,
@@ -34,6 +36,7 @@ mod failed_tables;
 mod operator;
 mod operator_run;
 mod replay;
+mod requests;
 
 pub use app::{Builder, Host};
 pub use cli::main;

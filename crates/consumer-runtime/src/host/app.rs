@@ -1,6 +1,7 @@
 //! [`Host`]: one consumer service as a process — MySQL pool, consumer with
 //! its metrics, admin HTTP with readiness, the dedup purge, the group's lag
-//! read from the broker (`crate::lag`), the service's
+//! read from the broker (`crate::lag`), the console's operator requests
+//! (`super::requests`), the service's
 //! background tasks and extra servers — and the order they stop in.
 //!
 //! Shutdown order (the consumers' shape of
@@ -192,6 +193,7 @@ impl<S: ConsumerService> Host<S> {
     /// registers), creates the consumer and binds the admin port. Nothing
     /// runs until [`Host::run`].
     pub async fn build(config: S::Config) -> Result<Self, Error> {
+        let config = Arc::new(config);
         let settings = config.consumer_settings()?;
         let shared = config.shared();
         let db = shared.mysql.connect_bounded().await?;
@@ -208,6 +210,10 @@ impl<S: ConsumerService> Host<S> {
             serving: true,
         };
         let handler = S::build(&config, &mut builder).await?;
+        builder.background("operator requests", {
+            let (config, settings, pool) = (config.clone(), settings.clone(), pool.clone());
+            move |stop| super::requests::run::<S>(config, settings, pool, stop)
+        });
         let registry = std::mem::take(&mut builder.registry);
         let consumer_group = settings.consumer_group.clone();
         let dedup_purge = settings.dedup_purge;

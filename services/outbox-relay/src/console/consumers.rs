@@ -5,6 +5,7 @@
 //! | `GET /console/consumers` | each consumer group: its dead-letter count (`<group>.dlq`) and failed-delivery count |
 //! | `GET /console/consumers/group?group=` | a group's dead letters (the first [`DEAD_LETTER_CAP`]) and failed deliveries (the oldest [`FAILED_CAP`]) |
 //! | `GET /console/consumers/dead-letter?group=&position=` | one dead letter (`<partition>/<offset>` in the dead-letter topic): headers and decoded payload |
+//! | `POST /console/consumers/replay`, `POST /console/consumers/retry` | a request to the group's service to replay a dead letter or retry an event's failed deliveries ([`requests`]) |
 //!
 //! The groups are `outbox_schema::groups::CONSUMERS` (im-bridge's as
 //! configured: `ConsoleConfig::groups`). Dead letters are read with the
@@ -16,9 +17,11 @@
 //! `deliveries list` runs.
 //!
 //! Replaying and retrying need the group's handler, which runs in the
-//! consumer service: each row shows the exact command an operator runs
-//! there (`view::replay_command`, `view::retry_command`).
+//! consumer service: each row has a Replay or Retry form whose request the
+//! group's service carries out ([`requests`]), and the exact command an
+//! operator runs there instead (`view::replay_command`, `view::retry_command`).
 
+mod requests;
 mod view;
 
 use super::Console;
@@ -28,7 +31,7 @@ use axum::{
     extract::{Query, State},
     http::HeaderMap,
     response::Response,
-    routing::get,
+    routing::{get, post},
 };
 use consumer_runtime::{
     ConsumerConfig, ConsumerSettings,
@@ -143,6 +146,8 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/consumers", get(overview))
         .route("/console/consumers/group", get(group))
         .route("/console/consumers/dead-letter", get(dead_letter))
+        .route("/console/consumers/replay", post(requests::replay))
+        .route("/console/consumers/retry", post(requests::retry))
 }
 
 /// The query of the group and letter pages (all optional, so a missing
@@ -217,15 +222,20 @@ async fn group(
             ),
             None => None,
         };
+        let recent = requests::recent(&console.config.pool, &source.group).await;
+        let operator = session.operator.as_ref().map(|name| name.as_str());
         Ok(view::group(
             &view::Group {
                 service: source.service,
                 group: &source.group,
                 topic: source.dead_letter_topic(),
                 table: source.table.map(DeliveryTableName::table),
+                form: (session.role != super::auth::Role::ReadOnly)
+                    .then_some((session.csrf.as_str(), operator)),
             },
             letters,
             failed.as_deref(),
+            requests::table(&recent),
         ))
     }
     .await;

@@ -2,10 +2,11 @@
 //! `maud`, which escapes every value (room ids, payloads, reasons and
 //! headers are hostile input). Each dead letter and failed delivery carries
 //! the exact consumer CLI command that replays or retries it, quoted for a
-//! POSIX shell.
+//! POSIX shell, and (unless the session is read-only) a form that asks the
+//! group's service to do it (`super::requests`).
 
-use super::super::html::{query_value, room_link, table, utc};
-use super::super::pages::refusal;
+use super::super::html::{hidden, query_value, room_link, table, utc};
+use super::super::pages::{operator_field, refusal};
 use consumer_runtime::host::{DeadLetter, DeadLettersFound, FailedRow};
 use maud::{Markup, html};
 
@@ -27,9 +28,12 @@ pub(super) struct Group<'a> {
     pub group: &'a str,
     pub topic: String,
     pub table: Option<&'static str>,
+    /// The session's CSRF token and named operator, for the request forms;
+    /// None for a read-only session, which may not request anything.
+    pub form: Option<(&'a str, Option<&'a str>)>,
 }
 
-fn group_href(group: &str) -> String {
+pub(super) fn group_href(group: &str) -> String {
     format!("/console/consumers/group?group={}", query_value(group))
 }
 
@@ -76,9 +80,12 @@ pub(super) fn group(
     group: &Group<'_>,
     letters: Result<DeadLettersFound, crate::Error>,
     failed: Option<&[FailedRow]>,
+    requests: Markup,
 ) -> Markup {
     html! {
         p id="group" { "Group " strong { (group.group) } ", run by " code { (group.service) } "." }
+        h2 { "Requests" }
+        (requests)
         h2 { "Dead letters in " code { (group.topic) } }
         @match &letters {
             Ok(found) => {
@@ -100,7 +107,7 @@ pub(super) fn group(
                 p class="muted" {
                     "The oldest " (rows.len()) " failed rows of " code { (table_name) } "."
                 }
-                (failed_table(group.service, rows))
+                (failed_table(group, rows))
             }
             _ => p class="muted" id="no-delivery-table" {
                 (group.service) " has no delivery table."
@@ -130,6 +137,7 @@ fn letter_table(group: &Group<'_>, letters: &[DeadLetter]) -> Markup {
                 html! { (letter.source) },
                 html! { a href=(href) class="inspect" { "inspect " (position) } },
                 html! { code class="cli" { (replay_command(group.service, &letter.event_id)) } },
+                request_form(group, "replay", &letter.event_id, Some(&position)),
             ]
         })
         .collect();
@@ -145,12 +153,13 @@ fn letter_table(group: &Group<'_>, letters: &[DeadLetter]) -> Markup {
             "source position",
             "dead-letter position",
             "replay with",
+            "or ask the service",
         ],
         &rows,
     )
 }
 
-fn failed_table(service: &str, rows: &[FailedRow]) -> Markup {
+fn failed_table(group: &Group<'_>, rows: &[FailedRow]) -> Markup {
     let cells: Vec<Vec<Markup>> = rows
         .iter()
         .map(|row| {
@@ -161,7 +170,8 @@ fn failed_table(service: &str, rows: &[FailedRow]) -> Markup {
                 html! { (row.attempts) },
                 html! { (row.last_error) },
                 html! { (utc(row.created_at_ms)) },
-                html! { code class="cli" { (retry_command(service, &row.event_id)) } },
+                html! { code class="cli" { (retry_command(group.service, &row.event_id)) } },
+                request_form(group, "retry", &row.event_id, None),
             ]
         })
         .collect();
@@ -175,9 +185,37 @@ fn failed_table(service: &str, rows: &[FailedRow]) -> Markup {
             "last error",
             "created (UTC)",
             "retry with",
+            "or ask the service",
         ],
         &cells,
     )
+}
+
+/// The form that asks the group's service to replay a dead letter (at
+/// `position`) or retry an event's failed deliveries; none without an event id.
+fn request_form(group: &Group<'_>, action: &str, event_id: &str, position: Option<&str>) -> Markup {
+    let Some((csrf, operator)) = group.form else {
+        return html! { span class="muted" { "read-only" } };
+    };
+    if event_id.is_empty() {
+        return html! { span class="muted" { "no event id" } };
+    }
+    let button = if action == "replay" {
+        "Replay"
+    } else {
+        "Retry"
+    };
+    html! {
+        form method="post" action=(format!("/console/consumers/{action}")) class=(format!("{action}-request")) {
+            (hidden("csrf", csrf))
+            (hidden("group", group.group))
+            (hidden("event_id", event_id))
+            @if let Some(position) = position { (hidden("position", position)) }
+            (operator_field(operator))
+            input name="reason" placeholder="reason (required)" required maxlength="512";
+            button type="submit" { (button) }
+        }
+    }
 }
 
 /// One dead letter in full: what it is, its headers and decoded payload.

@@ -1,0 +1,310 @@
+//! Operator requests the relay's console writes for this group
+//! (`consumer_operator_requests`): a background task of every consumer
+//! service claims its group's pending requests one at a time and carries each
+//! out with the same code as the operator commands — `dead-letters replay`
+//! ([`super::replay::replay`], for the one letter at the requested position,
+//! with the dedup-retention guard and never `--force`) and `deliveries retry`
+//! ([`super::deliveries`], for the requested event) — audited in
+//! `consumer_operator_audit` under the request's operator and reason; then it
+//! writes the outcome (`done`, `refused`, `failed`) and its detail.
+//!
+//! The claim is one guarded UPDATE (`claimed_by = ''`), so of several
+//! instances of the group exactly one runs a request. A request whose
+//! instance died mid-run stays claimed and unfinished, shown as running on
+//! that instance: it is not run again, since its replay may have applied.
+
+use super::{
+    ConsumerService, Error, ServiceConfig,
+    audit::Accountable,
+    dead_letters::{self, Filter},
+    deliveries::{RetryBy, Selection},
+    replay::{self, Replayed},
+};
+use crate::ConsumerSettings;
+use service_kit::db::IdText;
+use sqlx::MySqlPool;
+use std::{sync::Arc, time::Duration};
+use tokio_util::sync::CancellationToken;
+
+/// How often a service looks for its group's pending requests. A constant,
+/// not a key: one indexed SELECT a second per instance is negligible, and an
+/// operator waiting on the console page wants the request picked up soon.
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+const PENDING_SQL: &str = "SELECT id FROM consumer_operator_requests \
+     WHERE consumer_group = ? AND outcome = '' AND claimed_by = '' ORDER BY id LIMIT 1";
+const CLAIM_SQL: &str = "UPDATE consumer_operator_requests SET claimed_by = ?, claimed_at_ms = ? \
+     WHERE id = ? AND claimed_by = '' AND outcome = ''";
+const READ_SQL: &str = "SELECT action, event_id, dlq_position, operator, reason \
+     FROM consumer_operator_requests WHERE id = ?";
+const FINISH_SQL: &str = "UPDATE consumer_operator_requests \
+     SET outcome = ?, detail = ?, finished_at_ms = ? WHERE id = ? AND claimed_by = ?";
+
+const PURGE_SQL: &str = "DELETE FROM consumer_operator_requests \
+     WHERE consumer_group = ? AND outcome <> '' AND finished_at_ms < ? LIMIT 1000";
+
+/// How long a finished request stays for the console to show (its audit
+/// row in `consumer_operator_audit` stays as that table is kept).
+const KEEP_FINISHED: Duration = Duration::from_secs(30 * 86_400);
+/// Polls between two purges of finished requests (about ten minutes).
+const POLLS_PER_PURGE: u32 = 600;
+
+/// Longest detail kept (a replay's refusal is a few hundred characters).
+const MAX_DETAIL_CHARS: usize = 4096;
+
+/// One claimed request.
+#[derive(Debug)]
+struct Request {
+    id: u64,
+    action: String,
+    event_id: String,
+    position: String,
+    operator: String,
+    reason: String,
+}
+
+/// What became of a request: its outcome column and detail.
+type Ended = (&'static str, String);
+
+/// This instance, as `claimed_by` names it: host and process id.
+fn instance() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown-host".into());
+    let mut name = format!("{host}:{}", std::process::id());
+    name.truncate(128);
+    name
+}
+
+/// Serves the group's requests until `stop`: polls every [`POLL_INTERVAL`],
+/// runs what it claimed, and logs (never ends on) a database failure.
+pub(super) async fn run<S: ConsumerService>(
+    config: Arc<S::Config>,
+    settings: ConsumerSettings,
+    pool: MySqlPool,
+    stop: CancellationToken,
+) {
+    let me = instance();
+    let mut polls: u32 = 0;
+    loop {
+        if polls.is_multiple_of(POLLS_PER_PURGE)
+            && let Err(error) = purge(&pool, &settings.consumer_group).await
+        {
+            tracing::warn!(%error, "finished operator requests not purged");
+        }
+        polls = polls.wrapping_add(1);
+        match claim(&pool, &settings.consumer_group, &me).await {
+            Ok(Some(request)) => {
+                let ended = carry_out::<S>(&config, &settings, &pool, &request).await;
+                tracing::info!(
+                    consumer_group = %settings.consumer_group,
+                    request = request.id,
+                    action = %request.action,
+                    event_id = %request.event_id,
+                    operator = %request.operator,
+                    outcome = ended.0,
+                    "operator request carried out"
+                );
+                if let Err(error) = finish(&pool, request.id, &me, ended).await {
+                    tracing::warn!(%error, request = request.id, "operator request outcome not written");
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "operator requests not read"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(POLL_INTERVAL) => {}
+        }
+        if stop.is_cancelled() {
+            return;
+        }
+    }
+}
+
+/// The group's oldest pending request, claimed by `me`, if there is one.
+async fn claim(pool: &MySqlPool, group: &str, me: &str) -> Result<Option<Request>, sqlx::Error> {
+    let Some((id,)): Option<(u64,)> = sqlx::query_as(PENDING_SQL)
+        .bind(group)
+        .fetch_optional(pool)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let claimed = sqlx::query(CLAIM_SQL)
+        .bind(me)
+        .bind(service_kit::time::now_ms())
+        .bind(id)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    if claimed != 1 {
+        // Another instance took it first.
+        return Ok(None);
+    }
+    let (action, event_id, position, operator, reason): (String, IdText, String, String, String) =
+        sqlx::query_as(READ_SQL).bind(id).fetch_one(pool).await?;
+    Ok(Some(Request {
+        id,
+        action,
+        event_id: event_id.into(),
+        position,
+        operator,
+        reason,
+    }))
+}
+
+/// Deletes the group's requests finished longer than [`KEEP_FINISHED`] ago
+/// (a bounded batch: the table cannot grow without bound).
+async fn purge(pool: &MySqlPool, group: &str) -> Result<(), sqlx::Error> {
+    let keep_ms = i64::try_from(KEEP_FINISHED.as_millis()).unwrap_or(i64::MAX);
+    sqlx::query(PURGE_SQL)
+        .bind(group)
+        .bind(service_kit::time::now_ms().saturating_sub(keep_ms))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+async fn finish(pool: &MySqlPool, id: u64, me: &str, ended: Ended) -> Result<(), sqlx::Error> {
+    let detail = service_kit::operator::fit_to_column(&ended.1, MAX_DETAIL_CHARS);
+    sqlx::query(FINISH_SQL)
+        .bind(ended.0)
+        .bind(detail)
+        .bind(service_kit::time::now_ms())
+        .bind(id)
+        .bind(me)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Runs one request as the operator command would, and says what came of it.
+async fn carry_out<S: ConsumerService>(
+    config: &S::Config,
+    settings: &ConsumerSettings,
+    pool: &MySqlPool,
+    request: &Request,
+) -> Ended {
+    let who = match Accountable::new(Some(&request.operator), Some(&request.reason)) {
+        Ok(who) => who,
+        Err(error) => return ("refused", error.to_string()),
+    };
+    let result = match request.action.as_str() {
+        "replay_dead_letter" => replay_one::<S>(config, settings, request, &who).await,
+        "retry_delivery" => retry_one::<S>(settings, pool, request, &who).await,
+        other => Ok(("refused", format!("unknown action `{other}`"))),
+    };
+    result.unwrap_or_else(|error| match error {
+        Error::Operator(why) => ("refused", why),
+        other => ("failed", other.to_string()),
+    })
+}
+
+/// `dead-letters replay` of the one letter at the request's position.
+async fn replay_one<S: ConsumerService>(
+    config: &S::Config,
+    settings: &ConsumerSettings,
+    request: &Request,
+    who: &Accountable,
+) -> Result<Ended, Error> {
+    let position = parse_position(&request.position).ok_or_else(|| {
+        Error::Operator(format!(
+            "dead-letter position `{}` is not <partition>/<offset>",
+            request.position
+        ))
+    })?;
+    let filter = Filter {
+        position: Some(position),
+        ..Filter::default()
+    };
+    let found = dead_letters::read::<S::Message>(settings, &filter, 1).await?;
+    let Some(letter) = found.letters.into_iter().next() else {
+        return Err(Error::Operator(format!(
+            "no dead letter at {} in `{}`",
+            request.position, settings.dead_letter_topic
+        )));
+    };
+    if letter.event_id != request.event_id {
+        return Err(Error::Operator(format!(
+            "the dead letter at {} is of event `{}`, not `{}`",
+            request.position, letter.event_id, request.event_id
+        )));
+    }
+    let target = format!(
+        "event_id={} position={} console request {}",
+        request.event_id, request.position, request.id
+    );
+    let lines = replay::replay::<S>(
+        config,
+        settings,
+        vec![letter],
+        &target,
+        Some(who),
+        false,
+        false,
+    )
+    .await?;
+    Ok(match lines.into_iter().next().map(|line| line.replayed) {
+        Some(Replayed::Applied) => ("done", "applied".into()),
+        Some(Replayed::Duplicate) => ("done", "duplicate: applied before, nothing done".into()),
+        Some(Replayed::Ignored) => ("done", "ignored: nothing to do for this group".into()),
+        Some(Replayed::Refused(why)) => ("refused", why),
+        Some(Replayed::Failed(why)) => ("failed", why),
+        Some(Replayed::WouldReplay) | None => ("failed", "nothing was replayed".into()),
+    })
+}
+
+/// `deliveries retry --event-id` for the request's event.
+async fn retry_one<S: ConsumerService>(
+    settings: &ConsumerSettings,
+    pool: &MySqlPool,
+    request: &Request,
+    who: &Accountable,
+) -> Result<Ended, Error> {
+    let Some(table) = S::failed_deliveries() else {
+        return Err(Error::Operator(format!(
+            "{} owns no delivery table",
+            S::Config::SERVICE
+        )));
+    };
+    let target = format!(
+        "event_id={} console request {}",
+        request.event_id, request.id
+    );
+    let by = RetryBy {
+        who,
+        service: S::Config::SERVICE,
+        consumer_group: &settings.consumer_group,
+        target: &target,
+    };
+    let selection = Selection::Event(request.event_id.clone());
+    let reset = table.retry(pool, &selection, by).await?;
+    Ok((
+        "done",
+        format!(
+            "{reset} failed rows of {} set back to pending",
+            table.table()
+        ),
+    ))
+}
+
+/// `<partition>/<offset>`, both non-negative.
+fn parse_position(text: &str) -> Option<(i32, i64)> {
+    let (partition, offset) = text.split_once('/')?;
+    let partition: i32 = partition.parse().ok()?;
+    let offset: i64 = offset.parse().ok()?;
+    (partition >= 0 && offset >= 0).then_some((partition, offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_position_is_two_non_negative_integers() {
+        assert_eq!(parse_position("2/40"), Some((2, 40)));
+        for bad in ["", "2", "2/", "/3", "-1/2", "1/-2", "a/b", "1/2/3"] {
+            assert_eq!(parse_position(bad), None, "{bad}");
+        }
+    }
+}

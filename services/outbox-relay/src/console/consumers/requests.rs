@@ -1,0 +1,288 @@
+//! Replay and retry from the console, carried out by the group's own service:
+//!
+//! | Path | Action |
+//! |---|---|
+//! | `POST /console/consumers/replay` | request the replay of one dead letter (`group`, `position`, `event_id`) |
+//! | `POST /console/consumers/retry` | request the retry of one event's failed deliveries (`group`, `event_id`) |
+//!
+//! Both are mutations (same origin, CSRF token, not read-only) with an
+//! operator and a reason. The console checks the request (a known group, the
+//! letter at that position being of that event, a delivery table to retry
+//! in) and writes a row of `consumer_operator_requests`; a running instance
+//! of the group's service claims it and runs the same code as its
+//! `dead-letters replay` / `deliveries retry` command, audited in
+//! `consumer_operator_audit` (consumer-runtime's `host::requests`). The
+//! group's page shows the group's latest requests and what came of them.
+
+use super::super::{Console, form, handlers::acting_operator, html::utc, pages::refusal};
+use super::{Sources, position, read};
+use crate::access::Client;
+use crate::ops::audit::checked_reason;
+use axum::{Extension, body::Bytes, extract::State, http::HeaderMap, response::Response};
+use consumer_runtime::host::DeadLetterFilter;
+use maud::{Markup, html};
+use service_kit::db::IdText;
+use service_kit::operator::ReasonRule;
+use sqlx::MySqlPool;
+
+/// Most requests a group's page shows, newest first.
+pub const REQUESTS_SHOWN: u32 = 20;
+/// Longest event id accepted (the column's width).
+const MAX_EVENT_ID_CHARS: usize = 64;
+
+const INSERT_SQL: &str = "INSERT INTO consumer_operator_requests \
+     (consumer_group, action, event_id, dlq_position, operator, reason, requested_at_ms, detail) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, '')";
+const RECENT_SQL: &str = "SELECT id, action, event_id, dlq_position, operator, reason, \
+     requested_at_ms, claimed_by, outcome, detail FROM consumer_operator_requests \
+     WHERE consumer_group = ? ORDER BY id DESC LIMIT ?";
+
+/// The form of both requests (fields absent from one are left empty).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub(super) struct RequestForm {
+    csrf: String,
+    operator: String,
+    reason: String,
+    group: String,
+    event_id: String,
+    position: String,
+}
+
+/// One request as the group's page shows it.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct Shown {
+    id: u64,
+    action: String,
+    #[sqlx(try_from = "IdText")]
+    event_id: String,
+    dlq_position: String,
+    operator: String,
+    reason: String,
+    requested_at_ms: i64,
+    #[sqlx(try_from = "IdText")]
+    claimed_by: String,
+    outcome: String,
+    detail: String,
+}
+
+/// `POST /console/consumers/replay`.
+pub(super) async fn replay(
+    State(console): State<Console>,
+    Extension(client): Extension<Client>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    submit(console, client, headers, body, "replay_dead_letter").await
+}
+
+/// `POST /console/consumers/retry`.
+pub(super) async fn retry(
+    State(console): State<Console>,
+    Extension(client): Extension<Client>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    submit(console, client, headers, body, "retry_delivery").await
+}
+
+async fn submit(
+    console: Console,
+    client: Client,
+    headers: HeaderMap,
+    body: Bytes,
+    action: &'static str,
+) -> Response {
+    let parsed = form::<RequestForm>(&body);
+    let csrf = parsed
+        .as_ref()
+        .map(|form| form.csrf.clone())
+        .unwrap_or_default();
+    let session = match console.mutation(&headers, client, &csrf).await {
+        Ok(session) => session,
+        Err(refused) => return *refused,
+    };
+    let result = async {
+        let form = parsed?;
+        let operator = acting_operator(&session, &form.operator)?;
+        let reason = checked_reason(Some(&form.reason), ReasonRule::Required)?;
+        let event_id = checked_event_id(&form.event_id)?;
+        let sources: &Sources = &console.consumers;
+        let source = sources.group(Some(&form.group))?;
+        let dlq_position = if action == "replay_dead_letter" {
+            let at = position(Some(&form.position))?;
+            let settings = source.reader()?;
+            let filter = DeadLetterFilter {
+                position: Some(at),
+                ..DeadLetterFilter::default()
+            };
+            let found = read(settings, &filter, 1).await?;
+            match found.letters.first() {
+                None => {
+                    return Err(crate::Error::NotFound(format!(
+                        "no dead letter at {}/{} in `{}`",
+                        at.0, at.1, settings.dead_letter_topic
+                    )));
+                }
+                Some(letter) if letter.event_id != event_id => {
+                    return Err(crate::Error::Refused(format!(
+                        "the dead letter at {}/{} is of event `{}`, not `{event_id}`",
+                        at.0, at.1, letter.event_id
+                    )));
+                }
+                Some(_) => format!("{}/{}", at.0, at.1),
+            }
+        } else {
+            if source.table.is_none() {
+                return Err(crate::Error::Refused(format!(
+                    "{} has no delivery table to retry",
+                    source.service
+                )));
+            }
+            String::new()
+        };
+        let id = sqlx::query(INSERT_SQL)
+            .bind(&source.group)
+            .bind(action)
+            .bind(&event_id)
+            .bind(&dlq_position)
+            .bind(operator.as_str())
+            .bind(&reason)
+            .bind(service_kit::time::now_ms())
+            .execute(&console.config.pool)
+            .await?
+            .last_insert_id();
+        tracing::info!(
+            request = id,
+            consumer_group = %source.group,
+            action,
+            %event_id,
+            operator = operator.as_str(),
+            "consumer operator request written"
+        );
+        Ok(written(
+            id,
+            action,
+            source.service,
+            &source.group,
+            &event_id,
+        ))
+    }
+    .await;
+    console.render(&session, "Consumer request", result)
+}
+
+/// An event id as a request may name it: 1 to 64 printable characters.
+fn checked_event_id(text: &str) -> Result<String, crate::Error> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(crate::Error::InvalidInput("event_id: required".into()));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_EVENT_ID_CHARS {
+        return Err(crate::Error::InvalidInput(format!(
+            "event_id has {chars} characters, more than {MAX_EVENT_ID_CHARS}"
+        )));
+    }
+    if let Some((at, bad)) = text.chars().enumerate().find(|(_, c)| c.is_control()) {
+        return Err(crate::Error::InvalidInput(format!(
+            "event_id has the unprintable character {:?} at position {at}",
+            bad
+        )));
+    }
+    Ok(text.to_owned())
+}
+
+/// The page after a request was written.
+fn written(id: u64, action: &str, service: &str, group: &str, event_id: &str) -> Markup {
+    html! {
+        p class="ok" id="request-written" {
+            "Request #" (id) " written: " (label(action)) " of event " code { (event_id) }
+            ". " (service) " (group " (group) ") carries it out; its state is on the group's page."
+        }
+        p { a id="to-group" href=(super::view::group_href(group)) { "Back to " (group) } }
+    }
+}
+
+fn label(action: &str) -> &str {
+    match action {
+        "replay_dead_letter" => "replay",
+        "retry_delivery" => "retry",
+        other => other,
+    }
+}
+
+/// The group's latest requests, newest first.
+pub(super) async fn recent(pool: &MySqlPool, group: &str) -> Result<Vec<Shown>, crate::Error> {
+    Ok(sqlx::query_as(RECENT_SQL)
+        .bind(group)
+        .bind(REQUESTS_SHOWN)
+        .fetch_all(pool)
+        .await?)
+}
+
+/// The requests table of a group's page (or why it cannot be read).
+pub(super) fn table(requests: &Result<Vec<Shown>, crate::Error>) -> Markup {
+    let requests = match requests {
+        Ok(requests) => requests,
+        Err(error) => return refusal(&error.to_string()),
+    };
+    let rows: Vec<Vec<Markup>> = requests
+        .iter()
+        .map(|request| {
+            let state = match request.outcome.as_str() {
+                "" if request.claimed_by.is_empty() => html! { "pending" },
+                "" => html! { "running on " (request.claimed_by) },
+                outcome => html! { (outcome) ": " (request.detail) },
+            };
+            vec![
+                html! { (request.id) },
+                html! { (label(&request.action)) },
+                html! { (request.event_id) },
+                html! { (request.dlq_position) },
+                html! { (request.operator) },
+                html! { (request.reason) },
+                html! { (utc(request.requested_at_ms)) },
+                html! { span class=(format!("request-state {}", state_class(&request.outcome))) { (state) } },
+            ]
+        })
+        .collect();
+    html! {
+        p class="muted" {
+            "The latest " (rows.len()) " requests of this group from the console, newest first."
+        }
+        (super::super::html::table(
+            "consumer-requests",
+            &["#", "action", "event id", "dead-letter position", "requested by", "reason",
+              "requested (UTC)", "state"],
+            &rows,
+        ))
+    }
+}
+
+fn state_class(outcome: &str) -> &'static str {
+    match outcome {
+        "" => "pending",
+        "done" => "done",
+        "refused" => "refused",
+        _ => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_id_is_one_to_64_printable_characters() {
+        assert_eq!(checked_event_id(" e-1 ").unwrap(), "e-1");
+        for (bad, expected) in [
+            ("", "required"),
+            (&"x".repeat(65), "65 characters"),
+            ("a\nb", "unprintable"),
+        ] {
+            let error = checked_event_id(bad).unwrap_err().to_string();
+            assert!(error.contains(expected), "{bad:?}: {error}");
+        }
+    }
+}
