@@ -12,10 +12,7 @@ pub mod config;
 pub mod notices;
 
 use config::Config;
-use consumer_runtime::{
-    host::{self, ConsumerService, FailedDeliveries},
-    sweeper::Sweeper,
-};
+use consumer_runtime::host::{self, ConsumerService, FailedDeliveries};
 use notices::{NoticeDeliveries, NoticeProcessor};
 use outbox_schema::pb;
 use std::sync::Arc;
@@ -42,21 +39,11 @@ impl ConsumerService for Service {
         host: &mut host::Builder,
     ) -> Result<Arc<NoticeProcessor>, Error> {
         let im = config.tencent_im.client().map_err(Error::config)?;
-        let processor = Arc::new(NoticeProcessor::new(
-            host.bounded_pool().clone(),
-            host.consumer_group().to_string(),
-            Sweeper::new(
-                NoticeDeliveries::new(im),
-                host.bounded_pool().clone(),
-                config.notice.delivery.clone(),
-                host.metrics(),
-            ),
-        ));
-        host.background("notice sweeper", {
-            let processor = processor.clone();
-            move |stop| async move { processor.deliveries().run(stop).await }
-        });
-        Ok(processor)
+        Ok(NoticeProcessor::start(
+            im,
+            config.notice.delivery.clone(),
+            host,
+        ))
     }
 
     fn failed_deliveries() -> Option<FailedDeliveries> {

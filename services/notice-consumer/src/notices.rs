@@ -10,6 +10,8 @@
 
 use consumer_runtime::{
     BatchError, Delivery, Handler, HandlerError, Outcome, dedup,
+    delivery::DeliveryRetryConfig,
+    host,
     sweeper::{DeliveryTable, Statement, Sweeper},
 };
 use outbox_schema::pb::{self, room_outbox_event::Payload};
@@ -17,6 +19,7 @@ use serde_json::json;
 use service_kit::db::IdText;
 use service_kit::db::statement::BoundedPool;
 use sqlx::{Connection, FromRow, MySqlConnection, QueryBuilder};
+use std::sync::Arc;
 use tencent_im::{MsgElement, SendC2cMsgRequest};
 
 /// One notice to deliver.
@@ -84,6 +87,31 @@ pub struct NoticeProcessor {
 }
 
 impl NoticeProcessor {
+    /// The service's handler as its host runs it: notices sent through `im`,
+    /// their delivery sweeper (retries by `delivery`) started as a
+    /// background task, every statement under the host's statement timeout.
+    pub fn start(
+        im: tencent_im::Client,
+        delivery: DeliveryRetryConfig,
+        host: &mut host::Builder,
+    ) -> Arc<Self> {
+        let processor = Arc::new(Self::new(
+            host.bounded_pool().clone(),
+            host.consumer_group().to_string(),
+            Sweeper::new(
+                NoticeDeliveries::new(im),
+                host.bounded_pool().clone(),
+                delivery,
+                host.metrics(),
+            ),
+        ));
+        host.background("notice sweeper", {
+            let processor = processor.clone();
+            move |stop| async move { processor.deliveries().run(stop).await }
+        });
+        processor
+    }
+
     /// A processor dedup'ing in `consumer_group`, delivering through `deliveries`.
     pub fn new(
         db: impl Into<BoundedPool>,

@@ -15,7 +15,6 @@ use consumer_runtime::{
     ConsumerConfig,
     delivery::DeliveryRetryConfig,
     host::{self, ConsumerService, FailedDeliveries, ServiceConfig, SharedSections},
-    sweeper::Sweeper,
 };
 use notices::{NoticeDeliveries, NoticeProcessor};
 use outbox_schema::{groups, pb};
@@ -69,21 +68,7 @@ impl ConsumerService for Notice {
         host: &mut host::Builder,
     ) -> Result<Arc<NoticeProcessor>, host::Error> {
         let im = config.tencent_im.client().map_err(host::Error::config)?;
-        let processor = Arc::new(NoticeProcessor::new(
-            host.bounded_pool().clone(),
-            host.consumer_group().to_string(),
-            Sweeper::new(
-                NoticeDeliveries::new(im),
-                host.bounded_pool().clone(),
-                config.delivery.clone(),
-                host.metrics(),
-            ),
-        ));
-        host.background("notice sweeper", {
-            let processor = processor.clone();
-            move |stop| async move { processor.deliveries().run(stop).await }
-        });
-        Ok(processor)
+        Ok(NoticeProcessor::start(im, config.delivery.clone(), host))
     }
 
     fn failed_deliveries() -> Option<FailedDeliveries> {
