@@ -43,7 +43,7 @@ pub use cli::main;
 pub use config::{ServiceConfig, SharedSections};
 pub use dead_letters::{
     DeadLetter, Filter as DeadLetterFilter, Found as DeadLettersFound, count as count_dead_letters,
-    read as read_dead_letters,
+    read as read_dead_letters, read_first as read_first_dead_letters,
 };
 pub use deliveries::{FailedDeliveries, FailedRow};
 pub use embedded::EmbeddedConsumer;

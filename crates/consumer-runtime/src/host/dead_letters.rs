@@ -189,6 +189,26 @@ pub async fn read<M: Decode>(
     filter: &Filter,
     cap: usize,
 ) -> Result<Found, Error> {
+    read_until::<M>(settings, filter, cap, false).await
+}
+
+/// [`read`] that stops once `cap` matches are kept, so a page of the first
+/// letters costs the same on a topic of any length; `matched` then counts
+/// the matches read, not every match in the topic.
+pub async fn read_first<M: Decode>(
+    settings: &ConsumerSettings,
+    filter: &Filter,
+    cap: usize,
+) -> Result<Found, Error> {
+    read_until::<M>(settings, filter, cap, true).await
+}
+
+async fn read_until<M: Decode>(
+    settings: &ConsumerSettings,
+    filter: &Filter,
+    cap: usize,
+    stop_at_cap: bool,
+) -> Result<Found, Error> {
     let topic = settings.dead_letter_topic.as_str();
     let reader = reader(settings)?;
     let metadata = reader
@@ -206,16 +226,25 @@ pub async fn read<M: Decode>(
         )));
     }
     // Where each partition ends now: letters arriving later are not read.
+    // A filter naming one position reads that one record only, so looking
+    // at one letter costs the same on a topic of any length.
     let mut ends: HashMap<i32, i64> = HashMap::new();
     let mut assignment = TopicPartitionList::new();
     for partition in partitions {
         let (low, high) = reader
             .fetch_watermarks(topic, partition, BROKER_TIMEOUT)
             .map_err(|error| broker_error(topic, &error))?;
-        if high > low {
-            ends.insert(partition, high);
+        let (start, end) = match filter.position {
+            Some((wanted, offset)) if wanted == partition => {
+                (low.max(offset), high.min(offset.saturating_add(1)))
+            }
+            Some(_) => continue,
+            None => (low, high),
+        };
+        if end > start {
+            ends.insert(partition, end);
             assignment
-                .add_partition_offset(topic, partition, Offset::Offset(low))
+                .add_partition_offset(topic, partition, Offset::Offset(start))
                 .map_err(|error| broker_error(topic, &error))?;
         }
     }
@@ -257,6 +286,9 @@ pub async fn read<M: Decode>(
             found.matched += 1;
             if found.letters.len() < cap {
                 found.letters.push(letter);
+            }
+            if stop_at_cap && found.letters.len() >= cap {
+                break;
             }
         }
     }

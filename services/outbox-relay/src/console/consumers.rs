@@ -318,12 +318,19 @@ async fn read(
     filter: &DeadLetterFilter,
     cap: usize,
 ) -> Result<host::DeadLettersFound, crate::Error> {
-    if host::count_dead_letters(settings).await.map_err(broker)? == 0 {
+    let total = host::count_dead_letters(settings).await.map_err(broker)?;
+    if total == 0 {
         return Ok(host::DeadLettersFound::default());
     }
-    host::read_dead_letters::<pb::RoomOutboxEvent>(settings, filter, cap)
+    // The first `cap` only: the page costs the same on a topic of any
+    // length. Unfiltered, the count from the watermarks is the total.
+    let mut found = host::read_first_dead_letters::<pb::RoomOutboxEvent>(settings, filter, cap)
         .await
-        .map_err(broker)
+        .map_err(broker)?;
+    if filter.since_ms.is_none() && filter.event_id.is_none() && filter.position.is_none() {
+        found.matched = usize::try_from(total).unwrap_or(usize::MAX);
+    }
+    Ok(found)
 }
 
 /// A consumer-runtime failure as the console's error: the database's stays
