@@ -17,6 +17,38 @@ use rdkafka::{
 use service_kit::{duration::ConfigDuration, mq::MqConfig};
 use std::time::{Duration, Instant};
 
+/// A record as a consumer received it from `topic` at `(partition,
+/// offset)`: keyed by `room`, with the event id and type headers the relay
+/// writes. What a test hands to a `DeadLetterProducer` to put a dead letter
+/// on a group's topic.
+pub fn consumed_record(
+    topic: &str,
+    (partition, offset): (i32, i64),
+    room: &str,
+    event_id: &str,
+    event_type: &str,
+    payload: Vec<u8>,
+) -> OwnedMessage {
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: HEADER_EVENT_ID,
+            value: Some(event_id),
+        })
+        .insert(Header {
+            key: HEADER_EVENT_TYPE,
+            value: Some(event_type),
+        });
+    OwnedMessage::new(
+        Some(payload),
+        Some(room.as_bytes().to_vec()),
+        topic.to_owned(),
+        rdkafka::Timestamp::NotAvailable,
+        partition,
+        offset,
+        Some(headers),
+    )
+}
+
 /// A producer standing in for the outbox relay.
 #[derive(Clone)]
 pub struct TestProducer {

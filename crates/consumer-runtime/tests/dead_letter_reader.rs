@@ -6,37 +6,11 @@
 use consumer_runtime::{
     dead_letter::DeadLetterProducer,
     host::{DeadLetterFilter, read_dead_letters, read_first_dead_letters},
-    testing::test_settings,
+    testing::{consumed_record, test_settings},
 };
-use outbox_schema::{
-    names::{HEADER_EVENT_ID, HEADER_EVENT_TYPE},
-    pb,
-};
-use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
+use outbox_schema::pb;
 
 const LETTERS: usize = 12;
-
-/// An original record of event `event_id` as the consumer received it.
-fn original(topic: &str, event_id: &str, offset: i64) -> OwnedMessage {
-    let headers = OwnedHeaders::new()
-        .insert(Header {
-            key: HEADER_EVENT_ID,
-            value: Some(event_id),
-        })
-        .insert(Header {
-            key: HEADER_EVENT_TYPE,
-            value: Some("RoomUserKicked"),
-        });
-    OwnedMessage::new(
-        Some(b"\x00not protobuf".to_vec()),
-        Some(b"room-1".to_vec()),
-        topic.to_owned(),
-        Timestamp::NotAvailable,
-        0,
-        offset,
-        Some(headers),
-    )
-}
 
 #[tokio::test]
 async fn a_page_stops_at_its_cap_and_a_position_reads_one_letter() {
@@ -47,7 +21,15 @@ async fn a_page_stops_at_its_cap_and_a_position_reads_one_letter() {
     let producer = DeadLetterProducer::new(&settings).unwrap();
     for index in 0..LETTERS {
         let event_id = format!("event-{index:02}");
-        let record = original(&topic, &event_id, i64::try_from(index).unwrap());
+        let offset = i64::try_from(index).unwrap();
+        let record = consumed_record(
+            &topic,
+            (0, offset),
+            "room-1",
+            &event_id,
+            "RoomUserKicked",
+            b"\x00not protobuf".to_vec(),
+        );
         producer
             .send(&record, "downstream refused", 3)
             .await

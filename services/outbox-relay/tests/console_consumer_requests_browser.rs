@@ -22,20 +22,13 @@ mod common;
 mod notice_service;
 
 use browser::{DEADLINE, column, log_in, screenshots};
-use common::console::{ADMIN, READER, csrf_of, get, groups, login, post};
-use consumer_runtime::{ConsumerConfig, ConsumerSettings, dead_letter::DeadLetterProducer, host};
+use common::console::{ADMIN, READER, csrf_of, get, login, post, serve_console_with_consumers};
+use consumer_runtime::{
+    ConsumerConfig, ConsumerSettings, dead_letter::DeadLetterProducer, host,
+    testing::consumed_record,
+};
 use notice_service::{Config, Notice};
-use outbox_relay::access::{self, Access};
-use outbox_relay::console::{self, ConsoleConfig, consumers::Sources, history::History};
-use outbox_schema::{
-    NewOutboxRow, groups as declared,
-    names::{HEADER_EVENT_ID, HEADER_EVENT_TYPE},
-    pb,
-};
-use rdkafka::{
-    Timestamp,
-    message::{Header, OwnedHeaders, OwnedMessage},
-};
+use outbox_schema::{NewOutboxRow, groups as declared, pb};
 use service_kit::{Secret, duration::ConfigDuration, mq::MqConfig};
 use sqlx::MySqlPool;
 use testkit::browser::Browser;
@@ -43,33 +36,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The consumers' dedup horizon in this test: an hour.
 const RETENTION_MS: i64 = 3_600_000;
-
-/// The console reading `mq`; its base URL.
-async fn serve(pool: &MySqlPool, mq: &MqConfig) -> String {
-    let config = ConsoleConfig {
-        pool: pool.clone(),
-        admin_token: Secret::new(ADMIN),
-        read_token: Secret::new(READER),
-        history: History::default(),
-        broker_lag: false,
-        groups: groups(),
-        trace_url: None,
-    };
-    let access = Access {
-        credentials: access::Credentials {
-            admin: Secret::new(ADMIN),
-            read_only: Secret::new(READER),
-            operators: access::operators::Operators::default(),
-        },
-        ..Access::default()
-    };
-    let sources = Sources::from_mq(mq, &groups()).unwrap();
-    let router = console::router_with_consumers(config, access, 86_400_000, sources);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    base
-}
 
 /// A kick of `target` that occurred at `occurred_at_ms`, as dead-lettered
 /// by the notice group after it gave up on it.
@@ -97,23 +63,13 @@ async fn dead_letter(
         )),
         ..Default::default()
     };
-    let headers = OwnedHeaders::new()
-        .insert(Header {
-            key: HEADER_EVENT_ID,
-            value: Some(event_id),
-        })
-        .insert(Header {
-            key: HEADER_EVENT_TYPE,
-            value: Some("RoomUserKicked"),
-        });
-    let original = OwnedMessage::new(
-        Some(NewOutboxRow::event(&envelope, 1).payload),
-        Some(b"room-r".to_vec()),
-        settings.topic.clone(),
-        Timestamp::NotAvailable,
-        0,
-        7,
-        Some(headers),
+    let original = consumed_record(
+        &settings.topic,
+        (0, 7),
+        "room-r",
+        event_id,
+        "RoomUserKicked",
+        NewOutboxRow::event(&envelope, 1).payload,
     );
     DeadLetterProducer::new(settings)
         .unwrap()
@@ -279,7 +235,7 @@ async fn a_dead_letter_is_replayed_and_a_delivery_retried_by_the_groups_service(
         async move { app.run(shutdown).await.unwrap() }
     });
 
-    let base = serve(&db.pool, &mq).await;
+    let base = serve_console_with_consumers(&db.pool, &mq).await;
     let page = format!(
         "{base}/console/consumers/group?group={}",
         declared::NOTICE.group

@@ -14,74 +14,17 @@ mod browser;
 mod common;
 
 use browser::{DEADLINE, column, log_in, screenshots};
-use common::console::{ADMIN, READER, get, groups, login};
-use consumer_runtime::{ConsumerConfig, ConsumerSettings, dead_letter::DeadLetterProducer};
-use outbox_relay::access::{self, Access};
-use outbox_relay::console::{self, ConsoleConfig, consumers::Sources, history::History};
-use outbox_schema::{
-    NewOutboxRow, groups as declared,
-    names::{HEADER_EVENT_ID, HEADER_EVENT_TYPE},
-    pb,
+use common::console::{READER, get, groups, login, serve_console_with_consumers};
+use consumer_runtime::{
+    ConsumerConfig, ConsumerSettings, dead_letter::DeadLetterProducer, testing::consumed_record,
 };
-use rdkafka::{
-    Timestamp,
-    message::{Header, OwnedHeaders, OwnedMessage},
-};
-use service_kit::{Secret, mq::MqConfig};
+use outbox_schema::{NewOutboxRow, groups as declared, pb};
+use service_kit::mq::MqConfig;
 use sqlx::MySqlPool;
 use testkit::browser::Browser;
 
 const HOSTILE_ROOM: &str = "<script>alert('room')</script>";
 const HOSTILE_TARGET: &str = "<img src=x onerror=alert(1)>";
-
-/// The console with the consumers' pages reading `mq`; its base URL.
-async fn serve(pool: &MySqlPool, mq: &MqConfig) -> String {
-    let config = ConsoleConfig {
-        pool: pool.clone(),
-        admin_token: Secret::new(ADMIN),
-        read_token: Secret::new(READER),
-        history: History::default(),
-        broker_lag: false,
-        groups: groups(),
-        trace_url: None,
-    };
-    let access = Access {
-        credentials: access::Credentials {
-            admin: Secret::new(ADMIN),
-            read_only: Secret::new(READER),
-            operators: access::operators::Operators::default(),
-        },
-        ..Access::default()
-    };
-    let sources = Sources::from_mq(mq, &groups()).unwrap();
-    let router = console::router_with_consumers(config, access, 86_400_000, sources);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    base
-}
-
-/// The original a consumer gave up on, as it read it from the events topic.
-fn original(topic: &str, event_id: &str, room: &str, payload: Vec<u8>) -> OwnedMessage {
-    let headers = OwnedHeaders::new()
-        .insert(Header {
-            key: HEADER_EVENT_ID,
-            value: Some(event_id),
-        })
-        .insert(Header {
-            key: HEADER_EVENT_TYPE,
-            value: Some("RoomUserKicked"),
-        });
-    OwnedMessage::new(
-        Some(payload),
-        Some(room.as_bytes().to_vec()),
-        topic.to_owned(),
-        Timestamp::NotAvailable,
-        2,
-        17,
-        Some(headers),
-    )
-}
 
 /// Two dead letters of the notice group: a kick with hostile ids, and garbage.
 async fn dead_letters(mq: &MqConfig, kicked: &str, garbage: &str) -> String {
@@ -117,13 +60,27 @@ async fn dead_letters(mq: &MqConfig, kicked: &str, garbage: &str) -> String {
     let topic = settings.topic.clone();
     producer
         .send(
-            &original(&topic, kicked, HOSTILE_ROOM, payload),
+            &consumed_record(
+                &topic,
+                (2, 17),
+                HOSTILE_ROOM,
+                kicked,
+                "RoomUserKicked",
+                payload,
+            ),
             "tencent im: recipient <b>blocked</b>",
             4,
         )
         .await
         .unwrap();
-    let junk = original(&topic, garbage, "room-2", b"\x00not protobuf".to_vec());
+    let junk = consumed_record(
+        &topic,
+        (2, 17),
+        "room-2",
+        garbage,
+        "RoomUserKicked",
+        b"\x00not protobuf".to_vec(),
+    );
     producer
         .send(&junk, "decode: invalid wire type", 1)
         .await
@@ -174,7 +131,7 @@ async fn a_read_only_operator_sees_the_consumers_dead_letters_and_failed_deliver
     let garbage = uuid::Uuid::new_v4().to_string();
     let topic = dead_letters(&mq, &kicked, &garbage).await;
     failed_rows(&db.pool, &kicked).await;
-    let base = serve(&db.pool, &mq).await;
+    let base = serve_console_with_consumers(&db.pool, &mq).await;
     let shots = screenshots();
     let browser = Browser::start().await;
     log_in(&browser, &base, READER).await;

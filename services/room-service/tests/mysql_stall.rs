@@ -118,6 +118,23 @@ async fn downstream(
     let _ = to.shutdown().await;
 }
 
+/// The answer of a command whose database work outlived
+/// `mysql.statement_timeout`: UNAVAILABLE (the gateway retries it with the
+/// same `command_id`), naming the timeout.
+fn assert_unavailable_by_the_statement_timeout(error: &tonic::Status) {
+    assert_eq!(
+        error.code(),
+        tonic::Code::Unavailable,
+        "{}",
+        error.message()
+    );
+    assert!(
+        error.message().contains("mysql.statement_timeout"),
+        "{}",
+        error.message()
+    );
+}
+
 #[tokio::test]
 async fn a_commit_whose_answer_is_lost_is_unavailable_and_the_retry_replays_it() {
     let db = testkit::TestDb::new().await;
@@ -143,17 +160,7 @@ async fn a_commit_whose_answer_is_lost_is_unavailable_and_the_retry_replays_it()
             .join_room(request.clone())
             .await
             .expect_err("a COMMIT without an answer must not be reported as success");
-        assert_eq!(
-            error.code(),
-            tonic::Code::Unavailable,
-            "{}",
-            error.message()
-        );
-        assert!(
-            error.message().contains("mysql.statement_timeout"),
-            "{}",
-            error.message()
-        );
+        assert_unavailable_by_the_statement_timeout(&error);
         // It did land: the outcome was unknown, not a failure.
         assert_eq!(
             harness
@@ -230,17 +237,7 @@ async fn stalled_save_is_unavailable_then_recovers(shared_commit_lanes: usize) {
             .join_room(request.clone())
             .await
             .expect_err("a save against a stalled database must fail");
-        assert_eq!(
-            error.code(),
-            tonic::Code::Unavailable,
-            "{}",
-            error.message()
-        );
-        assert!(
-            error.message().contains("mysql.statement_timeout"),
-            "{}",
-            error.message()
-        );
+        assert_unavailable_by_the_statement_timeout(&error);
         // Read past the proxy: nothing of the command was committed.
         assert_eq!(
             count(&db.pool, "room_command_log", "command_id", &command_id).await,

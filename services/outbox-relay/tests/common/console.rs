@@ -2,9 +2,9 @@
 //! client that never follows redirects (so each hop can be checked), login,
 //! and the CSRF token read from a page's forms.
 
-use outbox_relay::console::{self, ConsoleConfig, history::History};
+use outbox_relay::console::{self, ConsoleConfig, consumers::Sources, history::History};
 use outbox_schema::names;
-use service_kit::Secret;
+use service_kit::{Secret, mq::MqConfig};
 use sqlx::MySqlPool;
 
 /// The operator token of the console tests.
@@ -21,9 +21,10 @@ pub fn groups() -> Vec<String> {
     ]
 }
 
-/// The console router alone, served on a loopback port; its base URL.
-pub async fn serve_console(pool: &MySqlPool) -> String {
-    let router = console::router(ConsoleConfig {
+/// The console's settings of the tests over `pool`: their tokens, the
+/// groups of [`groups`], no broker lag, no trace link.
+pub fn config(pool: &MySqlPool) -> ConsoleConfig {
+    ConsoleConfig {
         pool: pool.clone(),
         admin_token: Secret::new(ADMIN),
         read_token: Secret::new(READER),
@@ -31,7 +32,29 @@ pub async fn serve_console(pool: &MySqlPool) -> String {
         broker_lag: false,
         groups: groups(),
         trace_url: None,
-    });
+    }
+}
+
+/// The console router alone, served on a loopback port; its base URL.
+pub async fn serve_console(pool: &MySqlPool) -> String {
+    serve_router(console::router(config(pool))).await
+}
+
+/// The console with the consumer groups' pages reading the broker of `mq`,
+/// behind [`access`]; its base URL.
+pub async fn serve_console_with_consumers(pool: &MySqlPool, mq: &MqConfig) -> String {
+    let sources = Sources::from_mq(mq, &groups()).unwrap();
+    serve_router(console::router_with_consumers(
+        config(pool),
+        access(),
+        86_400_000,
+        sources,
+    ))
+    .await
+}
+
+/// `router` served on a loopback port; its base URL.
+async fn serve_router(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -109,13 +132,9 @@ pub async fn serve_gated(
 ) -> std::net::SocketAddr {
     let max_age = 7 * 86_400_000;
     let config = ConsoleConfig {
-        pool: pool.clone(),
         admin_token: access.credentials.admin.clone(),
         read_token: access.credentials.read_only.clone(),
-        history: History::default(),
-        broker_lag: false,
-        groups: groups(),
-        trace_url: None,
+        ..config(pool)
     };
     let probes = service_kit::admin_http::router(
         std::sync::Arc::default(),
