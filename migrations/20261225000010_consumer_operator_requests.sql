@@ -1,6 +1,7 @@
 -- Operator requests the relay's console writes for a consumer group's own
 -- service to carry out: replaying one dead letter of `<group>.dlq` with the
--- group's handler, or retrying one event's failed delivery rows. The console
+-- group's handler (or only checking it would be: a dry run), or retrying one
+-- event's failed delivery rows. The console
 -- only writes the row; a running instance of the group's service claims it
 -- (a guarded UPDATE on `claimed_by = ''`, so two instances never both run
 -- one), runs the same code as its `dead-letters replay` / `deliveries retry`
@@ -9,12 +10,12 @@ CREATE TABLE consumer_operator_requests (
     id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
     -- The consumer group whose service carries the request out.
     consumer_group  VARCHAR(128)    CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    -- `replay_dead_letter` or `retry_delivery`.
+    -- `replay_dead_letter`, `dry_run_replay` or `retry_delivery`.
     action          VARCHAR(32)     NOT NULL,
     -- The event replayed or retried.
     event_id        VARCHAR(64)     CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     -- The dead letter's place in `<group>.dlq`, `<partition>/<offset>`, for a
-    -- replay; '' for a retry.
+    -- replay or its dry run; '' for a retry.
     dlq_position    VARCHAR(48)     NOT NULL DEFAULT '',
     -- Who asked (the console's operator): a person or ticket handle.
     operator        VARCHAR(64)     NOT NULL,

@@ -23,6 +23,11 @@ const BENCH_MARIADB_OPTIONS: [&str; 3] = [
     "--innodb-io-capacity=2000",
 ];
 
+/// A smoke run's MariaDB: it proves the harness works and measures nothing,
+/// so it keeps the package's small buffer pool and redo log rather than
+/// writing a 2 GiB redo log to disk beside the tests' build.
+const SMOKE_MARIADB_OPTIONS: [&str; 1] = ["--innodb-log-file-size=96M"];
+
 /// Runs the benchmarks; args go to the bench binary (`--only relay-drain`, …).
 pub fn run(args: &[String]) -> Result<(), String> {
     infra::check_databases()?;
@@ -55,7 +60,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let (_mariadb, mysql_args) = if names_a_server(args) {
         (None, Vec::new())
     } else {
-        let (server, url) = BenchMariadb::start(&root.join("target/bench/mariadb"))?;
+        let options: &[&str] = if smoke {
+            &SMOKE_MARIADB_OPTIONS
+        } else {
+            &BENCH_MARIADB_OPTIONS
+        };
+        let (server, url) = BenchMariadb::start(&root.join("target/bench/mariadb"), options)?;
         (Some(server), vec!["--mysql".to_string(), url])
     };
     let port = infra::free_port()?;
@@ -92,8 +102,9 @@ fn names_a_server(args: &[String]) -> bool {
         .any(|arg| arg == "--mysql" || arg.starts_with("--mysql="))
 }
 
-/// The benchmarks' MariaDB ([`BENCH_MARIADB_OPTIONS`]): stopped when
-/// dropped, and its data directory (a 2 GiB redo log among it) deleted then;
+/// The benchmarks' MariaDB ([`BENCH_MARIADB_OPTIONS`], or
+/// [`SMOKE_MARIADB_OPTIONS`]): stopped when dropped, and its data directory
+/// (a full run's 2 GiB redo log among it) deleted then;
 /// its log stays beside it.
 struct BenchMariadb {
     server: LocalDatabases,
@@ -103,7 +114,7 @@ struct BenchMariadb {
 impl BenchMariadb {
     /// Starts it on a free port with a fresh data directory under `dir`;
     /// returns it and the URL the bench binary connects to.
-    fn start(dir: &std::path::Path) -> Result<(Self, String), String> {
+    fn start(dir: &std::path::Path, options: &[&str]) -> Result<(Self, String), String> {
         let mariadbd = localdb::find_mariadbd().ok_or(
             "the benchmarks start their own MariaDB and `mariadbd` is not installed \
                  (apt-get install mariadb-server), or pass --mysql URL of a server to measure",
@@ -111,11 +122,10 @@ impl BenchMariadb {
         let port = infra::free_port()?;
         crate::step(&format!(
             "starting the benchmarks' MariaDB on 127.0.0.1:{port} ({}; data under {})",
-            BENCH_MARIADB_OPTIONS.join(" "),
+            options.join(" "),
             dir.display()
         ));
-        let child =
-            localdb::start_mariadb_with(&mariadbd, dir, port, true, &BENCH_MARIADB_OPTIONS)?;
+        let child = localdb::start_mariadb_with(&mariadbd, dir, port, true, options)?;
         let mut server = LocalDatabases::default();
         server.servers.push(("mariadb", child));
         let started = Self {

@@ -55,6 +55,7 @@ pub use failed_tables::{
 pub use operator::{DeadLettersCommand, DeliveriesCommand, OperatorCommand, ReplayArgs, RetryArgs};
 pub use operator_run::{OperatorReport, run_operator};
 pub use replay::{ReplayLine, Replayed};
+pub use requests::RequestAction;
 
 use crate::{Decode, Handler};
 use std::{future::Future, sync::Arc};

@@ -9,7 +9,8 @@
 //! runtime's own dead-letter producer: a kick that occurred now and one that
 //! occurred before `consumer.dedup_retention`. An operator presses Replay on
 //! each and Retry on a failed notice; the group's page shows each request
-//! pending, then done (the kicked user's notice written exactly once, the
+//! pending, then done (a dry run first: would replay, nothing written; the
+//! kicked user's notice written exactly once, the
 //! dedup row recorded, a second replay a duplicate) or refused with the
 //! reason (too old: nothing written), with the audit rows written under the
 //! operator and reason. A read-only session sees no forms and is refused
@@ -152,8 +153,9 @@ async fn request_state(browser: &Browser, url: &str, prefix: &str) -> String {
     }
 }
 
-/// Fills and submits the request form in row `row` (1-based) of table `id`.
-async fn press(browser: &Browser, id: &str, row: usize, reason: &str) {
+/// Fills the request form in row `row` (1-based) of table `id` (no reason
+/// typed when `reason` is empty) and presses its button of class `button`.
+async fn press(browser: &Browser, id: &str, row: usize, reason: &str, button: &str) {
     let form = format!("#{id} tr:nth-child({}) form", row + 1);
     browser
         .type_into(
@@ -161,14 +163,16 @@ async fn press(browser: &Browser, id: &str, row: usize, reason: &str) {
             "alice",
         )
         .await;
+    if !reason.is_empty() {
+        browser
+            .type_into(
+                &browser.find(&format!("{form} input[name=reason]")).await,
+                reason,
+            )
+            .await;
+    }
     browser
-        .type_into(
-            &browser.find(&format!("{form} input[name=reason]")).await,
-            reason,
-        )
-        .await;
-    browser
-        .click(&browser.find(&format!("{form} button")).await)
+        .click(&browser.find(&format!("{form} button.{button}")).await)
         .await;
     browser.wait_for_page_text("written", DEADLINE).await;
 }
@@ -251,19 +255,56 @@ async fn a_dead_letter_is_replayed_and_a_delivery_retried_by_the_groups_service(
         [fresh.clone(), old.clone()]
     );
 
-    press(&browser, "consumer-dead-letters", 1, "IM is back, INC-7").await;
+    // A dry run first, with no reason: the service's checks, nothing written.
+    press(&browser, "consumer-dead-letters", 1, "", "dry-run").await;
+    let state = request_state(&browser, &page, "done").await;
+    assert_eq!(
+        state,
+        "done: dry run: would be handed to the handler; nothing was written"
+    );
+    assert_eq!(notices(&db.pool, &fresh).await, 0);
+    assert_eq!(dedup(&db.pool, &fresh).await, 0);
+    press(&browser, "consumer-dead-letters", 2, "", "dry-run").await;
+    let state = request_state(&browser, &page, "refused").await;
+    assert!(
+        state.contains("older than consumer.dedup_retention"),
+        "{state}"
+    );
+
+    press(
+        &browser,
+        "consumer-dead-letters",
+        1,
+        "IM is back, INC-7",
+        "replay",
+    )
+    .await;
     let state = request_state(&browser, &page, "done").await;
     assert_eq!(state, "done: applied");
     assert_eq!(notices(&db.pool, &fresh).await, 1);
     assert_eq!(dedup(&db.pool, &fresh).await, 1);
 
     // Again: the group's dedup makes it a no-op.
-    press(&browser, "consumer-dead-letters", 1, "pressed twice").await;
+    press(
+        &browser,
+        "consumer-dead-letters",
+        1,
+        "pressed twice",
+        "replay",
+    )
+    .await;
     let state = request_state(&browser, &page, "done").await;
     assert_eq!(state, "done: duplicate: applied before, nothing done");
     assert_eq!(notices(&db.pool, &fresh).await, 1);
 
-    press(&browser, "consumer-dead-letters", 2, "old one too").await;
+    press(
+        &browser,
+        "consumer-dead-letters",
+        2,
+        "old one too",
+        "replay",
+    )
+    .await;
     let state = request_state(&browser, &page, "refused").await;
     assert!(
         state.contains("older than consumer.dedup_retention"),
@@ -272,7 +313,7 @@ async fn a_dead_letter_is_replayed_and_a_delivery_retried_by_the_groups_service(
     assert_eq!(notices(&db.pool, &old).await, 0);
     assert_eq!(dedup(&db.pool, &old).await, 0);
 
-    press(&browser, "failed-deliveries", 1, "IM recovered").await;
+    press(&browser, "failed-deliveries", 1, "IM recovered", "retry").await;
     let state = request_state(&browser, &page, "done").await;
     assert_eq!(
         state,
@@ -281,7 +322,7 @@ async fn a_dead_letter_is_replayed_and_a_delivery_retried_by_the_groups_service(
     assert_eq!(not_failed(&db.pool, &failed).await, 1);
 
     let operators = column(&browser, "consumer-requests", 4).await;
-    assert_eq!(operators, ["alice"; 4]);
+    assert_eq!(operators, ["alice"; 6]);
     browser
         .screenshot(&screenshots().join("consumers-requests.png"))
         .await;
@@ -293,7 +334,9 @@ async fn a_dead_letter_is_replayed_and_a_delivery_retried_by_the_groups_service(
     service.await.unwrap();
 }
 
-/// One audit row per request, under its operator and reason, with its outcome.
+/// One audit row per request but the dry runs (nothing to audit: the
+/// request row says who asked), under its operator and reason, with its
+/// outcome.
 async fn audited_as_requested(pool: &MySqlPool) {
     let audit: Vec<(String, String, String, String)> = sqlx::query_as(
         "SELECT action, operator, reason, outcome FROM consumer_operator_audit ORDER BY id",
@@ -389,7 +432,7 @@ async fn read_only_is_refused(base: &str, pool: &MySqlPool, event_id: &str) {
     }
     assert_eq!(
         requests(pool).await,
-        4,
-        "only the four pressed requests were written"
+        6,
+        "only the six pressed requests were written"
     );
 }

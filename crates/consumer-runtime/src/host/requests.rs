@@ -6,7 +6,11 @@
 //! with the dedup-retention guard and never `--force`) and `deliveries retry`
 //! ([`super::deliveries`], for the requested event) — audited in
 //! `consumer_operator_audit` under the request's operator and reason; then it
-//! writes the outcome (`done`, `refused`, `failed`) and its detail.
+//! writes the outcome (`done`, `refused`, `failed`) and its detail. A dry run
+//! of a replay (`dry_run_replay`) is `dead-letters replay --dry-run` of that
+//! letter: the same checks (the payload decodes, its type is known, the
+//! dedup-retention guard), nothing handed to the handler, nothing audited
+//! (the request row says who asked and why).
 //!
 //! The claim is one guarded UPDATE (`claimed_by = ''`), so of several
 //! instances of the group exactly one runs a request. A request whose
@@ -51,6 +55,51 @@ const POLLS_PER_PURGE: u32 = 600;
 
 /// Longest detail kept (a replay's refusal is a few hundred characters).
 const MAX_DETAIL_CHARS: usize = 4096;
+
+/// What a console request asks of the group's service: the `action` column
+/// of `consumer_operator_requests` (the console writes it, the service reads it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestAction {
+    /// `dead-letters replay` of one letter.
+    Replay,
+    /// `dead-letters replay --dry-run` of one letter.
+    DryRunReplay,
+    /// `deliveries retry` of one event.
+    Retry,
+}
+
+impl RequestAction {
+    /// Every action.
+    pub const ALL: [Self; 3] = [Self::Replay, Self::DryRunReplay, Self::Retry];
+
+    /// The column's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Replay => "replay_dead_letter",
+            Self::DryRunReplay => "dry_run_replay",
+            Self::Retry => "retry_delivery",
+        }
+    }
+
+    /// The action a column's value names.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|action| action.as_str() == text)
+    }
+
+    /// How a page names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Replay => "replay",
+            Self::DryRunReplay => "dry run of replay",
+            Self::Retry => "retry",
+        }
+    }
+
+    /// Whether it is about one dead letter (and names its position).
+    pub fn reads_a_dead_letter(self) -> bool {
+        matches!(self, Self::Replay | Self::DryRunReplay)
+    }
+}
 
 /// One claimed request.
 #[derive(Debug)]
@@ -185,27 +234,42 @@ async fn carry_out<S: ConsumerService>(
     pool: &MySqlPool,
     request: &Request,
 ) -> Ended {
+    let Some(action) = RequestAction::parse(&request.action) else {
+        return ("refused", format!("unknown action `{}`", request.action));
+    };
+    if action == RequestAction::DryRunReplay {
+        return replay_one::<S>(config, settings, request, None)
+            .await
+            .unwrap_or_else(ended_by_error);
+    }
     let who = match Accountable::new(Some(&request.operator), Some(&request.reason)) {
         Ok(who) => who,
         Err(error) => return ("refused", error.to_string()),
     };
-    let result = match request.action.as_str() {
-        "replay_dead_letter" => replay_one::<S>(config, settings, request, &who).await,
-        "retry_delivery" => retry_one::<S>(settings, pool, request, &who).await,
-        other => Ok(("refused", format!("unknown action `{other}`"))),
+    let result = if action == RequestAction::Retry {
+        retry_one::<S>(settings, pool, request, &who).await
+    } else {
+        replay_one::<S>(config, settings, request, Some(&who)).await
     };
-    result.unwrap_or_else(|error| match error {
-        Error::Operator(why) => ("refused", why),
-        other => ("failed", other.to_string()),
-    })
+    result.unwrap_or_else(ended_by_error)
 }
 
-/// `dead-letters replay` of the one letter at the request's position.
+/// A request's outcome when its command returned an error: an operator
+/// refusal (the command's own checks) or a failure.
+fn ended_by_error(error: Error) -> Ended {
+    match error {
+        Error::Operator(why) => ("refused", why),
+        other => ("failed", other.to_string()),
+    }
+}
+
+/// `dead-letters replay` of the one letter at the request's position, or
+/// only its checks (`--dry-run`) when there is no one to account for it.
 async fn replay_one<S: ConsumerService>(
     config: &S::Config,
     settings: &ConsumerSettings,
     request: &Request,
-    who: &Accountable,
+    who: Option<&Accountable>,
 ) -> Result<Ended, Error> {
     let position = parse_position(&request.position).ok_or_else(|| {
         Error::Operator(format!(
@@ -234,23 +298,20 @@ async fn replay_one<S: ConsumerService>(
         "event_id={} position={} console request {}",
         request.event_id, request.position, request.id
     );
-    let lines = replay::replay::<S>(
-        config,
-        settings,
-        vec![letter],
-        &target,
-        Some(who),
-        false,
-        false,
-    )
-    .await?;
+    let dry_run = who.is_none();
+    let lines =
+        replay::replay::<S>(config, settings, vec![letter], &target, who, false, dry_run).await?;
     Ok(match lines.into_iter().next().map(|line| line.replayed) {
         Some(Replayed::Applied) => ("done", "applied".into()),
         Some(Replayed::Duplicate) => ("done", "duplicate: applied before, nothing done".into()),
         Some(Replayed::Ignored) => ("done", "ignored: nothing to do for this group".into()),
         Some(Replayed::Refused(why)) => ("refused", why),
         Some(Replayed::Failed(why)) => ("failed", why),
-        Some(Replayed::WouldReplay) | None => ("failed", "nothing was replayed".into()),
+        Some(Replayed::WouldReplay) => (
+            "done",
+            "dry run: would be handed to the handler; nothing was written".into(),
+        ),
+        None => ("failed", "nothing was replayed".into()),
     })
 }
 
@@ -299,6 +360,14 @@ fn parse_position(text: &str) -> Option<(i32, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_action_reads_back_as_itself() {
+        for action in RequestAction::ALL {
+            assert_eq!(RequestAction::parse(action.as_str()), Some(action));
+        }
+        assert_eq!(RequestAction::parse("drop_table"), None);
+    }
 
     #[test]
     fn a_position_is_two_non_negative_integers() {

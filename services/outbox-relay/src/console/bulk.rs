@@ -23,6 +23,12 @@ struct BulkForm {
     rooms: Vec<String>,
 }
 
+impl super::Posted for BulkForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// The form's fields, `room_id` repeated; or a precise refusal.
 fn bulk_form(body: &Bytes) -> Result<BulkForm, crate::Error> {
     let pairs: Vec<(String, String)> = form(body)?;
@@ -65,13 +71,8 @@ async fn bulk(
     body: Bytes,
     skip: bool,
 ) -> Response {
-    let parsed = bulk_form(&body);
-    let csrf = parsed
-        .as_ref()
-        .map(|form| form.csrf.clone())
-        .unwrap_or_default();
-    let session = match console.mutation(&headers, client, &csrf).await {
-        Ok(session) => session,
+    let (session, parsed) = match console.mutation(&headers, client, bulk_form(&body)).await {
+        Ok(checked) => checked,
         Err(refused) => return *refused,
     };
     let title = if skip {

@@ -5,7 +5,7 @@
 //! | `GET /console/consumers` | each consumer group: its dead-letter count (`<group>.dlq`) and failed-delivery count |
 //! | `GET /console/consumers/group?group=` | a group's dead letters (the first [`DEAD_LETTER_CAP`]) and failed deliveries (the oldest [`FAILED_CAP`]) |
 //! | `GET /console/consumers/dead-letter?group=&position=` | one dead letter (`<partition>/<offset>` in the dead-letter topic): headers and decoded payload |
-//! | `POST /console/consumers/replay`, `POST /console/consumers/retry` | a request to the group's service to replay a dead letter or retry an event's failed deliveries ([`requests`]) |
+//! | `POST /console/consumers/replay`, `POST /console/consumers/dry-run`, `POST /console/consumers/retry` | a request to the group's service to replay a dead letter (or only check it would), or retry an event's failed deliveries ([`requests`]) |
 //!
 //! The groups are `outbox_schema::groups::CONSUMERS` (im-bridge's as
 //! configured: `ConsoleConfig::groups`). Dead letters are read with the
@@ -147,6 +147,7 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/consumers/group", get(group))
         .route("/console/consumers/dead-letter", get(dead_letter))
         .route("/console/consumers/replay", post(requests::replay))
+        .route("/console/consumers/dry-run", post(requests::dry_run))
         .route("/console/consumers/retry", post(requests::retry))
 }
 

@@ -174,6 +174,12 @@ pub(super) struct InterveneForm {
     reason: String,
 }
 
+impl super::Posted for InterveneForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 pub(super) async fn intervene(
     console: Console,
     client: Client,
@@ -181,13 +187,11 @@ pub(super) async fn intervene(
     body: Bytes,
     skip: bool,
 ) -> Response {
-    let parsed = form::<InterveneForm>(&body);
-    let csrf = parsed
-        .as_ref()
-        .map(|form| form.csrf.clone())
-        .unwrap_or_default();
-    let session = match console.mutation(&headers, client, &csrf).await {
-        Ok(session) => session,
+    let (session, parsed) = match console
+        .mutation(&headers, client, form::<InterveneForm>(&body))
+        .await
+    {
+        Ok(checked) => checked,
         Err(refused) => return *refused,
     };
     let title = if skip { "Skip" } else { "Retry now" };
@@ -300,19 +304,23 @@ pub(super) struct ReplayForm {
     filter: FilterForm,
 }
 
+impl super::Posted for ReplayForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 pub(super) async fn replay(
     State(console): State<Console>,
     Extension(client): Extension<Client>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let parsed = form::<ReplayForm>(&body);
-    let csrf = parsed
-        .as_ref()
-        .map(|form| form.csrf.clone())
-        .unwrap_or_default();
-    let session = match console.mutation(&headers, client, &csrf).await {
-        Ok(session) => session,
+    let (session, parsed) = match console
+        .mutation(&headers, client, form::<ReplayForm>(&body))
+        .await
+    {
+        Ok(checked) => checked,
         Err(refused) => return *refused,
     };
     let result = async {

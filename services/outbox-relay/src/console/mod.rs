@@ -332,15 +332,17 @@ impl Console {
         )
     }
 
-    /// The session of a mutation, or the refusal: not same-origin (403), no
-    /// session (401, or the throttle's 429), no or wrong CSRF token (403),
-    /// read-only (403).
-    async fn mutation(
+    /// The session of a mutation and its parsed form, or the refusal: not
+    /// same-origin (403), no session (401, or the throttle's 429), no or
+    /// wrong CSRF token (403), read-only (403). A form that did not parse
+    /// has no token and is refused here; its precise error is the page's.
+    async fn mutation<T: Posted>(
         &self,
         headers: &HeaderMap,
         client: Client,
-        csrf: &str,
-    ) -> Result<Session, Box<Response>> {
+        parsed: Result<T, crate::Error>,
+    ) -> Result<(Session, Result<T, crate::Error>), Box<Response>> {
+        let csrf = parsed.as_ref().map(Posted::csrf).unwrap_or_default();
         if let Some(why) = auth::cross_site(headers, &self.access.hosts) {
             tracing::warn!(reason = why, "console mutation refused: cross-site");
             return Err(Box::new(plain(StatusCode::FORBIDDEN, why)));
@@ -370,8 +372,14 @@ impl Console {
                 ),
             )));
         }
-        Ok(session)
+        Ok((session, parsed))
     }
+}
+
+/// A form a mutation posts: it carries the session's CSRF token.
+trait Posted {
+    /// The form's `csrf` field.
+    fn csrf(&self) -> &str;
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {

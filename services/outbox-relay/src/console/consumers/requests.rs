@@ -3,14 +3,15 @@
 //! | Path | Action |
 //! |---|---|
 //! | `POST /console/consumers/replay` | request the replay of one dead letter (`group`, `position`, `event_id`) |
+//! | `POST /console/consumers/dry-run` | request a dry run of that replay: the service's checks only, nothing written |
 //! | `POST /console/consumers/retry` | request the retry of one event's failed deliveries (`group`, `event_id`) |
 //!
-//! Both are mutations (same origin, CSRF token, not read-only) with an
-//! operator and a reason. The console checks the request (a known group, the
+//! All are mutations (same origin, CSRF token, not read-only) with an
+//! operator and a reason (optional for a dry run, as on the CLI). The console checks the request (a known group, the
 //! letter at that position being of that event, a delivery table to retry
 //! in) and writes a row of `consumer_operator_requests`; a running instance
 //! of the group's service claims it and runs the same code as its
-//! `dead-letters replay` / `deliveries retry` command, audited in
+//! `dead-letters replay [--dry-run]` / `deliveries retry` command, audited in
 //! `consumer_operator_audit` (consumer-runtime's `host::requests`). The
 //! group's page shows the group's latest requests and what came of them.
 
@@ -19,7 +20,7 @@ use super::{Sources, position, read};
 use crate::access::Client;
 use crate::ops::audit::checked_reason;
 use axum::{Extension, body::Bytes, extract::State, http::HeaderMap, response::Response};
-use consumer_runtime::host::DeadLetterFilter;
+use consumer_runtime::host::{DeadLetterFilter, RequestAction};
 use maud::{Markup, html};
 use service_kit::db::IdText;
 use service_kit::operator::ReasonRule;
@@ -49,6 +50,12 @@ pub(super) struct RequestForm {
     position: String,
 }
 
+impl super::super::Posted for RequestForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// One request as the group's page shows it.
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct Shown {
@@ -73,7 +80,18 @@ pub(super) async fn replay(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    submit(console, client, headers, body, "replay_dead_letter").await
+    submit(console, client, headers, body, RequestAction::Replay).await
+}
+
+/// `POST /console/consumers/dry-run`: the replay's checks only; the group's
+/// service answers whether the letter would be handed to its handler.
+pub(super) async fn dry_run(
+    State(console): State<Console>,
+    Extension(client): Extension<Client>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    submit(console, client, headers, body, RequestAction::DryRunReplay).await
 }
 
 /// `POST /console/consumers/retry`.
@@ -83,7 +101,7 @@ pub(super) async fn retry(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    submit(console, client, headers, body, "retry_delivery").await
+    submit(console, client, headers, body, RequestAction::Retry).await
 }
 
 async fn submit(
@@ -91,25 +109,28 @@ async fn submit(
     client: Client,
     headers: HeaderMap,
     body: Bytes,
-    action: &'static str,
+    action: RequestAction,
 ) -> Response {
-    let parsed = form::<RequestForm>(&body);
-    let csrf = parsed
-        .as_ref()
-        .map(|form| form.csrf.clone())
-        .unwrap_or_default();
-    let session = match console.mutation(&headers, client, &csrf).await {
-        Ok(session) => session,
+    let (session, parsed) = match console
+        .mutation(&headers, client, form::<RequestForm>(&body))
+        .await
+    {
+        Ok(checked) => checked,
         Err(refused) => return *refused,
     };
     let result = async {
         let form = parsed?;
         let operator = acting_operator(&session, &form.operator)?;
-        let reason = checked_reason(Some(&form.reason), ReasonRule::Required)?;
+        let reason_rule = if action == RequestAction::DryRunReplay {
+            ReasonRule::Optional
+        } else {
+            ReasonRule::Required
+        };
+        let reason = checked_reason(Some(&form.reason), reason_rule)?;
         let event_id = checked_event_id(&form.event_id)?;
         let sources: &Sources = &console.consumers;
         let source = sources.group(Some(&form.group))?;
-        let dlq_position = if action == "replay_dead_letter" {
+        let dlq_position = if action.reads_a_dead_letter() {
             let at = position(Some(&form.position))?;
             let settings = source.reader()?;
             let filter = DeadLetterFilter {
@@ -143,7 +164,7 @@ async fn submit(
         };
         let id = sqlx::query(INSERT_SQL)
             .bind(&source.group)
-            .bind(action)
+            .bind(action.as_str())
             .bind(&event_id)
             .bind(&dlq_position)
             .bind(operator.as_str())
@@ -155,7 +176,7 @@ async fn submit(
         tracing::info!(
             request = id,
             consumer_group = %source.group,
-            action,
+            action = action.as_str(),
             %event_id,
             operator = operator.as_str(),
             "consumer operator request written"
@@ -194,22 +215,19 @@ fn checked_event_id(text: &str) -> Result<String, crate::Error> {
 }
 
 /// The page after a request was written.
-fn written(id: u64, action: &str, service: &str, group: &str, event_id: &str) -> Markup {
+fn written(id: u64, action: RequestAction, service: &str, group: &str, event_id: &str) -> Markup {
     html! {
         p class="ok" id="request-written" {
-            "Request #" (id) " written: " (label(action)) " of event " code { (event_id) }
+            "Request #" (id) " written: " (action.label()) " of event " code { (event_id) }
             ". " (service) " (group " (group) ") carries it out; its state is on the group's page."
         }
         p { a id="to-group" href=(super::view::group_href(group)) { "Back to " (group) } }
     }
 }
 
+/// How a page names a request's action (a value no build wrote, as it is).
 fn label(action: &str) -> &str {
-    match action {
-        "replay_dead_letter" => "replay",
-        "retry_delivery" => "retry",
-        other => other,
-    }
+    RequestAction::parse(action).map_or(action, |known| known.label())
 }
 
 /// The group's latest requests, newest first.

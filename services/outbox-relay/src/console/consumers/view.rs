@@ -213,7 +213,12 @@ fn request_form(group: &Group<'_>, action: &str, event_id: &str, position: Optio
             @if let Some(position) = position { (hidden("position", position)) }
             (operator_field(operator))
             input name="reason" placeholder="reason (required)" required maxlength="512";
-            button type="submit" { (button) }
+            button type="submit" class=(action) { (button) }
+            @if action == "replay" {
+                // The same form, checked only: no reason needed.
+                button type="submit" class="dry-run" formaction="/console/consumers/dry-run"
+                    formnovalidate { "Dry run" }
+            }
         }
     }
 }
