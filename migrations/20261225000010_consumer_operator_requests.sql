@@ -29,7 +29,8 @@ CREATE TABLE consumer_operator_requests (
     claimed_at_ms   BIGINT          NOT NULL DEFAULT 0,
     -- When it ended, Unix ms; 0 until then.
     finished_at_ms  BIGINT          NOT NULL DEFAULT 0,
-    -- '' while pending or running, then `done`, `refused` or `failed`.
+    -- '' while pending or running, then `done`, `refused` or `failed`; or
+    -- `abandoned`, marked from the console when its instance died mid-run.
     outcome         VARCHAR(16)     NOT NULL DEFAULT '',
     -- What came of it, or why it was refused or failed.
     detail          TEXT            NOT NULL,

@@ -10,6 +10,7 @@
 //! a malformed or absent position) is refused precisely. The pages are
 //! saved under `target/console-screenshots/consumers-*.png`.
 
+mod abandoned_requests;
 mod browser;
 mod common;
 

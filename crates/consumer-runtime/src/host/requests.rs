@@ -16,6 +16,9 @@
 //! instances of the group exactly one runs a request. A request whose
 //! instance died mid-run stays claimed and unfinished, shown as running on
 //! that instance: it is not run again, since its replay may have applied.
+//! Once it has run longer than [`STALLED_AFTER`] an operator may mark it
+//! `abandoned` from the console (and ask again after checking); should its
+//! instance finish it after all, the real outcome replaces that mark.
 
 use super::{
     ConsumerService, Error, ServiceConfig,
@@ -52,6 +55,12 @@ const PURGE_SQL: &str = "DELETE FROM consumer_operator_requests \
 const KEEP_FINISHED: Duration = Duration::from_secs(30 * 86_400);
 /// Polls between two purges of finished requests (about ten minutes).
 const POLLS_PER_PURGE: u32 = 600;
+
+/// How long a claimed request may run before the console offers to mark it
+/// abandoned: one letter's replay or one event's retry is a few statements
+/// (each bounded by `mysql.statement_timeout`) and one handler call, seconds
+/// even when slow; ten minutes unfinished means its instance died.
+pub const STALLED_AFTER: Duration = Duration::from_secs(600);
 
 /// Longest detail kept (a replay's refusal is a few hundred characters).
 const MAX_DETAIL_CHARS: usize = 4096;

@@ -6,6 +6,7 @@
 //! | `GET /console/consumers/group?group=` | a group's dead letters (the first [`DEAD_LETTER_CAP`]) and failed deliveries (the oldest [`FAILED_CAP`]) |
 //! | `GET /console/consumers/dead-letter?group=&position=` | one dead letter (`<partition>/<offset>` in the dead-letter topic): headers and decoded payload |
 //! | `POST /console/consumers/replay`, `POST /console/consumers/dry-run`, `POST /console/consumers/retry` | a request to the group's service to replay a dead letter (or only check it would), or retry an event's failed deliveries ([`requests`]) |
+//! | `POST /console/consumers/abandon` | mark a request whose instance died mid-run abandoned ([`abandon`]) |
 //!
 //! The groups are `outbox_schema::groups::CONSUMERS` (im-bridge's as
 //! configured: `ConsoleConfig::groups`). Dead letters are read with the
@@ -21,6 +22,7 @@
 //! group's service carries out ([`requests`]), and the exact command an
 //! operator runs there instead (`view::replay_command`, `view::retry_command`).
 
+mod abandon;
 mod requests;
 mod view;
 
@@ -149,6 +151,7 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/consumers/replay", post(requests::replay))
         .route("/console/consumers/dry-run", post(requests::dry_run))
         .route("/console/consumers/retry", post(requests::retry))
+        .route("/console/consumers/abandon", post(abandon::abandon))
 }
 
 /// The query of the group and letter pages (all optional, so a missing
@@ -225,18 +228,19 @@ async fn group(
         };
         let recent = requests::recent(&console.config.pool, &source.group).await;
         let operator = session.operator.as_ref().map(|name| name.as_str());
+        let form = (session.role != super::auth::Role::ReadOnly)
+            .then_some((session.csrf.as_str(), operator));
         Ok(view::group(
             &view::Group {
                 service: source.service,
                 group: &source.group,
                 topic: source.dead_letter_topic(),
                 table: source.table.map(DeliveryTableName::table),
-                form: (session.role != super::auth::Role::ReadOnly)
-                    .then_some((session.csrf.as_str(), operator)),
+                form,
             },
             letters,
             failed.as_deref(),
-            requests::table(&recent),
+            requests::table(&recent, &source.group, form),
         ))
     }
     .await;

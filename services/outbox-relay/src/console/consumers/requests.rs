@@ -16,7 +16,7 @@
 //! group's page shows the group's latest requests and what came of them.
 
 use super::super::{Console, form, handlers::acting_operator, html::utc, pages::refusal};
-use super::{Sources, position, read};
+use super::{Sources, abandon, position, read};
 use crate::access::Client;
 use crate::ops::audit::checked_reason;
 use axum::{Extension, body::Bytes, extract::State, http::HeaderMap, response::Response};
@@ -35,7 +35,7 @@ const INSERT_SQL: &str = "INSERT INTO consumer_operator_requests \
      (consumer_group, action, event_id, dlq_position, operator, reason, requested_at_ms, detail) \
      VALUES (?, ?, ?, ?, ?, ?, ?, '')";
 const RECENT_SQL: &str = "SELECT id, action, event_id, dlq_position, operator, reason, \
-     requested_at_ms, claimed_by, outcome, detail FROM consumer_operator_requests \
+     requested_at_ms, claimed_by, claimed_at_ms, outcome, detail FROM consumer_operator_requests \
      WHERE consumer_group = ? ORDER BY id DESC LIMIT ?";
 
 /// The form of both requests (fields absent from one are left empty).
@@ -69,6 +69,7 @@ pub(super) struct Shown {
     requested_at_ms: i64,
     #[sqlx(try_from = "IdText")]
     claimed_by: String,
+    claimed_at_ms: i64,
     outcome: String,
     detail: String,
 }
@@ -239,18 +240,32 @@ pub(super) async fn recent(pool: &MySqlPool, group: &str) -> Result<Vec<Shown>, 
         .await?)
 }
 
-/// The requests table of a group's page (or why it cannot be read).
-pub(super) fn table(requests: &Result<Vec<Shown>, crate::Error>) -> Markup {
+/// The requests table of a group's page (or why it cannot be read); with
+/// `form` (the session's CSRF token and named operator), a request that has
+/// run past the stall bound gets the form that marks it abandoned.
+pub(super) fn table(
+    requests: &Result<Vec<Shown>, crate::Error>,
+    group: &str,
+    form: Option<(&str, Option<&str>)>,
+) -> Markup {
     let requests = match requests {
         Ok(requests) => requests,
         Err(error) => return refusal(&error.to_string()),
     };
+    let now = service_kit::time::now_ms();
     let rows: Vec<Vec<Markup>> = requests
         .iter()
         .map(|request| {
             let state = match request.outcome.as_str() {
                 "" if request.claimed_by.is_empty() => html! { "pending" },
-                "" => html! { "running on " (request.claimed_by) },
+                "" => html! {
+                    "running on " (request.claimed_by) " since " (utc(request.claimed_at_ms))
+                    @if let (Some((csrf, operator)), true) =
+                        (form, abandon::stalled(request.claimed_at_ms, now))
+                    {
+                        (abandon::abandon_form(csrf, operator, group, request.id))
+                    }
+                },
                 outcome => html! { (outcome) ": " (request.detail) },
             };
             vec![
