@@ -55,7 +55,7 @@ pub use failed_tables::{
 pub use operator::{DeadLettersCommand, DeliveriesCommand, OperatorCommand, ReplayArgs, RetryArgs};
 pub use operator_run::{OperatorReport, run_operator};
 pub use replay::{ReplayLine, Replayed};
-pub use requests::{RequestAction, STALLED_AFTER};
+pub use requests::{RequestAction, STALLED_AFTER, UNCLAIMED_AFTER};
 
 use crate::{Decode, Handler};
 use std::{future::Future, sync::Arc};

@@ -62,6 +62,10 @@ const POLLS_PER_PURGE: u32 = 600;
 /// even when slow; ten minutes unfinished means its instance died.
 pub const STALLED_AFTER: Duration = Duration::from_secs(600);
 
+/// How long a request may wait unclaimed before the console says no
+/// instance seems to be serving the group: thirty polls.
+pub const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
+
 /// Longest detail kept (a replay's refusal is a few hundred characters).
 const MAX_DETAIL_CHARS: usize = 4096;
 

@@ -230,18 +230,15 @@ async fn group(
         let operator = session.operator.as_ref().map(|name| name.as_str());
         let form = (session.role != super::auth::Role::ReadOnly)
             .then_some((session.csrf.as_str(), operator));
-        Ok(view::group(
-            &view::Group {
-                service: source.service,
-                group: &source.group,
-                topic: source.dead_letter_topic(),
-                table: source.table.map(DeliveryTableName::table),
-                form,
-            },
-            letters,
-            failed.as_deref(),
-            requests::table(&recent, &source.group, form),
-        ))
+        let shown = view::Group {
+            service: source.service,
+            group: &source.group,
+            topic: source.dead_letter_topic(),
+            table: source.table.map(DeliveryTableName::table),
+            form,
+        };
+        let requests = requests::table(&recent, &shown);
+        Ok(view::group(&shown, letters, failed.as_deref(), requests))
     }
     .await;
     console.render(&session, "Consumer group", result)

@@ -1,7 +1,8 @@
 //! Marking a consumer request abandoned from the console, in headless
 //! Chromium: four requests of the notice group — one claimed eleven minutes
 //! ago by an instance that died (past `consumer_runtime::host::STALLED_AFTER`),
-//! one claimed seconds ago, one pending, one done. Only the stalled one has
+//! one claimed seconds ago, one pending for fifteen minutes (the page says
+//! no instance has claimed it), one done. Only the stalled one has
 //! the form; an operator marks it, and the page shows it abandoned with who
 //! and why. Marking any other is refused with the reason and changes
 //! nothing; a read-only session is refused. The page is saved as
@@ -114,7 +115,11 @@ async fn only_a_request_whose_instance_died_is_marked_abandoned() {
         states[2].starts_with("running on live-host:7"),
         "{states:?}"
     );
-    assert_eq!(states[1], "pending");
+    assert!(
+        states[1].starts_with("pending for 9")
+            && states[1].contains("no instance of notice-consumer has claimed it"),
+        "a request unclaimed for 15 minutes says why it may be: {states:?}"
+    );
     browser
         .screenshot(&screenshots().join("consumers-abandoned.png"))
         .await;

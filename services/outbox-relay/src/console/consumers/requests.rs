@@ -16,11 +16,12 @@
 //! group's page shows the group's latest requests and what came of them.
 
 use super::super::{Console, form, handlers::acting_operator, html::utc, pages::refusal};
+use super::view::Group;
 use super::{Sources, abandon, position, read};
 use crate::access::Client;
 use crate::ops::audit::checked_reason;
 use axum::{Extension, body::Bytes, extract::State, http::HeaderMap, response::Response};
-use consumer_runtime::host::{DeadLetterFilter, RequestAction};
+use consumer_runtime::host::{DeadLetterFilter, RequestAction, UNCLAIMED_AFTER};
 use maud::{Markup, html};
 use service_kit::db::IdText;
 use service_kit::operator::ReasonRule;
@@ -241,13 +242,10 @@ pub(super) async fn recent(pool: &MySqlPool, group: &str) -> Result<Vec<Shown>, 
 }
 
 /// The requests table of a group's page (or why it cannot be read); with
-/// `form` (the session's CSRF token and named operator), a request that has
-/// run past the stall bound gets the form that marks it abandoned.
-pub(super) fn table(
-    requests: &Result<Vec<Shown>, crate::Error>,
-    group: &str,
-    form: Option<(&str, Option<&str>)>,
-) -> Markup {
+/// the group's `form` (the session's CSRF token and named operator), a
+/// request that has run past the stall bound gets the form that marks it
+/// abandoned.
+pub(super) fn table(requests: &Result<Vec<Shown>, crate::Error>, group: &Group<'_>) -> Markup {
     let requests = match requests {
         Ok(requests) => requests,
         Err(error) => return refusal(&error.to_string()),
@@ -257,13 +255,13 @@ pub(super) fn table(
         .iter()
         .map(|request| {
             let state = match request.outcome.as_str() {
-                "" if request.claimed_by.is_empty() => html! { "pending" },
+                "" if request.claimed_by.is_empty() => pending(request, group.service, now),
                 "" => html! {
                     "running on " (request.claimed_by) " since " (utc(request.claimed_at_ms))
                     @if let (Some((csrf, operator)), true) =
-                        (form, abandon::stalled(request.claimed_at_ms, now))
+                        (group.form, abandon::stalled(request.claimed_at_ms, now))
                     {
-                        (abandon::abandon_form(csrf, operator, group, request.id))
+                        (abandon::abandon_form(csrf, operator, group.group, request.id))
                     }
                 },
                 outcome => html! { (outcome) ": " (request.detail) },
@@ -290,6 +288,22 @@ pub(super) fn table(
               "requested (UTC)", "state"],
             &rows,
         ))
+    }
+}
+
+/// A request no instance has claimed; past `UNCLAIMED_AFTER`, why that may be.
+fn pending(request: &Shown, service: &str, now: i64) -> Markup {
+    let waited_ms = now.saturating_sub(request.requested_at_ms);
+    let bound_ms = i64::try_from(UNCLAIMED_AFTER.as_millis()).unwrap_or(i64::MAX);
+    html! {
+        "pending"
+        @if waited_ms > bound_ms {
+            span class="unclaimed" {
+                " for " (waited_ms / 1000) " s: no instance of " (service) " has claimed it. \
+                 Is one running? (An IM bridge hosted inside room-service does not carry out \
+                 console requests; run the command shown instead.)"
+            }
+        }
     }
 }
 
