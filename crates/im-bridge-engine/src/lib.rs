@@ -16,8 +16,8 @@ pub mod handler;
 use consumer_runtime::{ConsumerConfig, ConsumerMetrics, ConsumerSettings, host::EmbeddedConsumer};
 use handler::ImBridgeHandler;
 use outbox_schema::pb;
+use service_kit::db::statement::BoundedPool;
 use service_kit::mq::MqConfig;
-use sqlx::MySqlPool;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -39,13 +39,14 @@ pub fn settings(mq: &MqConfig, consumer: &ConsumerConfig) -> Result<ConsumerSett
     )?)
 }
 
-/// The handler, dedup'ing in `consumer_group`; refuses a group id template
-/// that cannot name a room's group.
+/// The handler, dedup'ing in `consumer_group` (its statements under the
+/// pool's `mysql.statement_timeout`, the default for a bare pool); refuses a
+/// group id template that cannot name a room's group.
 pub fn bridge_handler(
     bridge: BridgeConfig,
     group_id_template: String,
     im: tencent_im::Client,
-    pool: MySqlPool,
+    db: impl Into<BoundedPool>,
     consumer_group: &str,
 ) -> Result<ImBridgeHandler, Error> {
     if !group_id_template.contains("{room_id}") {
@@ -55,7 +56,7 @@ pub fn bridge_handler(
     }
     Ok(ImBridgeHandler::new(room_im::RoomIm::new(
         im,
-        pool,
+        db,
         consumer_group.to_string(),
         group_id_template,
         bridge,
@@ -76,19 +77,20 @@ impl ImBridge {
         bridge: BridgeConfig,
         group_id_template: String,
         im: tencent_im::Client,
-        pool: MySqlPool,
+        db: impl Into<BoundedPool>,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
+        let db = db.into();
         let handler = bridge_handler(
             bridge,
             group_id_template,
             im,
-            pool.clone(),
+            db.clone(),
             &settings.consumer_group,
         )?;
         let handler = Arc::new(handler);
         Ok(Self {
-            consumer: EmbeddedConsumer::new(settings, handler.clone(), pool, metrics)?,
+            consumer: EmbeddedConsumer::new(settings, handler.clone(), db, metrics)?,
             handler,
         })
     }

@@ -11,10 +11,15 @@
 //!
 //! Rows older than the dedup horizon are deleted in bounded batches by
 //! [`purge_older_than`] (consumer-runtime schedules it per group).
+//!
+//! The functions that take a pool run each unit of work under its
+//! `mysql.statement_timeout` ([`BoundedPool`]; a bare pool gets the default),
+//! so a stalled database turns into an error, never a consumer that waits
+//! until TCP gives up (docs/design.md#client-timeouts).
 
 use crate::Error;
-use service_kit::db::IdText;
-use sqlx::{MySqlConnection, MySqlPool, QueryBuilder, Row};
+use service_kit::db::{IdText, statement::BoundedPool};
+use sqlx::{MySqlConnection, QueryBuilder, Row};
 use std::{collections::HashSet, time::Duration};
 
 /// Width of `consumer_dedup.event_id`.
@@ -86,17 +91,18 @@ pub async fn claim_many_in_tx(
 
 /// The ids among `event_ids` already handled by `group`.
 pub async fn processed(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     event_ids: &[&str],
 ) -> Result<HashSet<String>, Error> {
-    let mut connection = pool.acquire().await?;
-    select_existing(&mut connection, group, event_ids).await
+    db.into()
+        .run(|connection, _| Box::pin(select_existing(connection, group, event_ids)))
+        .await
 }
 
 /// Records `event_ids` as handled by `group` (already-recorded ids are kept).
 pub async fn record(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     event_ids: &[&str],
     now_ms: i64,
@@ -107,8 +113,9 @@ pub async fn record(
     if event_ids.is_empty() {
         return Ok(());
     }
-    let mut connection = pool.acquire().await?;
-    insert_ignore(&mut connection, group, event_ids, now_ms).await?;
+    db.into()
+        .run(|connection, _| Box::pin(insert_ignore(connection, group, event_ids, now_ms)))
+        .await?;
     Ok(())
 }
 
@@ -160,36 +167,42 @@ pub(crate) async fn insert_ignore(
 /// Deletes up to `batch` rows of `group` processed before `cutoff_ms`;
 /// returns how many went.
 pub async fn purge_batch(
-    pool: &MySqlPool,
+    db: &BoundedPool,
     group: &str,
     cutoff_ms: i64,
     batch: u32,
 ) -> Result<u64, Error> {
-    let deleted = sqlx::query(
-        "DELETE FROM consumer_dedup WHERE consumer_group = ? AND processed_at_ms < ? LIMIT ?",
-    )
-    .bind(group)
-    .bind(cutoff_ms)
-    .bind(batch.max(1))
-    .execute(pool)
-    .await?
-    .rows_affected();
-    Ok(deleted)
+    db.run(|connection, _| {
+        Box::pin(async move {
+            Ok(sqlx::query(PURGE_BATCH_SQL)
+                .bind(group)
+                .bind(cutoff_ms)
+                .bind(batch.max(1))
+                .execute(connection)
+                .await?
+                .rows_affected())
+        })
+    })
+    .await
 }
+
+const PURGE_BATCH_SQL: &str =
+    "DELETE FROM consumer_dedup WHERE consumer_group = ? AND processed_at_ms < ? LIMIT ?";
 
 /// Deletes every row of `group` older than `retention`, one bounded batch at
 /// a time; returns the total.
 pub async fn purge_older_than(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     retention: Duration,
     batch: u32,
 ) -> Result<u64, Error> {
+    let db = db.into();
     let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
     let cutoff_ms = service_kit::time::now_ms().saturating_sub(retention_ms);
     let mut total = 0;
     loop {
-        let deleted = purge_batch(pool, group, cutoff_ms, batch).await?;
+        let deleted = purge_batch(&db, group, cutoff_ms, batch).await?;
         total += deleted;
         if deleted < u64::from(batch.max(1)) {
             return Ok(total);

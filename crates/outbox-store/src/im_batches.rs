@@ -9,10 +9,14 @@
 //! deleted in one transaction ([`settle`]). Events redelivered in between
 //! find their batch ([`pending_for`]) and the stored message is sent again,
 //! byte for byte with the same `Random`.
+//!
+//! Each function is one unit of work under `mysql.statement_timeout`
+//! ([`BoundedPool`]; a bare pool gets the default): a transaction cut off by
+//! it never commits.
 
 use crate::{Error, dedup};
-use service_kit::db::IdText;
-use sqlx::{MySqlPool, QueryBuilder, Row};
+use service_kit::db::{IdText, statement::BoundedPool};
+use sqlx::{Connection, MySqlConnection, QueryBuilder, Row};
 use std::collections::BTreeMap;
 
 /// A merged message planned for one IM group.
@@ -36,7 +40,7 @@ pub struct PendingBatch {
 /// a rebalance must not merge the same gift twice; the retry finds the other
 /// batch and resends that one instead.
 pub async fn plan(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     batches: &[PendingBatch],
     now_ms: i64,
@@ -47,7 +51,18 @@ pub async fn plan(
     for event_id in batches.iter().flat_map(|batch| &batch.event_ids) {
         dedup::check_event_id(event_id)?;
     }
-    let mut tx = pool.begin().await?;
+    db.into()
+        .run(|connection, _| Box::pin(plan_in(connection, group, batches, now_ms)))
+        .await
+}
+
+async fn plan_in(
+    connection: &mut MySqlConnection,
+    group: &str,
+    batches: &[PendingBatch],
+    now_ms: i64,
+) -> Result<(), Error> {
+    let mut tx = connection.begin().await?;
     let mut rows = QueryBuilder::new(
         "INSERT INTO im_pending_batches (consumer_group, batch_id, group_id, msg_random, msg_body, \
          created_at_ms) ",
@@ -86,7 +101,7 @@ pub async fn plan(
 /// The pending batches of `group` that carry any of `event_ids`, each with
 /// all its events (also those not among `event_ids`).
 pub async fn pending_for(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     event_ids: &[&str],
 ) -> Result<Vec<PendingBatch>, Error> {
@@ -109,7 +124,10 @@ pub async fn pending_for(
         ids.push_bind(*event_id);
     }
     ids.push_unseparated(")) ORDER BY b.batch_id");
-    let rows = query.build().fetch_all(pool).await?;
+    let rows = db
+        .into()
+        .run(|connection, _| Box::pin(async move { query.build().fetch_all(connection).await }))
+        .await?;
     let mut batches: BTreeMap<String, PendingBatch> = BTreeMap::new();
     for row in rows {
         let batch_id: String = row.try_get::<IdText, _>(0)?.into();
@@ -132,7 +150,7 @@ pub async fn pending_for(
 /// Records the events of sent `batches` in `consumer_dedup` and deletes the
 /// batches, in one transaction.
 pub async fn settle(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     batches: &[PendingBatch],
     now_ms: i64,
@@ -140,11 +158,22 @@ pub async fn settle(
     if batches.is_empty() {
         return Ok(());
     }
+    db.into()
+        .run(|connection, _| Box::pin(settle_in(connection, group, batches, now_ms)))
+        .await
+}
+
+async fn settle_in(
+    connection: &mut MySqlConnection,
+    group: &str,
+    batches: &[PendingBatch],
+    now_ms: i64,
+) -> Result<(), Error> {
     let ids: Vec<&str> = batches
         .iter()
         .flat_map(|batch| batch.event_ids.iter().map(String::as_str))
         .collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = connection.begin().await?;
     if !ids.is_empty() {
         dedup::insert_ignore(&mut tx, group, &ids, now_ms).await?;
     }
@@ -168,30 +197,40 @@ pub async fn settle(
 /// batch whose resend was dead-lettered; the consumers' dedup purge runs it
 /// with the same retention).
 pub async fn purge_older_than(
-    pool: &MySqlPool,
+    db: impl Into<BoundedPool>,
     group: &str,
     retention: std::time::Duration,
 ) -> Result<u64, Error> {
     let retention_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
     let cutoff_ms = service_kit::time::now_ms().saturating_sub(retention_ms);
-    let mut tx = pool.begin().await?;
-    sqlx::query(
-        "DELETE m FROM im_pending_batch_events m JOIN im_pending_batches b \
-         ON m.consumer_group = b.consumer_group AND m.batch_id = b.batch_id \
-         WHERE b.consumer_group = ? AND b.created_at_ms < ?",
-    )
-    .bind(group)
-    .bind(cutoff_ms)
-    .execute(&mut *tx)
-    .await?;
-    let deleted = sqlx::query(
-        "DELETE FROM im_pending_batches WHERE consumer_group = ? AND created_at_ms < ?",
-    )
-    .bind(group)
-    .bind(cutoff_ms)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    db.into()
+        .run(|connection, _| Box::pin(purge_in(connection, group, cutoff_ms)))
+        .await
+}
+
+const PURGE_EVENTS_SQL: &str = "DELETE m FROM im_pending_batch_events m JOIN im_pending_batches b \
+     ON m.consumer_group = b.consumer_group AND m.batch_id = b.batch_id \
+     WHERE b.consumer_group = ? AND b.created_at_ms < ?";
+const PURGE_BATCHES_SQL: &str =
+    "DELETE FROM im_pending_batches WHERE consumer_group = ? AND created_at_ms < ?";
+
+async fn purge_in(
+    connection: &mut MySqlConnection,
+    group: &str,
+    cutoff_ms: i64,
+) -> Result<u64, Error> {
+    let mut tx = connection.begin().await?;
+    sqlx::query(PURGE_EVENTS_SQL)
+        .bind(group)
+        .bind(cutoff_ms)
+        .execute(&mut *tx)
+        .await?;
+    let deleted = sqlx::query(PURGE_BATCHES_SQL)
+        .bind(group)
+        .bind(cutoff_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     tx.commit().await?;
     Ok(deleted)
 }

@@ -43,7 +43,7 @@ pub fn build_relay_with(
     let settings = RelaySettings::from_config(worker, mq)?;
     service_kit::adjusted::warn_each("outbox_worker", &settings.adjusted);
     let direct = if settings.uses_direct() {
-        let sinks = DirectSinks::new(direct, pool.pool())?;
+        let sinks = DirectSinks::new(direct, &pool)?;
         if let Some(im) = &sinks.im {
             // The direct IM sink's sends, paced and counted like im-bridge's.
             im.register_metrics(registry);

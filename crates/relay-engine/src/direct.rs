@@ -99,7 +99,10 @@ impl DirectSinks {
     /// Connects lazily to the configured sinks (an empty endpoint disables a
     /// sink). Direct mode with no sink at all is refused: it would mark every
     /// event delivered while delivering nothing.
-    pub fn new(config: &DirectConfig, pool: &sqlx::MySqlPool) -> Result<Self, crate::Error> {
+    pub fn new(
+        config: &DirectConfig,
+        pool: &service_kit::db::statement::BoundedPool,
+    ) -> Result<Self, crate::Error> {
         check_config(config)?;
         let im = if config.tencent_im.enabled {
             let client = config

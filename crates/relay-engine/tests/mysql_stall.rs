@@ -13,9 +13,7 @@ use relay_engine::{
     metrics::RelayMetrics,
     publish::{MqPublisher, Publishers},
 };
-use service_kit::db::MysqlConfig;
 use service_kit::db::statement::{BoundedPool, is_timed_out};
-use service_kit::duration::ConfigDuration;
 use service_kit::time::now_ms;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -28,17 +26,7 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The relay's pool to `db` through `proxy`, with a short statement timeout.
 async fn pool_through(proxy: &StallingProxy, db: &testkit::TestDb) -> BoundedPool {
-    let config = MysqlConfig {
-        url: testkit::stall::mysql_url_via(proxy.address(), &db.name),
-        acquire_timeout: ConfigDuration::from_millis(500),
-        statement_timeout: ConfigDuration::from_millis(500),
-        ssl_mode: service_kit::db::MysqlSslMode::Disabled,
-        ..MysqlConfig::default()
-    };
-    let bounded = config
-        .connect_bounded()
-        .await
-        .expect("connect through the proxy");
+    let bounded = testkit::stall::bounded_pool_via(proxy, &db.name, STATEMENT_TIMEOUT).await;
     assert_eq!(bounded.limit(), STATEMENT_TIMEOUT);
     bounded
 }

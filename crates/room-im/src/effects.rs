@@ -31,7 +31,7 @@ use crate::{
 };
 use outbox_schema::pb::{self, room_outbox_event::Payload};
 use outbox_store::{im_batches, im_batches::PendingBatch};
-use sqlx::MySqlPool;
+use service_kit::db::statement::BoundedPool;
 use tencent_im::{
     CreateGroupRequest, DeleteGroupMemberRequest, ForbidSendMsgRequest, MsgPriority,
     SendGroupMsgRequest,
@@ -78,7 +78,9 @@ pub enum ApplyError {
 #[derive(Debug)]
 pub struct RoomIm {
     im: tencent_im::Client,
-    pool: MySqlPool,
+    /// Its dedup and pending-batch statements, each under
+    /// `mysql.statement_timeout`.
+    db: BoundedPool,
     dedup_group: String,
     group_id_template: String,
     bridge: BridgeConfig,
@@ -94,10 +96,12 @@ enum Action<'a> {
 }
 
 impl RoomIm {
-    /// Operations dedup'ed in `dedup_group`, addressing groups by `group_id_template`.
+    /// Operations dedup'ed in `dedup_group`, addressing groups by
+    /// `group_id_template`; `db` given as a bare pool gets the default
+    /// `mysql.statement_timeout`.
     pub fn new(
         im: tencent_im::Client,
-        pool: MySqlPool,
+        db: impl Into<BoundedPool>,
         dedup_group: String,
         group_id_template: String,
         bridge: BridgeConfig,
@@ -105,7 +109,7 @@ impl RoomIm {
         Self {
             stats: ImStats::new(&im),
             im,
-            pool,
+            db: db.into(),
             dedup_group,
             group_id_template,
             bridge,
@@ -238,7 +242,7 @@ impl RoomIm {
     /// batches a storm room sends at once).
     async fn send_batches(&self, batches: &[PendingBatch]) -> Result<(), ApplyError> {
         let now_ms = service_kit::time::now_ms();
-        im_batches::plan(&self.pool, &self.dedup_group, batches, now_ms).await?;
+        im_batches::plan(&self.db, &self.dedup_group, batches, now_ms).await?;
         self.send_pending(batches).await
     }
 
@@ -261,7 +265,7 @@ impl RoomIm {
             sent += 1;
         }
         let now_ms = service_kit::time::now_ms();
-        im_batches::settle(&self.pool, &self.dedup_group, &batches[..sent], now_ms).await?;
+        im_batches::settle(&self.db, &self.dedup_group, &batches[..sent], now_ms).await?;
         match failure {
             Some(error) => Err(ApplyError::Im {
                 done: Vec::new(),

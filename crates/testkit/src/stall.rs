@@ -42,6 +42,33 @@ pub fn mysql_url_via(address: SocketAddr, name: &str) -> String {
     format!("mysql://{user}@{address}/{name}")
 }
 
+/// A pool to database `name` of the test MariaDB through `proxy`, each unit
+/// of work (and each wait for a connection) given `limit`: what a stall test
+/// hands the code under test.
+///
+/// # Panics
+/// When the pool cannot connect through the proxy.
+pub async fn bounded_pool_via(
+    proxy: &StallingProxy,
+    name: &str,
+    limit: std::time::Duration,
+) -> service_kit::db::statement::BoundedPool {
+    let limit = service_kit::duration::ConfigDuration::from_millis(
+        i64::try_from(limit.as_millis()).expect("a test's limit fits in i64"),
+    );
+    let config = service_kit::db::MysqlConfig {
+        url: mysql_url_via(proxy.address(), name),
+        acquire_timeout: limit,
+        statement_timeout: limit,
+        ssl_mode: service_kit::db::MysqlSslMode::Disabled,
+        ..service_kit::db::MysqlConfig::default()
+    };
+    config
+        .connect_bounded()
+        .await
+        .expect("connect through the proxy")
+}
+
 /// Accepts every connection, reads and discards what the client sends (so
 /// its writes never block) and never writes a byte: a peer whose process is
 /// stuck, or a half-open connection as the client sees it.

@@ -14,9 +14,7 @@ use consumer_runtime::testing::envelope;
 use consumer_runtime::{ConsumerMetrics, Outcome};
 use fake_tencent_im::FakeImConfig;
 use outbox_schema::pb::{self, room_outbox_event::Payload};
-use service_kit::db::MysqlConfig;
 use service_kit::db::statement::BoundedPool;
-use service_kit::duration::ConfigDuration;
 use std::time::Duration;
 use testkit::stall::StallingProxy;
 
@@ -27,17 +25,7 @@ const TEST_DEADLINE: Duration = Duration::from_secs(60);
 /// The processor's pool to `db` through `proxy`, with a short statement
 /// timeout.
 async fn pool_through(proxy: &StallingProxy, db: &testkit::TestDb) -> BoundedPool {
-    let config = MysqlConfig {
-        url: testkit::stall::mysql_url_via(proxy.address(), &db.name),
-        acquire_timeout: ConfigDuration::from_millis(500),
-        statement_timeout: ConfigDuration::from_millis(500),
-        ssl_mode: service_kit::db::MysqlSslMode::Disabled,
-        ..MysqlConfig::default()
-    };
-    config
-        .connect_bounded()
-        .await
-        .expect("connect through the proxy")
+    testkit::stall::bounded_pool_via(proxy, &db.name, Duration::from_millis(500)).await
 }
 
 async fn processor(pool: BoundedPool, group: &str) -> ActivityProcessor {

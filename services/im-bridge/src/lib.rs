@@ -36,7 +36,7 @@ impl ConsumerService for Service {
             config.im_bridge.clone(),
             config.tencent_im.group_id_template.clone(),
             im,
-            host.pool().clone(),
+            host.bounded_pool().clone(),
             host.consumer_group(),
         )?;
         handler.register_metrics(host.registry());

@@ -139,7 +139,7 @@ impl App {
         let consumers = std::sync::Mutex::new(crate::consumers::build(
             &config,
             &rooms,
-            deps.store.pool(),
+            deps.store.bounded_pool(),
             &consumer_metrics,
             &mut registry,
         )?);

@@ -100,7 +100,7 @@ impl std::fmt::Debug for ConsumerTasks {
 pub fn build(
     config: &Config,
     rooms: &Rooms,
-    pool: &sqlx::MySqlPool,
+    pool: &service_kit::db::statement::BoundedPool,
     metrics: &ConsumerMetrics,
     registry: &mut prometheus_client::registry::Registry,
 ) -> Result<ConsumerTasks, Error> {

@@ -166,7 +166,7 @@ impl Builder {
 /// A consumer service, built and ready to [`Host::run`].
 pub struct Host<S: ConsumerService> {
     consumer: Consumer<S::Message, S::Handler>,
-    pool: MySqlPool,
+    db: BoundedPool,
     consumer_group: String,
     dedup_purge: DedupPurge,
     lag_monitor: LagMonitor,
@@ -197,6 +197,7 @@ impl<S: ConsumerService> Host<S> {
         let settings = config.consumer_settings()?;
         let shared = config.shared();
         let db = shared.mysql.connect_bounded().await?;
+        let bounded = db.clone();
         let pool = db.pool().clone();
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
@@ -222,7 +223,7 @@ impl<S: ConsumerService> Host<S> {
         let admin = admin_http::bind(shared.http_listen).await?;
         Ok(Self {
             consumer,
-            pool,
+            db: bounded,
             consumer_group,
             dedup_purge,
             lag_monitor,
@@ -274,7 +275,7 @@ impl<S: ConsumerService> Host<S> {
             .map(|(_, task)| tokio::spawn(task(background.clone())))
             .collect();
         tasks.push(tokio::spawn(purge::run_purger(
-            self.pool.clone(),
+            self.db.clone(),
             self.consumer_group,
             self.dedup_purge,
             background.clone(),
@@ -306,7 +307,7 @@ impl<S: ConsumerService> Host<S> {
             let _ = task.await;
         }
         let _ = admin.await;
-        self.pool.close().await;
+        self.db.pool().close().await;
         consumed?;
         served
     }

@@ -9,7 +9,7 @@ use crate::{
     Consumer, ConsumerMetrics, ConsumerSettings, Decode, DedupPurge, Handler, lag::LagMonitor,
     purge,
 };
-use sqlx::MySqlPool;
+use service_kit::db::statement::BoundedPool;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -17,19 +17,21 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct EmbeddedConsumer<M, H> {
     consumer: Consumer<M, H>,
-    pool: MySqlPool,
+    db: BoundedPool,
     consumer_group: String,
     dedup_purge: DedupPurge,
     lag_monitor: LagMonitor,
 }
 
 impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
-    /// Creates the consumer (subscribed, not yet consuming); `pool` holds
-    /// the group's `consumer_dedup` rows and stays the caller's to close.
+    /// Creates the consumer (subscribed, not yet consuming); `db` holds
+    /// the group's `consumer_dedup` rows (its purge runs under the pool's
+    /// `mysql.statement_timeout`, the default for a bare pool) and stays the
+    /// caller's to close.
     pub fn new(
         settings: ConsumerSettings,
         handler: Arc<H>,
-        pool: MySqlPool,
+        db: impl Into<BoundedPool>,
         metrics: &ConsumerMetrics,
     ) -> Result<Self, Error> {
         let consumer_group = settings.consumer_group.clone();
@@ -38,7 +40,7 @@ impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
         let consumer = Consumer::new(settings, handler, metrics)?;
         Ok(Self {
             consumer,
-            pool,
+            db: db.into(),
             consumer_group,
             dedup_purge,
             lag_monitor,
@@ -51,7 +53,7 @@ impl<M: Decode, H: Handler<M>> EmbeddedConsumer<M, H> {
     /// the pool after).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let purger = tokio::spawn(purge::run_purger(
-            self.pool,
+            self.db,
             self.consumer_group,
             self.dedup_purge,
             shutdown.child_token(),

@@ -38,11 +38,11 @@ impl<'a> Pass<'a> {
         // Pending batches before dedup records: a batch settles (records its
         // events, deletes itself) in one transaction, so read in this order
         // an event is always seen in one of the two.
-        let pending = im_batches::pending_for(&room_im.pool, group, &message_ids).await?;
+        let pending = im_batches::pending_for(&room_im.db, group, &message_ids).await?;
         let mut already_sent = if message_ids.is_empty() {
             HashSet::new()
         } else {
-            dedup::processed(&room_im.pool, group, &message_ids).await?
+            dedup::processed(&room_im.db, group, &message_ids).await?
         };
         for batch in &pending {
             tracing::info!(dedup_group = %group, batch_id = %batch.batch_id, events = batch.event_ids.len(), "resending a gift batch a crash left unrecorded");
@@ -140,7 +140,7 @@ impl<'a> Pass<'a> {
             .map(|event| room_im.single_gift(event))
             .collect();
         let now_ms = service_kit::time::now_ms();
-        im_batches::plan(&room_im.pool, &room_im.dedup_group, &gifts, now_ms).await?;
+        im_batches::plan(&room_im.db, &room_im.dedup_group, &gifts, now_ms).await?;
         let mut sent_gifts = 0;
         let mut failure = None;
         for index in indexes {
@@ -164,7 +164,7 @@ impl<'a> Pass<'a> {
         }
         let now_ms = service_kit::time::now_ms();
         im_batches::settle(
-            &room_im.pool,
+            &room_im.db,
             &room_im.dedup_group,
             &gifts[..sent_gifts],
             now_ms,
@@ -265,7 +265,7 @@ impl<'a> Pass<'a> {
 
     pub(super) async fn record_sent(&self) -> Result<(), outbox_store::Error> {
         dedup::record(
-            &self.room_im.pool,
+            &self.room_im.db,
             &self.room_im.dedup_group,
             &self.sent,
             service_kit::time::now_ms(),

@@ -183,6 +183,12 @@ impl Store {
         self.db.pool()
     }
 
+    /// The pool with its `mysql.statement_timeout`, for the in-process
+    /// consumers' statements.
+    pub fn bounded_pool(&self) -> &BoundedPool {
+        &self.db
+    }
+
     /// The room's meta row, if the room was ever created.
     pub async fn room_meta(&self, room_id: &str) -> Result<Option<RoomMeta>, sqlx::Error> {
         let row = self
