@@ -314,6 +314,35 @@ impl Browser {
         }
     }
 
+    /// The computed value of CSS `property` of `element` (Chromium gives
+    /// colours as `rgba(r, g, b, a)`).
+    pub async fn css_value(&self, element: &Element, property: &str) -> String {
+        self.session_call(
+            reqwest::Method::GET,
+            &format!("/element/{}/css/{property}", element.0),
+            None,
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    /// Emulates the system's colour scheme (`"dark"`, `"light"`) for the
+    /// pages opened after, as the browser would report a user's preference
+    /// (chromedriver's DevTools passthrough, `Emulation.setEmulatedMedia`).
+    pub async fn prefer_color_scheme(&self, scheme: &str) {
+        self.session_call(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({
+                "cmd": "Emulation.setEmulatedMedia",
+                "params": {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
+            })),
+        )
+        .await;
+    }
+
     /// Saves a PNG screenshot of the viewport to `path` (directories created).
     pub async fn screenshot(&self, path: &Path) {
         let encoded = self

@@ -1,8 +1,10 @@
 //! The fleet charts in headless Chromium (`testkit::browser`): an operator
 //! logs in and opens `/console/charts`; the three SVG charts render under
 //! the console's strict Content-Security-Policy (no script), reached from
-//! the navigation of every page. The page is saved as
-//! `target/console-screenshots/charts.png`.
+//! the navigation of every page. With the browser reporting a dark
+//! preference, the same page turns dark (the console's
+//! `prefers-color-scheme` styles). The pages are saved as
+//! `target/console-screenshots/charts.png` and `charts-dark.png`.
 
 mod browser;
 mod common;
@@ -12,7 +14,7 @@ use common::console::{ADMIN, serve_console};
 use testkit::browser::Browser;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_charts_render_in_a_browser() {
+async fn the_charts_render_in_a_browser_light_and_dark() {
     let db = testkit::TestDb::new().await;
     let now = service_kit::time::now_ms();
     for minute in 0..60_i64 {
@@ -56,5 +58,20 @@ async fn the_charts_render_in_a_browser() {
     // No consumer applied anything: the group chart is empty and says so.
     assert_eq!(browser.find_all("svg .no-data").await.len(), 1);
     browser.screenshot(&shots.join("charts.png")).await;
+    let light = browser
+        .css_value(&browser.find("body").await, "background-color")
+        .await;
+
+    browser.prefer_color_scheme("dark").await;
+    browser.goto(&format!("{base}/console/charts")).await;
+    browser
+        .wait_for_page_text("Publishes per second, whole fleet", DEADLINE)
+        .await;
+    let dark = browser
+        .css_value(&browser.find("body").await, "background-color")
+        .await;
+    assert_eq!(dark, "rgba(21, 24, 28, 1)", "the dark scheme's background");
+    assert_ne!(light, dark, "the light page is not dark");
+    browser.screenshot(&shots.join("charts-dark.png")).await;
     browser.quit().await;
 }
