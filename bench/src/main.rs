@@ -4,6 +4,8 @@
 //! `target/bench/`. A MISS is reported, never hidden; this is not a test and
 //! asserts no timings.
 
+mod console_consumers;
+mod console_http;
 mod console_scenarios;
 mod consumer_scenarios;
 mod consumers;

@@ -69,10 +69,15 @@ pub fn worker(node_id: &str, nudge: bool, poll: ConfigDuration, redis: &str) -> 
 
 /// Creates `topic` with [`PARTITIONS`] partitions.
 pub async fn create_topic(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
+    create_topic_of(bootstrap, topic, PARTITIONS).await
+}
+
+/// [`create_topic`] with `partitions` partitions.
+pub async fn create_topic_of(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()?;
-    let new = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1));
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
     admin.create_topics([&new], &AdminOptions::new()).await?;
     Ok(())
 }

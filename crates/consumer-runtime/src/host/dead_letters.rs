@@ -203,12 +203,14 @@ pub async fn read_first<M: Decode>(
     read_until::<M>(settings, filter, cap, true).await
 }
 
-async fn read_until<M: Decode>(
+/// A reader assigned to `settings.dead_letter_topic` from each partition's
+/// low watermark (or only the record at `position`) up to where it ends
+/// now — letters arriving later are not read — with those ends; None when
+/// there is nothing to read. Blocking.
+fn assigned(
     settings: &ConsumerSettings,
-    filter: &Filter,
-    cap: usize,
-    stop_at_cap: bool,
-) -> Result<Found, Error> {
+    position: Option<(i32, i64)>,
+) -> Result<Option<(StreamConsumer, HashMap<i32, i64>)>, Error> {
     let topic = settings.dead_letter_topic.as_str();
     let reader = reader(settings)?;
     let metadata = reader
@@ -225,16 +227,15 @@ async fn read_until<M: Decode>(
             "dead-letter topic `{topic}` does not exist on the broker"
         )));
     }
-    // Where each partition ends now: letters arriving later are not read.
-    // A filter naming one position reads that one record only, so looking
-    // at one letter costs the same on a topic of any length.
+    // A position reads that one record only, so looking at one letter costs
+    // the same on a topic of any length.
     let mut ends: HashMap<i32, i64> = HashMap::new();
     let mut assignment = TopicPartitionList::new();
     for partition in partitions {
         let (low, high) = reader
             .fetch_watermarks(topic, partition, BROKER_TIMEOUT)
             .map_err(|error| broker_error(topic, &error))?;
-        let (start, end) = match filter.position {
+        let (start, end) = match position {
             Some((wanted, offset)) if wanted == partition => {
                 (low.max(offset), high.min(offset.saturating_add(1)))
             }
@@ -248,13 +249,35 @@ async fn read_until<M: Decode>(
                 .map_err(|error| broker_error(topic, &error))?;
         }
     }
-    let mut found = Found::default();
     if ends.is_empty() {
-        return Ok(found);
+        return Ok(None);
     }
     reader
         .assign(&assignment)
         .map_err(|error| broker_error(topic, &error))?;
+    Ok(Some((reader, ends)))
+}
+
+async fn read_until<M: Decode>(
+    settings: &ConsumerSettings,
+    filter: &Filter,
+    cap: usize,
+    stop_at_cap: bool,
+) -> Result<Found, Error> {
+    let topic = settings.dead_letter_topic.as_str();
+    let mut found = Found::default();
+    // The metadata and watermark calls block (each bounded by the broker
+    // timeout): off the runtime's worker threads, which may be serving a
+    // relay or a consumer in the same process.
+    let planned = {
+        let (settings, position) = (settings.clone(), filter.position);
+        tokio::task::spawn_blocking(move || assigned(&settings, position))
+            .await
+            .map_err(|error| Error::Operator(format!("reading dead letters: {error}")))??
+    };
+    let Some((reader, mut ends)) = planned else {
+        return Ok(found);
+    };
     let deadline = Instant::now() + READ_TIMEOUT;
     // Per partition, records in offset order; letters are sorted at the end.
     while !ends.is_empty() {
@@ -292,6 +315,8 @@ async fn read_until<M: Decode>(
             }
         }
     }
+    // Closing a consumer waits for its fetches in flight: not on this thread.
+    drop(tokio::task::spawn_blocking(move || drop(reader)));
     found.letters.sort_by_key(|letter| {
         (
             letter.dead_lettered_at_ms,
@@ -359,6 +384,12 @@ fn reader(settings: &ConsumerSettings) -> Result<StreamConsumer, Error> {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
+        // What it reads is already there (up to the watermarks it fetched):
+        // the broker need not hold a fetch waiting for more (500 ms by
+        // default), and a page of the first letters need not prefetch
+        // thousands behind them.
+        .set("fetch.wait.max.ms", "20")
+        .set("queued.min.messages", "1000")
         // Headers-only dead letters of huge originals are small; full copies
         // are at most the dead-letter producer's limit.
         .set(

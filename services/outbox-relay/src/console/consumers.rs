@@ -163,6 +163,26 @@ struct Target {
     position: Option<String>,
 }
 
+/// One group's dead letters (the topic's watermarks) and failed deliveries.
+async fn counts<'a>(source: &'a GroupSource, pool: &sqlx::MySqlPool) -> view::GroupCounts<'a> {
+    let letters = match source.reader() {
+        Ok(settings) => host::count_dead_letters(settings).await.map_err(broker),
+        Err(error) => Err(error),
+    };
+    let failed = match source.table {
+        Some(table) => Some(table.count_failed(pool).await.map_err(broker)),
+        None => None,
+    };
+    view::GroupCounts {
+        service: source.service,
+        group: &source.group,
+        topic: source.dead_letter_topic(),
+        letters,
+        table: source.table.map(DeliveryTableName::table),
+        failed,
+    }
+}
+
 async fn overview(
     State(console): State<Console>,
     Extension(client): Extension<Client>,
@@ -172,30 +192,16 @@ async fn overview(
         Ok(session) => session,
         Err(refusal) => return refusal,
     };
-    let mut rows = Vec::with_capacity(console.consumers.groups.len());
-    for source in &console.consumers.groups {
-        let letters = match source.reader() {
-            Ok(settings) => host::count_dead_letters(settings).await.map_err(broker),
-            Err(error) => Err(error),
-        };
-        let failed = match source.table {
-            Some(table) => Some(
-                table
-                    .count_failed(&console.config.pool)
-                    .await
-                    .map_err(broker),
-            ),
-            None => None,
-        };
-        rows.push(view::GroupCounts {
-            service: source.service,
-            group: &source.group,
-            topic: source.dead_letter_topic(),
-            letters,
-            table: source.table.map(DeliveryTableName::table),
-            failed,
-        });
-    }
+    // Each group's counts are a broker round trip or two: read at once.
+    let pool = &console.config.pool;
+    let rows = futures::future::join_all(
+        console
+            .consumers
+            .groups
+            .iter()
+            .map(|source| counts(source, pool)),
+    )
+    .await;
     let body = view::overview(&rows);
     console.render(&session, "Consumer groups", Ok(body))
 }

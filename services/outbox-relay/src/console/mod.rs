@@ -91,6 +91,12 @@ struct Console {
 /// The console's routes with the default gate: loopback hosts, no named
 /// operators, no TLS, the default `ops.replay_max_age`.
 pub fn router(config: ConsoleConfig) -> Router {
+    let consumers = consumers::Sources::without_broker(&config.groups);
+    router_reading(config, consumers)
+}
+
+/// [`router`], reading the consumer groups' dead letters through `consumers`.
+pub fn router_reading(config: ConsoleConfig, consumers: consumers::Sources) -> Router {
     let access = Access {
         credentials: access::Credentials {
             admin: config.admin_token.clone(),
@@ -100,7 +106,7 @@ pub fn router(config: ConsoleConfig) -> Router {
         ..Access::default()
     };
     let max_age = crate::config::MAX_REPLAY_AGE_SECS * 1_000;
-    router_with(config, access, max_age)
+    router_with_consumers(config, access, max_age, consumers)
 }
 
 /// The console's routes behind `access` (whose credentials must be the
