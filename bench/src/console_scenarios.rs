@@ -3,7 +3,10 @@
 //! relay's own HTTP stack included), and the relay's drain rate of a backlog
 //! with nobody looking versus with every page refreshed back to back (far
 //! more often than the overview's 10 s self-refresh; what several operators
-//! would do at once), between two quiet drains.
+//! would do at once), between two quiet drains. The refreshes reload the
+//! same pages, as a person would, so the console answers most of them from
+//! its one-second copy (`console::recent`); the page times above load each
+//! page with its own query string, so they time the work.
 //!
 //! The outbox: delivered history inserted server-side (one INSERT … SELECT
 //! over a recursive sequence, 1 in 100 rows a dead letter, a few heads of

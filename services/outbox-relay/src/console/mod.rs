@@ -37,6 +37,7 @@ pub mod html;
 mod listings;
 pub mod overview;
 pub mod pages;
+mod recent;
 pub mod refresh;
 pub mod replay_pages;
 pub mod search;
@@ -86,6 +87,8 @@ struct Console {
     access: Access,
     replay_max_age_ms: i64,
     consumers: consumers::Sources,
+    /// Live pages' copies, reused for a second (`recent`).
+    recent: recent::Recent,
 }
 
 /// The console's routes with the default gate: loopback hosts, no named
@@ -134,6 +137,7 @@ pub fn router_with_consumers(
         access: access.clone(),
         replay_max_age_ms,
         consumers,
+        recent: recent::Recent::default(),
     };
     Router::new()
         .route("/console", get(handlers::overview))
@@ -156,6 +160,11 @@ pub fn router_with_consumers(
         .route("/console/rooms", get(listings::room_timeline))
         .merge(charts::routes())
         .merge(consumers::routes())
+        // Inside the gate: it needs the client the gate found.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            recent::serve,
+        ))
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(state)
 }
