@@ -86,6 +86,20 @@ pub async fn console(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> 
         report.add(page_row(&base, page, &note).await?);
     }
 
+    drains(env, &pool, &base, (first_backlog, backlog), report).await?;
+    crate::console_consumers::consumer_pages(env, console_config(&pool), report).await?;
+    pool.close().await;
+    fixtures::drop_database(env, &db).await
+}
+
+/// The drains and their rows: `backlog` rows from id `first_backlog` on.
+async fn drains(
+    env: &BenchEnv,
+    pool: &MySqlPool,
+    base: &str,
+    (first_backlog, backlog): (u64, usize),
+    report: &mut Report,
+) -> anyhow::Result<()> {
     // A priming drain, then quiet, watched, quiet again, each from a reset
     // backlog (200k rows just updated), so the watched run is compared with
     // quiet runs on either side of it in the same table state. The priming
@@ -101,13 +115,13 @@ pub async fn console(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> 
                 .await
         }
     };
-    let priming = drain(env, &pool, first_backlog, backlog, false).await?;
-    reset(&pool).await?;
-    let quiet_first = drain(env, &pool, first_backlog, backlog, false).await?;
-    reset(&pool).await?;
-    let (watched, refreshes) = drain_watched(env, &pool, &base, first_backlog, backlog).await?;
-    reset(&pool).await?;
-    let quiet_after = drain(env, &pool, first_backlog, backlog, false).await?;
+    let priming = drain(env, pool, first_backlog, backlog, false).await?;
+    reset(pool).await?;
+    let quiet_first = drain(env, pool, first_backlog, backlog, false).await?;
+    reset(pool).await?;
+    let (watched, refreshes) = drain_watched(env, pool, base, first_backlog, backlog).await?;
+    reset(pool).await?;
+    let quiet_after = drain(env, pool, first_backlog, backlog, false).await?;
     let quiet = (quiet_first + quiet_after) / 2.0;
     report.add(Row {
         scenario: "console drain, priming (fresh rows; not compared)".into(),
@@ -153,9 +167,7 @@ pub async fn console(env: &BenchEnv, report: &mut Report) -> anyhow::Result<()> 
         pass: Some(watched / quiet >= WATCHED_MIN_RATIO),
         note: format!("{refreshes} page loads during the drain"),
     });
-    crate::console_consumers::consumer_pages(env, console_config(&pool), report).await?;
-    pool.close().await;
-    fixtures::drop_database(env, &db).await
+    Ok(())
 }
 
 async fn drain_watched(
