@@ -213,15 +213,7 @@ fn assigned(
 ) -> Result<Option<(StreamConsumer, HashMap<i32, i64>)>, Error> {
     let topic = settings.dead_letter_topic.as_str();
     let reader = reader(settings)?;
-    let metadata = reader
-        .fetch_metadata(Some(topic), BROKER_TIMEOUT)
-        .map_err(|error| broker_error(topic, &error))?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|found| found.name() == topic && found.error().is_none())
-        .flat_map(|found| found.partitions().iter().map(|partition| partition.id()))
-        .collect();
+    let partitions = partitions(&reader, topic)?;
     if partitions.is_empty() {
         return Err(Error::Operator(format!(
             "dead-letter topic `{topic}` does not exist on the broker"
@@ -343,26 +335,28 @@ pub async fn count(settings: &ConsumerSettings) -> Result<u64, Error> {
 fn count_blocking(settings: &ConsumerSettings) -> Result<u64, Error> {
     let topic = settings.dead_letter_topic.as_str();
     let reader = reader(settings)?;
+    let mut total = 0_u64;
+    for partition in partitions(&reader, topic)? {
+        let (low, high) = reader
+            .fetch_watermarks(topic, partition, BROKER_TIMEOUT)
+            .map_err(|error| broker_error(topic, &error))?;
+        total += u64::try_from(high.saturating_sub(low)).unwrap_or(0);
+    }
+    Ok(total)
+}
+
+/// The partitions of `topic` as the broker reports them; none when the
+/// topic does not exist. Blocking.
+fn partitions(reader: &StreamConsumer, topic: &str) -> Result<Vec<i32>, Error> {
     let metadata = reader
         .fetch_metadata(Some(topic), BROKER_TIMEOUT)
         .map_err(|error| broker_error(topic, &error))?;
-    let mut total = 0_u64;
-    for found in metadata
+    Ok(metadata
         .topics()
         .iter()
-        .filter(|found| found.name() == topic)
-    {
-        if found.error().is_some() {
-            continue;
-        }
-        for partition in found.partitions() {
-            let (low, high) = reader
-                .fetch_watermarks(topic, partition.id(), BROKER_TIMEOUT)
-                .map_err(|error| broker_error(topic, &error))?;
-            total += u64::try_from(high.saturating_sub(low)).unwrap_or(0);
-        }
-    }
-    Ok(total)
+        .filter(|found| found.name() == topic && found.error().is_none())
+        .flat_map(|found| found.partitions().iter().map(|partition| partition.id()))
+        .collect())
 }
 
 /// A consumer that only reads: its own group id (required by the client,
