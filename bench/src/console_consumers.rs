@@ -6,14 +6,14 @@
 //! first 100 letters) and the inspect view of the newest letter (read by
 //! seeking to its position). Neither page should grow with the topic.
 
-use crate::console_http::{page_row, serve};
+use crate::console_http::{console_config, groups, page_row, serve};
 use crate::fixtures::BenchEnv;
 use crate::relay_scenarios::{create_topic_of, mq_config};
 use crate::report::Report;
 use consumer_runtime::{
     ConsumerConfig, ConsumerSettings, dead_letter::DeadLetterProducer, testing::consumed_record,
 };
-use outbox_relay::console::{self, ConsoleConfig, consumers::Sources};
+use outbox_relay::console::{self, consumers::Sources};
 use outbox_schema::{NewOutboxRow, names, pb};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -25,7 +25,7 @@ const IN_FLIGHT: usize = 500;
 /// Times the consumer pages with `letters` dead letters of the notice group.
 pub async fn consumer_pages(
     env: &BenchEnv,
-    config: ConsoleConfig,
+    database_url: &str,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let letters: usize = if env.smoke { 200 } else { 50_000 };
@@ -40,8 +40,12 @@ pub async fn consumer_pages(
     )?;
     create_topic_of(&env.bootstrap, &settings.dead_letter_topic, 1).await?;
     fill(&settings, letters).await?;
-    let sources = Sources::from_mq(&mq, &config.groups)?;
-    let base = serve(console::router_reading(config, sources)).await?;
+    let sources = Sources::from_mq(&mq, &groups())?;
+    let console = serve(database_url, move |pool| {
+        console::router_reading(console_config(&pool), sources)
+    })
+    .await?;
+    let base = &console.base;
     let note = format!("{letters} dead letters in {}", settings.dead_letter_topic);
     let newest = newest_offset(&env.bootstrap, &settings.dead_letter_topic).await?;
     for page in [
@@ -52,7 +56,7 @@ pub async fn consumer_pages(
             names::GROUP_NOTICE
         ),
     ] {
-        report.add(page_row(&base, &page, &note).await?);
+        report.add(page_row(base, &page, &note).await?);
     }
     Ok(())
 }

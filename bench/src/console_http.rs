@@ -1,15 +1,20 @@
 //! The console as the bench reaches it: its settings (a bearer token, the
-//! consumer groups), served on a loopback port, and timed GETs over fresh
-//! connections — the page rows of `console_scenarios` and
-//! `console_consumers`.
+//! consumer groups), served the way the relay serves its admin port (a
+//! thread of its own at the relay's default `admin_cpu_nice`, a pool of its
+//! own of the default `admin_max_connections`: `outbox_relay::admin_port`),
+//! and timed GETs over fresh connections — the page rows of
+//! `console_scenarios` and `console_consumers`.
 
 use crate::report::Row;
+use outbox_relay::admin_port::AdminPort;
+use outbox_relay::config::RelayServiceConfig;
 use outbox_relay::console::{ConsoleConfig, history::History};
 use outbox_schema::names;
-use service_kit::Secret;
+use service_kit::{Secret, low_priority::Nice};
 use sqlx::MySqlPool;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "bench-console-token-0123456789abcdef";
 /// GETs per page.
@@ -24,21 +29,59 @@ pub fn console_config(pool: &MySqlPool) -> ConsoleConfig {
         read_token: Secret::default(),
         history: History::default(),
         broker_lag: false,
-        groups: vec![
-            names::GROUP_IM_BRIDGE.to_owned(),
-            names::GROUP_ACTIVITY.to_owned(),
-            names::GROUP_NOTICE.to_owned(),
-        ],
+        groups: groups(),
         trace_url: None,
     }
 }
 
-/// `router` served on a loopback port; its address.
-pub async fn serve(router: axum::Router) -> anyhow::Result<String> {
+/// The consumer groups the bench's console shows.
+pub fn groups() -> Vec<String> {
+    [
+        names::GROUP_IM_BRIDGE,
+        names::GROUP_ACTIVITY,
+        names::GROUP_NOTICE,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A console being served; stops when dropped.
+pub struct Served {
+    /// `host:port` of the console.
+    pub base: String,
+    stop: CancellationToken,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The routes `routes` builds over their own pool to `database_url`,
+/// served as the relay serves its admin port, on a loopback port.
+pub async fn serve(
+    database_url: &str,
+    routes: impl FnOnce(MySqlPool) -> axum::Router + Send + 'static,
+) -> anyhow::Result<Served> {
+    let defaults = RelayServiceConfig::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    Ok(addr.to_string())
+    let base = listener.local_addr()?.to_string();
+    let (url, connections) = (database_url.to_owned(), defaults.admin_max_connections);
+    let stop = CancellationToken::new();
+    AdminPort {
+        listener,
+        tls: None,
+        nice: Nice::new("admin_cpu_nice", defaults.admin_cpu_nice)?,
+        pool: Box::new(move || {
+            Ok(sqlx::mysql::MySqlPoolOptions::new()
+                .max_connections(connections)
+                .connect_lazy(&url)?)
+        }),
+        routes: Box::new(routes),
+    }
+    .spawn(stop.clone())?;
+    Ok(Served { base, stop })
 }
 
 /// One GET with the bearer token over a fresh connection; the status code.

@@ -406,8 +406,28 @@ impl MysqlConfig {
     /// Connects a pool (lazily validated by a first ping) and runs migrations when configured.
     pub async fn connect(&self) -> Result<MySqlPool, Error> {
         let options = self.connect_options()?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(self.max_connections.max(1))
+        let pool = self
+            .pool_options(self.max_connections)
+            .connect_with(options)
+            .await?;
+        if self.run_migrations {
+            migrate(&pool).await?;
+        }
+        Ok(pool)
+    }
+
+    /// A second pool of at most `max_connections` over the same server,
+    /// connecting on first use, driven by the runtime that calls this (a
+    /// [`crate::low_priority`] thread's); no migrations (the main pool ran them).
+    pub fn lazy_pool(&self, max_connections: u32) -> Result<MySqlPool, Error> {
+        Ok(self
+            .pool_options(max_connections)
+            .connect_lazy_with(self.connect_options()?))
+    }
+
+    fn pool_options(&self, max_connections: u32) -> MySqlPoolOptions {
+        MySqlPoolOptions::new()
+            .max_connections(max_connections.max(1))
             // No ping before every checkout: it is a round trip per
             // transaction. A connection that died (server restart) fails
             // its next statement before anything is committed, is dropped by
@@ -418,12 +438,6 @@ impl MysqlConfig {
                     .positive_or(ConfigDuration::from_secs(3))
                     .as_std(),
             )
-            .connect_with(options)
-            .await?;
-        if self.run_migrations {
-            migrate(&pool).await?;
-        }
-        Ok(pool)
     }
 }
 

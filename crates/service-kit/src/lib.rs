@@ -13,6 +13,7 @@ pub mod config;
 pub mod db;
 pub mod duration;
 pub mod grpc_tls;
+pub mod low_priority;
 pub mod mq;
 pub mod operator;
 pub mod redis;

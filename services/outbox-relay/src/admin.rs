@@ -213,7 +213,9 @@ pub(crate) fn error_status(error: &crate::Error) -> StatusCode {
         crate::Error::NotFound(_) => StatusCode::NOT_FOUND,
         crate::Error::Refused(_) => StatusCode::CONFLICT,
         crate::Error::Database(_) => StatusCode::SERVICE_UNAVAILABLE,
-        crate::Error::Config(_) | crate::Error::Mq(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        crate::Error::Config(_) | crate::Error::Mq(_) | crate::Error::Io(_) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! ([`warm_up`]), retried until the broker answers.
 
 use crate::access::{Access, Credentials, hosts::AllowedHosts, operators::Operators};
+use crate::admin_port::{AdminPort, Routes};
 use crate::console::{
     ConsoleConfig,
     history::{History, LagSources},
@@ -19,11 +20,11 @@ use relay_engine::{Relay, RelaySettings, build_relay_with, metrics::RelayMetrics
 use service_kit::{
     admin_http,
     backoff::{Backoff, Strategy},
+    low_priority::Nice,
     mq::MqConfig,
 };
 use sqlx::MySqlPool;
 use std::{net::SocketAddr, sync::Arc, time::Duration};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// The relay process, built and bound, ready to run.
@@ -32,9 +33,7 @@ pub struct App {
     relay: Relay,
     pool: MySqlPool,
     readiness: Arc<admin_http::Readiness>,
-    http: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    router: axum::Router,
+    admin: AdminPort,
     history: History,
     metrics: RelayMetrics,
     lag_sources: LagSources,
@@ -52,19 +51,15 @@ impl App {
         if RelaySettings::from_config(&config.outbox_worker, &config.rocketmq)?.uses_direct() {
             relay_engine::direct::check_config(&config.direct)?;
         }
-        let replay_max_age_ms = config.ops.replay_max_age_ms()?;
-        let trace_url = crate::console::trace::TraceUrl::parse(&config.console.trace_url)?;
-        let tls = crate::admin_tls::load(&config.admin_tls)?;
+        let admin = AdminSettings::check(&config)?;
         let statement_timeout = config
             .mysql
             .statement_timeout()
             .map_err(|error| Error::Config(error.to_string()))?;
-        let mut access = admin_access(&config)?;
-        access.secure_cookies = tls.is_some();
         let pool = config.mysql.connect().await?;
         let mut registry = Registry::default();
         let metrics = RelayMetrics::register(&mut registry);
-        access.throttle = Arc::new(crate::access::throttle::LoginThrottle::new(
+        let throttle = Arc::new(crate::access::throttle::LoginThrottle::new(
             ConsoleMetrics::register(&mut registry),
         ));
         let relay = build_relay_with(
@@ -77,38 +72,23 @@ impl App {
         )?;
         let history = History::default();
         let lag_sources = lag_sources(&config.rocketmq)?;
-        let console_config = ConsoleConfig {
-            pool: pool.clone(),
-            admin_token: config.admin_token.clone(),
-            read_token: config.admin_read_token.clone(),
-            history: history.clone(),
-            broker_lag: !lag_sources.groups.is_empty(),
-            groups: timeline_groups(&config.rocketmq),
-            trace_url,
-        };
-        let consumers =
-            crate::console::consumers::Sources::from_mq(&config.rocketmq, &console_config.groups)?;
-        let console = crate::console::router_with_consumers(
-            console_config,
-            access.clone(),
-            replay_max_age_ms,
-            consumers,
-        );
         let readiness = Arc::new(admin_http::Readiness::default());
         let retention_ms =
             i64::try_from(relay.settings().retention.as_millis()).unwrap_or(i64::MAX);
-        let router = admin_http::router(readiness.clone(), Arc::new(registry)).merge(
-            crate::admin::router_with(pool.clone(), access, retention_ms, replay_max_age_ms)
-                .merge(console),
-        );
-        let http = admin_http::bind(&config.http_listen).await?;
+        let admin = admin
+            .into_port(
+                &config,
+                admin_http::router(readiness.clone(), Arc::new(registry)),
+                throttle,
+                (history.clone(), !lag_sources.groups.is_empty()),
+                retention_ms,
+            )
+            .await?;
         Ok(Self {
             relay,
             pool,
             readiness,
-            http,
-            tls,
-            router,
+            admin,
             history,
             metrics,
             lag_sources,
@@ -117,18 +97,13 @@ impl App {
 
     /// Address of the admin HTTP server.
     pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http.local_addr().ok()
+        self.admin.listener.local_addr().ok()
     }
 
     /// Runs until `shutdown`, then drains in order.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let http_shutdown = CancellationToken::new();
-        let http = tokio::spawn(crate::admin_tls::serve(
-            self.http,
-            self.tls,
-            self.router,
-            http_shutdown.clone(),
-        ));
+        let http = self.admin.spawn(http_shutdown.clone())?;
         let sampler = tokio::spawn(self.history.clone().run(
             self.metrics.clone(),
             self.lag_sources.clone(),
@@ -145,10 +120,94 @@ impl App {
         let _ = warm.await;
         self.readiness.set_draining();
         http_shutdown.cancel();
-        let _ = http.await;
+        http.wait().await;
         let _ = sampler.await;
         self.pool.close().await;
         Ok(relay_result?)
+    }
+}
+
+/// The admin port's settings, checked before MySQL is touched so that a
+/// bad one is refused with a message about the config.
+struct AdminSettings {
+    nice: Nice,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    access: Access,
+    replay_max_age_ms: i64,
+    trace_url: Option<crate::console::trace::TraceUrl>,
+}
+
+impl AdminSettings {
+    fn check(config: &RelayServiceConfig) -> Result<Self, Error> {
+        let nice = Nice::new("admin_cpu_nice", config.admin_cpu_nice)?;
+        if config.admin_max_connections == 0 {
+            return Err(Error::Config(
+                "admin_max_connections must be at least 1 (the admin port's own MySQL pool)".into(),
+            ));
+        }
+        let tls = crate::admin_tls::load(&config.admin_tls)?;
+        let mut access = admin_access(config)?;
+        access.secure_cookies = tls.is_some();
+        Ok(Self {
+            nice,
+            tls,
+            access,
+            replay_max_age_ms: config.ops.replay_max_age_ms()?,
+            trace_url: crate::console::trace::TraceUrl::parse(&config.console.trace_url)?,
+        })
+    }
+
+    /// The port bound, with its routes — `probes` (health, readiness,
+    /// metrics), `/admin/*` and the console — over the pool its thread
+    /// creates; `(history, broker_lag)` feed the console's charts.
+    async fn into_port(
+        self,
+        config: &RelayServiceConfig,
+        probes: axum::Router,
+        throttle: Arc<crate::access::throttle::LoginThrottle>,
+        (history, broker_lag): (History, bool),
+        retention_ms: i64,
+    ) -> Result<AdminPort, Error> {
+        let groups = timeline_groups(&config.rocketmq);
+        let consumers = crate::console::consumers::Sources::from_mq(&config.rocketmq, &groups)?;
+        let (admin_token, read_token) =
+            (config.admin_token.clone(), config.admin_read_token.clone());
+        let Self {
+            nice,
+            tls,
+            mut access,
+            replay_max_age_ms,
+            trace_url,
+        } = self;
+        access.throttle = throttle;
+        let routes: Routes = Box::new(move |pool: MySqlPool| {
+            let console = crate::console::router_with_consumers(
+                ConsoleConfig {
+                    pool: pool.clone(),
+                    admin_token,
+                    read_token,
+                    history,
+                    broker_lag,
+                    groups,
+                    trace_url,
+                },
+                access.clone(),
+                replay_max_age_ms,
+                consumers,
+            );
+            probes.merge(
+                crate::admin::router_with(pool, access, retention_ms, replay_max_age_ms)
+                    .merge(console),
+            )
+        });
+        let (mysql, connections) = (config.mysql.clone(), config.admin_max_connections);
+        Ok(AdminPort {
+            listener: admin_http::bind(&config.http_listen).await?,
+            tls,
+            nice,
+            pool: Box::new(move || mysql.lazy_pool(connections)),
+            routes,
+        })
     }
 }
 

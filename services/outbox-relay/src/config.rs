@@ -57,6 +57,15 @@ pub struct RelayServiceConfig {
     /// `client_ca_file`); off when `cert_file` is empty. With it, console
     /// cookies are `Secure`.
     pub admin_tls: service_kit::grpc_tls::ServerTls,
+    /// How much lower than the relay's the admin port's CPU priority is: it
+    /// runs on a thread of its own at this nice value above the process's
+    /// (0..=19; 0 = the same), so reloading the console never slows
+    /// delivery (`service_kit::low_priority`).
+    pub admin_cpu_nice: i32,
+    /// The admin port's own MySQL pool (console, `/admin/*`), apart from the
+    /// relay's `mysql.max_connections`, so operators never take a
+    /// connection the relay needs; at least 1.
+    pub admin_max_connections: u32,
     /// Operator command settings.
     pub ops: OpsConfig,
     /// Operator console settings.
@@ -148,6 +157,8 @@ impl Default for RelayServiceConfig {
                 .collect(),
             admin_operators_file: String::new(),
             admin_tls: service_kit::grpc_tls::ServerTls::default(),
+            admin_cpu_nice: 10,
+            admin_max_connections: 4,
             ops: OpsConfig::default(),
             console: ConsoleSection::default(),
         }

@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod admin;
+pub mod admin_port;
 pub mod admin_tls;
 pub mod app;
 pub mod config;
@@ -39,6 +40,9 @@ pub enum Error {
     /// message says what the row is. Nothing was written.
     #[error("refused: {0}")]
     Refused(String),
+    /// The operating system refused a thread or a socket operation.
+    #[error("{0}")]
+    Io(String),
 }
 
 impl From<relay_engine::Error> for Error {

@@ -79,6 +79,30 @@ fn unusable_console_settings_are_refused_naming_the_key() {
             &base("ops:\n  replay_max_age: 30d\n"),
             "ops.replay_max_age `30d`",
         ),
+        ConfigCase::file(
+            "an admin CPU priority beyond the lowest",
+            &base(
+                "admin_cpu_nice: 20
+",
+            ),
+            "admin_cpu_nice must be between 0 and 19",
+        ),
+        ConfigCase::file(
+            "an admin CPU priority above the relay's",
+            &base(
+                "admin_cpu_nice: -5
+",
+            ),
+            "admin_cpu_nice must be between 0 and 19",
+        ),
+        ConfigCase::file(
+            "an admin pool of no connection",
+            &base(
+                "admin_max_connections: 0
+",
+            ),
+            "admin_max_connections must be at least 1",
+        ),
     ];
     assert_start_refused(EXE, &cases);
     std::fs::remove_dir_all(&dir).unwrap();

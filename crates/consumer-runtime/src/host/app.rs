@@ -198,7 +198,6 @@ impl<S: ConsumerService> Host<S> {
         let shared = config.shared();
         let db = shared.mysql.connect_bounded().await?;
         let bounded = db.clone();
-        let pool = db.pool().clone();
         let mut registry = Registry::default();
         let metrics = ConsumerMetrics::register(&mut registry);
         let mut builder = Builder {
@@ -212,8 +211,8 @@ impl<S: ConsumerService> Host<S> {
         };
         let handler = S::build(&config, &mut builder).await?;
         builder.background("operator requests", {
-            let (config, settings, pool) = (config.clone(), settings.clone(), pool.clone());
-            move |stop| super::requests::run::<S>(config, settings, pool, stop)
+            let (config, settings, db) = (config.clone(), settings.clone(), bounded.clone());
+            move |stop| super::requests::run::<S>(config, settings, db, stop)
         });
         let registry = std::mem::take(&mut builder.registry);
         let consumer_group = settings.consumer_group.clone();

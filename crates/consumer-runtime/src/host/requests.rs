@@ -28,7 +28,7 @@ use super::{
     replay::{self, Replayed},
 };
 use crate::ConsumerSettings;
-use service_kit::db::IdText;
+use service_kit::db::{IdText, statement::BoundedPool};
 use sqlx::MySqlPool;
 use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
@@ -141,19 +141,20 @@ fn instance() -> String {
 pub(super) async fn run<S: ConsumerService>(
     config: Arc<S::Config>,
     settings: ConsumerSettings,
-    pool: MySqlPool,
+    db: BoundedPool,
     stop: CancellationToken,
 ) {
+    let pool = db.pool().clone();
     let me = instance();
     let mut polls: u32 = 0;
     loop {
         if polls.is_multiple_of(POLLS_PER_PURGE)
-            && let Err(error) = purge(&pool, &settings.consumer_group).await
+            && let Err(error) = purge(&db, &settings.consumer_group).await
         {
             tracing::warn!(%error, "finished operator requests not purged");
         }
         polls = polls.wrapping_add(1);
-        match claim(&pool, &settings.consumer_group, &me).await {
+        match claim(&db, &settings.consumer_group, &me).await {
             Ok(Some(request)) => {
                 let ended = carry_out::<S>(&config, &settings, &pool, &request).await;
                 tracing::info!(
@@ -165,7 +166,7 @@ pub(super) async fn run<S: ConsumerService>(
                     outcome = ended.0,
                     "operator request carried out"
                 );
-                if let Err(error) = finish(&pool, request.id, &me, ended).await {
+                if let Err(error) = finish(&db, request.id, &me, ended).await {
                     tracing::warn!(%error, request = request.id, "operator request outcome not written");
                 }
                 continue;
@@ -183,61 +184,87 @@ pub(super) async fn run<S: ConsumerService>(
     }
 }
 
-/// The group's oldest pending request, claimed by `me`, if there is one.
-async fn claim(pool: &MySqlPool, group: &str, me: &str) -> Result<Option<Request>, sqlx::Error> {
-    let Some((id,)): Option<(u64,)> = sqlx::query_as(PENDING_SQL)
-        .bind(group)
-        .fetch_optional(pool)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let claimed = sqlx::query(CLAIM_SQL)
-        .bind(me)
-        .bind(service_kit::time::now_ms())
-        .bind(id)
-        .execute(pool)
-        .await?
-        .rows_affected();
-    if claimed != 1 {
-        // Another instance took it first.
-        return Ok(None);
-    }
-    let (action, event_id, position, operator, reason): (String, IdText, String, String, String) =
-        sqlx::query_as(READ_SQL).bind(id).fetch_one(pool).await?;
-    Ok(Some(Request {
-        id,
-        action,
-        event_id: event_id.into(),
-        position,
-        operator,
-        reason,
-    }))
+/// The group's oldest pending request, claimed by `me`, if there is one
+/// (one unit of work under `mysql.statement_timeout`, as are the purge and
+/// the finish: a stalled database fails the poll, which is tried again).
+async fn claim(db: &BoundedPool, group: &str, me: &str) -> Result<Option<Request>, sqlx::Error> {
+    db.run(|connection, _| {
+        Box::pin(async move {
+            let Some((id,)): Option<(u64,)> = sqlx::query_as(PENDING_SQL)
+                .bind(group)
+                .fetch_optional(&mut *connection)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let claimed = sqlx::query(CLAIM_SQL)
+                .bind(me)
+                .bind(service_kit::time::now_ms())
+                .bind(id)
+                .execute(&mut *connection)
+                .await?
+                .rows_affected();
+            if claimed != 1 {
+                // Another instance took it first.
+                return Ok(None);
+            }
+            let (action, event_id, position, operator, reason): (
+                String,
+                IdText,
+                String,
+                String,
+                String,
+            ) = sqlx::query_as(READ_SQL)
+                .bind(id)
+                .fetch_one(&mut *connection)
+                .await?;
+            Ok(Some(Request {
+                id,
+                action,
+                event_id: event_id.into(),
+                position,
+                operator,
+                reason,
+            }))
+        })
+    })
+    .await
 }
 
 /// Deletes the group's requests finished longer than [`KEEP_FINISHED`] ago
 /// (a bounded batch: the table cannot grow without bound).
-async fn purge(pool: &MySqlPool, group: &str) -> Result<(), sqlx::Error> {
+async fn purge(db: &BoundedPool, group: &str) -> Result<(), sqlx::Error> {
     let keep_ms = i64::try_from(KEEP_FINISHED.as_millis()).unwrap_or(i64::MAX);
-    sqlx::query(PURGE_SQL)
-        .bind(group)
-        .bind(service_kit::time::now_ms().saturating_sub(keep_ms))
-        .execute(pool)
-        .await?;
-    Ok(())
+    let before = service_kit::time::now_ms().saturating_sub(keep_ms);
+    db.run(|connection, _| {
+        Box::pin(async move {
+            sqlx::query(PURGE_SQL)
+                .bind(group)
+                .bind(before)
+                .execute(&mut *connection)
+                .await
+                .map(drop)
+        })
+    })
+    .await
 }
 
-async fn finish(pool: &MySqlPool, id: u64, me: &str, ended: Ended) -> Result<(), sqlx::Error> {
+async fn finish(db: &BoundedPool, id: u64, me: &str, ended: Ended) -> Result<(), sqlx::Error> {
     let detail = service_kit::operator::fit_to_column(&ended.1, MAX_DETAIL_CHARS);
-    sqlx::query(FINISH_SQL)
-        .bind(ended.0)
-        .bind(detail)
-        .bind(service_kit::time::now_ms())
-        .bind(id)
-        .bind(me)
-        .execute(pool)
-        .await?;
-    Ok(())
+    db.run(|connection, _| {
+        Box::pin(async move {
+            sqlx::query(FINISH_SQL)
+                .bind(ended.0)
+                .bind(detail)
+                .bind(service_kit::time::now_ms())
+                .bind(id)
+                .bind(me)
+                .execute(&mut *connection)
+                .await
+                .map(drop)
+        })
+    })
+    .await
 }
 
 /// Runs one request as the operator command would, and says what came of it.
