@@ -113,8 +113,9 @@ fn key_of(request: &Request) -> [u8; 32] {
     hash.finalize().into()
 }
 
-/// The middleware: live GETs from a fresh copy (after the session check),
-/// every other method drops the copies once it has run.
+/// The middleware: live GETs from a fresh copy (after the session check;
+/// without a copy the page's handler checks it), every other method drops
+/// the copies once it has run.
 pub(super) async fn serve(
     State(console): State<Console>,
     Extension(client): Extension<Client>,
@@ -129,15 +130,17 @@ pub(super) async fn serve(
     if !LIVE.contains(&request.uri().path()) {
         return next.run(request).await;
     }
-    if let Err(refusal) = console.session(request.headers(), client).await {
-        return refusal;
-    }
     let key = key_of(&request);
     if let Some(copy) = console.recent.fresh(&key) {
+        if let Err(refusal) = console.session(request.headers(), client).await {
+            return refusal;
+        }
         let mut response = Response::new(Body::from(copy.body));
         *response.headers_mut() = copy.headers;
         return response;
     }
+    // No copy: the page's handler checks the session (once), and only its
+    // 200 — given to a valid session — becomes a copy.
     let response = next.run(request).await;
     if response.status() != StatusCode::OK {
         return response;
