@@ -2,7 +2,8 @@
 //! cookie when the read token is rotated, every cookie (copies included)
 //! at a logout or `outbox-relay console revoke-sessions`; and a named
 //! operator's actions are audited under the name their token proves, not
-//! the one a form or header claims.
+//! the one a form or header claims. A page reloaded faster than a person
+//! can is paced per session.
 
 mod common;
 
@@ -162,4 +163,40 @@ fn operator_hash_reads_the_token_from_stdin() {
     let operators = Operators::parse(&line).unwrap();
     assert_eq!(operators.operator_of(ALICE).unwrap().as_str(), "alice");
     assert!(!line.contains(ALICE));
+}
+
+#[tokio::test]
+async fn a_page_reloaded_in_parallel_is_paced_and_the_excess_refused_with_retry_after() {
+    let db = testkit::TestDb::new().await;
+    let base = format!(
+        "http://{}",
+        serve_gated(&db.pool, access(), &ServerTls::default()).await
+    );
+    let cookie = login(&base, ADMIN).await;
+    let other = login(&base, READER).await;
+    assert_eq!(get(&base, "/console", &cookie).await.0, 200);
+    // Far more reloads at once than a copy books answers for (about 30 in
+    // its second): some wait their turn, the rest are refused, none fails.
+    let client = client();
+    let reloads = (0..200).map(|_| {
+        client
+            .get(format!("{base}/console"))
+            .header("cookie", &cookie)
+            .send()
+    });
+    let mut refused = 0;
+    for answer in futures::future::join_all(reloads).await {
+        let answer = answer.unwrap();
+        match answer.status().as_u16() {
+            200 => assert!(answer.text().await.unwrap().contains("csrf")),
+            429 => {
+                assert_eq!(answer.headers()["retry-after"], "1");
+                refused += 1;
+            }
+            other => panic!("a reload answered {other}"),
+        }
+    }
+    assert!(refused > 0, "200 reloads at once were all answered");
+    // Another session's reloads have their own copy and pace.
+    assert_eq!(get(&base, "/console", &other).await.0, 200);
 }
