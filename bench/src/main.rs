@@ -5,6 +5,7 @@
 //! asserts no timings.
 
 mod console_consumers;
+mod console_drains;
 mod console_http;
 mod console_scenarios;
 mod consumer_scenarios;
