@@ -12,6 +12,7 @@
 
 use crate::console_http::get;
 use crate::fixtures::BenchEnv;
+use crate::processes::cpu_time_of;
 use crate::relay_scenarios::{create_topic, mq_config, worker};
 use crate::report::{Report, Row};
 use outbox_schema::names;
@@ -225,12 +226,12 @@ async fn drain_alternating(
         Nice::new("watcher", 0)?,
         watcher(base.to_owned(), watching, stop.clone(), count),
     )?;
-    let before = cpu_ticks(CONSOLE_THREADS)?;
+    let before = thread_cpu_times(CONSOLE_THREADS)?;
     let toggling = tokio::spawn(toggle(switch, watched_first, stop.clone()));
     drain(env, pool, rows).await?;
     stop.cancel();
     let stretches = toggling.await?;
-    let after = cpu_ticks(CONSOLE_THREADS)?;
+    let after = thread_cpu_times(CONSOLE_THREADS)?;
     finished.wait().await;
     let loads = counted.await?;
     let tally = tally(pool, rows.0, &stretches).await?;
@@ -238,7 +239,7 @@ async fn drain_alternating(
     Ok(Drained {
         tally,
         loads,
-        console_cpu: ticks_since(&before, &after) as f64 / TICKS_PER_SECOND / watched_seconds,
+        console_cpu: cpu_since(&before, &after).as_secs_f64() / watched_seconds,
     })
 }
 
@@ -331,21 +332,13 @@ async fn tally(
     Ok(tally)
 }
 
-/// The unit of `/proc`'s CPU times (USER_HZ: 100 on Linux's ABI).
-const TICKS_PER_SECOND: f64 = 100.0;
-
-/// User plus system CPU ticks of each of this process's threads whose name
-/// starts with `prefix`, by thread id (`/proc/self/task/<tid>/stat` fields
-/// 14 and 15, counted after the name's closing parenthesis, since a name
-/// may hold spaces).
-fn cpu_ticks(prefix: &str) -> anyhow::Result<HashMap<u64, u64>> {
-    let mut ticks = HashMap::new();
+/// The CPU time (user + system) each of this process's threads whose name
+/// starts with `prefix` used so far, by thread id.
+fn thread_cpu_times(prefix: &str) -> anyhow::Result<HashMap<u64, Duration>> {
+    let mut times = HashMap::new();
     for task in std::fs::read_dir("/proc/self/task")? {
         let path = task?.path();
-        let (Ok(comm), Ok(stat)) = (
-            std::fs::read_to_string(path.join("comm")),
-            std::fs::read_to_string(path.join("stat")),
-        ) else {
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
             continue; // the thread ended meanwhile
         };
         if !comm.starts_with(prefix) {
@@ -356,29 +349,20 @@ fn cpu_ticks(prefix: &str) -> anyhow::Result<HashMap<u64, u64>> {
             .and_then(|name| name.to_str())
             .and_then(|name| name.parse().ok())
             .ok_or_else(|| anyhow::anyhow!("unexpected {}", path.display()))?;
-        let after_name = stat
-            .rfind(')')
-            .and_then(|end| stat.get(end + 2..))
-            .ok_or_else(|| anyhow::anyhow!("unreadable {}", path.display()))?;
-        let fields: Vec<&str> = after_name.split(' ').collect();
-        let mut own = 0;
-        for field in [14, 15] {
-            own += fields
-                .get(field - 3)
-                .ok_or_else(|| anyhow::anyhow!("short {}", path.display()))?
-                .parse::<u64>()?;
+        // The thread may end between the two reads.
+        if let Ok(time) = cpu_time_of(&path.join("stat").to_string_lossy()) {
+            times.insert(tid, time);
         }
-        ticks.insert(tid, own);
     }
-    Ok(ticks)
+    Ok(times)
 }
 
-/// The ticks the threads of `after` spent since `before` (a thread new
+/// The CPU time the threads of `after` used since `before` (a thread new
 /// since then counts from zero; one gone since is not counted).
-fn ticks_since(before: &HashMap<u64, u64>, after: &HashMap<u64, u64>) -> u64 {
+fn cpu_since(before: &HashMap<u64, Duration>, after: &HashMap<u64, Duration>) -> Duration {
     after
         .iter()
-        .map(|(tid, ticks)| ticks.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .map(|(tid, time)| time.saturating_sub(before.get(tid).copied().unwrap_or_default()))
         .sum()
 }
 

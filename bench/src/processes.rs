@@ -133,8 +133,8 @@ pub fn own_cpu_time() -> anyhow::Result<Duration> {
     cpu_time_of("/proc/self/stat")
 }
 
-/// utime + stime of a `/proc/<pid>/stat` file.
-fn cpu_time_of(path: &str) -> anyhow::Result<Duration> {
+/// utime + stime of a `/proc/<pid>/stat` (or `/proc/<pid>/task/<tid>/stat`) file.
+pub(crate) fn cpu_time_of(path: &str) -> anyhow::Result<Duration> {
     let stat = std::fs::read_to_string(path)?;
     // Fields after the command name, which may hold spaces: state is field
     // 3, utime 14 and stime 15 (proc(5)).
