@@ -4,9 +4,10 @@
 
 mod common;
 
+use common::service::service_config;
 use common::*;
 use outbox_relay::{app::App, config::RelayServiceConfig};
-use service_kit::{Secret, db::MysqlConfig, low_priority::this_thread_nice};
+use service_kit::{Secret, low_priority::this_thread_nice};
 use tokio_util::sync::CancellationToken;
 
 /// The nice value of each of this process's threads named `name`, read from
@@ -34,19 +35,13 @@ fn nice_of_threads_named(name: &str) -> Vec<i32> {
 #[tokio::test]
 async fn the_admin_port_serves_from_its_own_lower_priority_thread_until_the_relay_stops() {
     let db = testkit::TestDb::new().await;
-    let mut config = RelayServiceConfig {
-        mysql: MysqlConfig {
-            url: db.url.clone(),
-            ..MysqlConfig::default()
-        },
-        http_listen: "127.0.0.1:0".into(),
+    let config = RelayServiceConfig {
         admin_token: Secret::new("admin-port-token"),
         admin_cpu_nice: 6,
         admin_max_connections: 1,
-        ..RelayServiceConfig::default()
+        rocketmq: mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns")),
+        ..service_config(&db.url, "relay-admin-port")
     };
-    config.outbox_worker = worker_config("relay-admin-port");
-    config.rocketmq = mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns"));
     let app = App::build(config).await.unwrap();
     let addr = app.http_addr().unwrap();
     let shutdown = CancellationToken::new();

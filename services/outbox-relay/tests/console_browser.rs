@@ -10,11 +10,12 @@
 mod common;
 
 use common::console::{ADMIN, READER};
+use common::service::service_config;
 use common::*;
 use fake_tencent_im::{FakeImConfig, FaultRule};
 use outbox_relay::{app::App, config::RelayServiceConfig};
 use room_core::EventKind;
-use service_kit::{Secret, db::MysqlConfig, duration::ConfigDuration};
+use service_kit::{Secret, duration::ConfigDuration};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use testkit::browser::Browser;
@@ -60,23 +61,17 @@ async fn an_operator_skips_a_stuck_head_and_replays_it_in_the_browser() {
         .await
         .unwrap();
     let mut config = RelayServiceConfig {
-        mysql: MysqlConfig {
-            url: db.url.clone(),
-            ..MysqlConfig::default()
-        },
-        http_listen: "127.0.0.1:0".into(),
         admin_token: Secret::new(ADMIN),
         admin_read_token: Secret::new(READER),
-        ..RelayServiceConfig::default()
+        ..service_config(&db.url, "relay-console")
     };
-    let mut worker = worker_config("relay-console");
+    let worker = &mut config.outbox_worker;
     worker.publish_mode = "direct".into();
     worker.max_retry_count = 10;
     // One failure backs the head off for an hour: the room is stuck until
     // an operator acts.
     worker.initial_backoff = ConfigDuration::from_secs(3_600);
     worker.max_backoff = ConfigDuration::from_secs(3_600);
-    config.outbox_worker = worker;
     config.direct.tencent_im = tencent_im::ImSection {
         enabled: true,
         base_url: fake.base_url(),

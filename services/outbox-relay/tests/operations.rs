@@ -3,9 +3,10 @@
 
 mod common;
 
+use common::service::service_config;
 use common::*;
 use outbox_relay::{access::throttle, app::App, config::RelayServiceConfig};
-use service_kit::{Secret, db::MysqlConfig};
+use service_kit::Secret;
 use std::process::Command;
 use testkit::binary::{ConfigCase, assert_dump_redacts, assert_start_refused};
 use testkit::secrets::PlantedSecrets;
@@ -303,17 +304,11 @@ async fn admin_http_requires_the_token_and_serves_operations() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let mut config = RelayServiceConfig {
-        mysql: MysqlConfig {
-            url: db.url.clone(),
-            ..MysqlConfig::default()
-        },
-        http_listen: "127.0.0.1:0".into(),
+    let config = RelayServiceConfig {
         admin_token: Secret::new("s3cret-token"),
-        ..RelayServiceConfig::default()
+        rocketmq: mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns")),
+        ..service_config(&db.url, "relay-http")
     };
-    config.outbox_worker = worker_config("relay-http");
-    config.rocketmq = mq_config(&testkit::kafka_bootstrap(), &testkit::unique("ns"));
     let app = App::build(config).await.unwrap();
     let base = format!("http://{}", app.http_addr().unwrap());
     let shutdown = CancellationToken::new();
@@ -445,16 +440,10 @@ async fn the_relay_is_ready_only_once_its_producer_has_the_topics_metadata() {
     // A broker that is not there yet, on a port that will be its own.
     let mut broker = testkit::PrivateBroker::start().await;
     broker.stop();
-    let mut config = RelayServiceConfig {
-        mysql: MysqlConfig {
-            url: db.url.clone(),
-            ..MysqlConfig::default()
-        },
-        http_listen: "127.0.0.1:0".into(),
-        ..RelayServiceConfig::default()
+    let config = RelayServiceConfig {
+        rocketmq: mq_config(&broker.bootstrap, &testkit::unique("ns")),
+        ..service_config(&db.url, "relay-warm")
     };
-    config.outbox_worker = worker_config("relay-warm");
-    config.rocketmq = mq_config(&broker.bootstrap, &testkit::unique("ns"));
     let app = App::build(config).await.unwrap();
     let base = format!("http://{}", app.http_addr().unwrap());
     let shutdown = CancellationToken::new();
