@@ -203,6 +203,9 @@ pub async fn read_first<M: Decode>(
     read_until::<M>(settings, filter, cap, true).await
 }
 
+/// A reader assigned to its partitions, and the offset where it stops in each.
+type Assigned = (StreamConsumer, HashMap<i32, i64>);
+
 /// A reader assigned to `settings.dead_letter_topic` from each partition's
 /// low watermark (or only the record at `position`) up to where it ends
 /// now — letters arriving later are not read — with those ends; None when
@@ -210,7 +213,7 @@ pub async fn read_first<M: Decode>(
 fn assigned(
     settings: &ConsumerSettings,
     position: Option<(i32, i64)>,
-) -> Result<Option<(StreamConsumer, HashMap<i32, i64>)>, Error> {
+) -> Result<Option<Assigned>, Error> {
     let topic = settings.dead_letter_topic.as_str();
     let reader = reader(settings)?;
     let partitions = partitions(&reader, topic)?;

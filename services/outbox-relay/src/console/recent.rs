@@ -35,7 +35,7 @@ use axum::{
 };
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a copy is served.
@@ -95,13 +95,18 @@ pub(super) struct Recent {
 }
 
 impl Recent {
+    /// The map, locked; a lock poisoned by a panic is taken over (the map
+    /// only holds copies, each whole or absent).
+    fn copies(&self) -> MutexGuard<'_, HashMap<[u8; 32], Copy>> {
+        self.copies
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
     /// Books the next answer to `key`'s request: when it may go out, or
     /// [`Busy`]. A request with no copy yet (a first load) goes at once.
     fn book(&self, key: &[u8; 32]) -> Result<Instant, Busy> {
-        let mut copies = self
-            .copies
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut copies = self.copies();
         let now = Instant::now();
         let Some(copy) = copies.get_mut(key) else {
             return Ok(now);
@@ -112,10 +117,7 @@ impl Recent {
     }
 
     fn fresh(&self, key: &[u8; 32]) -> Option<Copy> {
-        let copies = self
-            .copies
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let copies = self.copies();
         copies
             .get(key)
             .filter(|copy| copy.taken.elapsed() < FRESH_FOR)
@@ -125,10 +127,7 @@ impl Recent {
     /// Keeps `copy` as `key`'s, with the answers already booked on the
     /// copy it replaces.
     fn keep(&self, key: [u8; 32], mut copy: Copy) {
-        let mut copies = self
-            .copies
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut copies = self.copies();
         if let Some(replaced) = copies.get(&key) {
             copy.booked = copy.booked.max(replaced.booked);
         }
@@ -142,10 +141,7 @@ impl Recent {
     }
 
     fn forget_all(&self) {
-        self.copies
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .clear();
+        self.copies().clear();
     }
 }
 
